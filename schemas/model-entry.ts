@@ -1,0 +1,92 @@
+import { Type, type TUnsafe } from '@sinclair/typebox';
+import { PIXEL_SIZES, type AspectRatio, type Resolution } from './pixel-sizes.js';
+
+/** What a model module declares; everything else about the model is derived from it. */
+export interface ModelDefinition<Id extends string = string> {
+  id: Id;
+  description: string;
+  promptLength: { min: number; max: number };
+  imageReferenceCount: { min: number; max: number };
+  aspectRatios: readonly AspectRatio[];
+  /** Token price per offered resolution; a resolution not listed here is not offered. */
+  prices: Readonly<Partial<Record<Resolution, number>>>;
+  defaults: { aspectRatio: AspectRatio; resolution: Resolution };
+}
+
+export interface ModelCatalogEntry<Id extends string = string> extends ModelDefinition<Id> {
+  resolutions: readonly Resolution[];
+  /** pixelSizes[ratio][resolution] = { width, height } for exactly what the model offers. */
+  pixelSizes: Readonly<Record<string, Readonly<Record<string, { width: number; height: number }>>>>;
+}
+
+const RESOLUTION_ORDER: readonly Resolution[] = ['1K', '2K', '4K'];
+
+export function defineModel<Id extends string>(definition: ModelDefinition<Id>): ModelCatalogEntry<Id> {
+  const resolutions = RESOLUTION_ORDER.filter((r) => definition.prices[r] !== undefined);
+  const pixelSizes: Record<string, Record<string, { width: number; height: number }>> = {};
+  for (const ratio of definition.aspectRatios) {
+    pixelSizes[ratio] = {};
+    for (const resolution of resolutions) {
+      const [width, height] = PIXEL_SIZES[ratio][resolution];
+      pixelSizes[ratio][resolution] = { width, height };
+    }
+  }
+  return { ...definition, resolutions, pixelSizes };
+}
+
+/**
+ * A string enum as a plain JSON Schema `enum`: Ajv then reports one `enum` error with the allowed
+ * values, where a union of literals would report one error per branch.
+ */
+export function StringEnum<T extends string>(values: readonly T[], options: Record<string, unknown> = {}): TUnsafe<T> {
+  return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
+}
+
+/** Pattern of a UUID (any version); media ids are UUIDv7. */
+export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
+
+export const WebhookUrl = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description: 'Absolute https URL that receives a signed event when the task reaches a terminal state.',
+});
+
+/**
+ * The create/estimate request body of one model. Every per-model limit is a JSON Schema keyword
+ * so that Ajv reports the offending field; `additionalProperties: false` rejects unknown fields.
+ */
+export function buildGenerationRequestSchema<Id extends string>(entry: ModelCatalogEntry<Id>) {
+  const schemaId = `GenerationRequest_${entry.id.replace(/[^A-Za-z0-9]/g, '_')}`;
+  return Type.Object(
+    {
+      model: Type.Literal(entry.id),
+      prompt: Type.String({
+        minLength: entry.promptLength.min,
+        maxLength: entry.promptLength.max,
+        description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points.`,
+      }),
+      image_reference: Type.Optional(
+        Type.Array(Type.String({ pattern: UUID_PATTERN, description: 'A media_id returned by POST /api/v1/media.' }), {
+          minItems: entry.imageReferenceCount.min,
+          maxItems: entry.imageReferenceCount.max,
+          description: `Image-to-image references, ${entry.imageReferenceCount.min} to ${entry.imageReferenceCount.max}. Omit for text-to-image.`,
+        }),
+      ),
+      parameters: Type.Optional(
+        Type.Object(
+          {
+            aspect_ratio: Type.Optional(
+              StringEnum(entry.aspectRatios, { default: entry.defaults.aspectRatio, description: 'Aspect ratio of the output.' }),
+            ),
+            resolution: Type.Optional(
+              StringEnum(entry.resolutions, { default: entry.defaults.resolution, description: 'Output resolution; decides the price.' }),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+      webhook_url: Type.Optional(WebhookUrl),
+    },
+    { additionalProperties: false, title: schemaId, description: `Generation request for ${entry.id}.` },
+  );
+}

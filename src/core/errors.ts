@@ -1,0 +1,30 @@
+import type { ErrorCode } from '../../schemas/resources.js';
+
+export type { ErrorCode };
+
+export interface FieldError {
+  pointer: string;
+  location: 'body' | 'query' | 'path' | 'header';
+  code: string;
+  detail: string;
+}
+
+/**
+ * A failure the client can act on. It carries a stable `code`; the HTTP layer alone decides the
+ * status and the problem+json shape, so the core stays free of HTTP.
+ */
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly fieldErrors: FieldError[] = [],
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+}
+
+export const notFound = (what: string) => new DomainError('not_found', `${what} not found.`);
+
+export const invalidField = (code: ErrorCode, pointer: string, fieldCode: string, detail: string) =>
+  new DomainError(code, detail, [{ pointer, location: 'body', code: fieldCode, detail }]);

@@ -1,0 +1,53 @@
+import { findModel } from '../../schemas/catalog.js';
+import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
+
+export interface RequestedParameters {
+  aspect_ratio?: string;
+  resolution?: string;
+}
+
+export interface EffectiveParameters {
+  aspect_ratio: string;
+  resolution: string;
+}
+
+export interface PricedRequest {
+  model: ModelCatalogEntry;
+  parameters: EffectiveParameters;
+  cost: number;
+  width: number;
+  height: number;
+}
+
+export function modelOf(modelId: string): ModelCatalogEntry {
+  const model = findModel(modelId);
+  // Requests reach the core only after schema validation, so an unknown model is a programming error.
+  if (!model) throw new Error(`Unknown model ${modelId}`);
+  return model;
+}
+
+export function applyDefaults(model: ModelCatalogEntry, parameters: RequestedParameters | undefined): EffectiveParameters {
+  return {
+    aspect_ratio: parameters?.aspect_ratio ?? model.defaults.aspectRatio,
+    resolution: parameters?.resolution ?? model.defaults.resolution,
+  };
+}
+
+/** Token price of one generation at the given resolution. */
+export function priceOf(model: ModelCatalogEntry, resolution: string): number {
+  const price = model.prices[resolution as keyof typeof model.prices];
+  if (price === undefined) throw new Error(`${model.id} does not offer ${resolution}`);
+  return price;
+}
+
+export function pixelSizeOf(model: ModelCatalogEntry, parameters: EffectiveParameters): { width: number; height: number } {
+  const size = model.pixelSizes[parameters.aspect_ratio]?.[parameters.resolution];
+  if (!size) throw new Error(`${model.id} does not offer ${parameters.aspect_ratio} at ${parameters.resolution}`);
+  return size;
+}
+
+export function priceRequest(modelId: string, requested: RequestedParameters | undefined): PricedRequest {
+  const model = modelOf(modelId);
+  const parameters = applyDefaults(model, requested);
+  return { model, parameters, cost: priceOf(model, parameters.resolution), ...pixelSizeOf(model, parameters) };
+}

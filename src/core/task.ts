@@ -1,0 +1,104 @@
+import type { GenerationRequest } from '../../schemas/catalog.js';
+import { DomainError } from './errors.js';
+import { priceRequest, type EffectiveParameters } from './pricing.js';
+
+export type TaskStatus = 'CREATED' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED' | 'CANCELED';
+
+export interface GeneratedMediaRef {
+  media_id: string;
+  content_type: string;
+  width: number;
+  height: number;
+  size_bytes: number;
+}
+
+export interface TaskRecord {
+  id: string;
+  accountId: string;
+  status: TaskStatus;
+  model: string;
+  prompt: string;
+  imageReference: string[];
+  parameters: EffectiveParameters;
+  width: number;
+  height: number;
+  cost: number;
+  webhookUrl: string | null;
+  generated: GeneratedMediaRef[];
+  error: { code: string; message: string } | null;
+  attempt: number;
+  createdAt: Date;
+  startedAt: Date | null;
+  completedAt: Date | null;
+}
+
+export interface TaskCreationContext {
+  accountId: string;
+  now: Date;
+  newId: () => string;
+}
+
+/** Turns a schema-valid request into the task to store: defaults applied, priced, sized. */
+export function createTask(request: GenerationRequest, context: TaskCreationContext): TaskRecord {
+  const priced = priceRequest(request.model, request.parameters);
+  return {
+    id: context.newId(),
+    accountId: context.accountId,
+    status: 'CREATED',
+    model: priced.model.id,
+    prompt: request.prompt,
+    imageReference: request.image_reference ?? [],
+    parameters: priced.parameters,
+    width: priced.width,
+    height: priced.height,
+    cost: priced.cost,
+    webhookUrl: request.webhook_url ?? null,
+    generated: [],
+    error: null,
+    attempt: 0,
+    createdAt: context.now,
+    startedAt: null,
+    completedAt: null,
+  };
+}
+
+export const TERMINAL_STATUSES: readonly TaskStatus[] = ['COMPLETED', 'FAILED', 'CANCELED'];
+
+export function isTerminal(status: TaskStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+export type TaskEvent = 'claim' | 'complete' | 'fail' | 'cancel' | 'release';
+
+/** DESIGN 3.5: every allowed move; anything else is a conflict. */
+const TRANSITIONS: Record<TaskStatus, Partial<Record<TaskEvent, TaskStatus>>> = {
+  CREATED: { claim: 'IN_PROGRESS', cancel: 'CANCELED', fail: 'FAILED' },
+  IN_PROGRESS: { complete: 'COMPLETED', fail: 'FAILED', cancel: 'CANCELED', release: 'CREATED' },
+  COMPLETED: {},
+  FAILED: {},
+  CANCELED: {},
+};
+
+export function nextStatus(current: TaskStatus, event: TaskEvent): TaskStatus {
+  const next = TRANSITIONS[current][event];
+  if (!next) throw new DomainError('invalid_state', `A ${current} task cannot be ${pastTense(event)}.`);
+  return next;
+}
+
+export function canTransition(current: TaskStatus, event: TaskEvent): boolean {
+  return TRANSITIONS[current][event] !== undefined;
+}
+
+/** Statuses from which `event` is allowed; stores use it to guard their conditional updates. */
+export function statusesAllowing(event: TaskEvent): TaskStatus[] {
+  return (Object.keys(TRANSITIONS) as TaskStatus[]).filter((s) => canTransition(s, event));
+}
+
+/** Whether moving into `status` gives the cost back (DESIGN 3.8: FAILED and CANCELED refund). */
+export function refundsOnEntry(status: TaskStatus): boolean {
+  return status === 'FAILED' || status === 'CANCELED';
+}
+
+function pastTense(event: TaskEvent): string {
+  return { claim: 'claimed', complete: 'completed', fail: 'failed', cancel: 'canceled', release: 'released' }[event];
+}

@@ -1,0 +1,95 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
+import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
+import { fieldErrorOf } from '../validation.js';
+
+/**
+ * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
+ * (DESIGN 3.7). 5xx bodies say nothing about the cause; the log has it with the request id.
+ */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
+    const { code, detail, fieldErrors } = classify(error);
+    if (PROBLEM_BY_CODE[code].status >= 500) request.log.error({ err: error }, 'request failed');
+    sendProblem(request, reply, code, detail, fieldErrors);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    sendProblem(request, reply, 'not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`);
+  });
+}
+
+export function sendProblem(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  code: ErrorCode,
+  detail: string,
+  fieldErrors?: FieldError[],
+): FastifyReply {
+  const body = problemBody(code, detail, String(request.id), fieldErrors);
+  if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+  return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
+}
+
+interface Classified {
+  code: ErrorCode;
+  detail: string;
+  fieldErrors?: FieldError[];
+}
+
+const CODE_BY_FASTIFY_ERROR: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+};
+
+const CODE_BY_STATUS: Record<number, ErrorCode> = {
+  400: 'invalid_request',
+  401: 'unauthorized',
+  404: 'not_found',
+  406: 'invalid_request',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  429: 'rate_limited',
+  503: 'unavailable',
+};
+
+function classify(error: FastifyError | DomainError): Classified {
+  if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
+
+  if (error.validation) {
+    const fieldErrors = error.validation.map((e) => fieldErrorOf(e as never, error.validationContext));
+    const first = fieldErrors[0];
+    return {
+      code: 'invalid_request',
+      detail: first ? `${first.location} ${first.pointer || '(root)'}: ${first.detail}` : 'The request is invalid.',
+      fieldErrors,
+    };
+  }
+
+  const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
+  if (fastifyCode) return { code: fastifyCode, detail: publicDetail(fastifyCode, error) };
+  // The JSON parser's own SyntaxError and prototype-poisoning refusals.
+  if (error.statusCode === 400 && (error instanceof SyntaxError || /JSON|prototype|constructor/i.test(error.message))) {
+    return { code: 'invalid_json', detail: 'The body is not valid JSON.' };
+  }
+  const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
+  if (byStatus) return { code: byStatus, detail: error.message };
+  if (error.statusCode === 503) return { code: 'unavailable', detail: 'The service is temporarily unavailable.' };
+  return { code: 'internal_error', detail: 'Something went wrong on our side; the request id identifies it in our logs.' };
+}
+
+function publicDetail(code: ErrorCode, error: FastifyError): string {
+  switch (code) {
+    case 'unsupported_media_type':
+      return 'This endpoint accepts application/json bodies.';
+    case 'payload_too_large':
+      return 'The request body is larger than this endpoint accepts.';
+    case 'invalid_json':
+      return 'The body is empty or not valid JSON.';
+    default:
+      return error.message;
+  }
+}

@@ -1,0 +1,30 @@
+import type { TaskResource } from '../../schemas/resources.js';
+import type { TaskRecord } from '../core/task.js';
+
+/** Signs download URLs for generated media; the media issue provides the implementation. */
+export interface MediaUrlSigner {
+  signedUrl(mediaId: string, now: Date): { url: string; expiresAt: Date };
+}
+
+const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+
+export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Date): TaskResource {
+  return {
+    task_id: task.id,
+    status: task.status,
+    cost: task.cost,
+    generated: task.generated.map((item) => {
+      const signed = signer.signedUrl(item.media_id, now);
+      return { ...item, url: signed.url, url_expires_at: signed.expiresAt.toISOString() };
+    }),
+    model: task.model,
+    prompt: task.prompt,
+    image_reference: task.imageReference,
+    parameters: task.parameters,
+    webhook_url: task.webhookUrl,
+    error: task.error,
+    created_at: task.createdAt.toISOString(),
+    started_at: iso(task.startedAt),
+    completed_at: iso(task.completedAt),
+  };
+}

@@ -1,0 +1,43 @@
+import type { ErrorCode } from '../core/errors.js';
+import type { FieldError } from '../core/errors.js';
+import type { ProblemBody } from '../../schemas/resources.js';
+
+/** HTTP status and title of each stable error code (DESIGN 3.7); the only place codes meet HTTP. */
+export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string }> = {
+  invalid_json: { status: 400, title: 'Invalid JSON' },
+  invalid_request: { status: 400, title: 'Invalid request' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  insufficient_tokens: { status: 402, title: 'Insufficient tokens' },
+  not_found: { status: 404, title: 'Not found' },
+  invalid_state: { status: 409, title: 'Invalid state' },
+  idempotency_in_progress: { status: 409, title: 'Idempotent request in progress' },
+  payload_too_large: { status: 413, title: 'Payload too large' },
+  unsupported_media_type: { status: 415, title: 'Unsupported media type' },
+  invalid_media_reference: { status: 422, title: 'Invalid media reference' },
+  invalid_image: { status: 422, title: 'Invalid image' },
+  idempotency_key_reused: { status: 422, title: 'Idempotency key reused' },
+  rate_limited: { status: 429, title: 'Rate limited' },
+  too_many_active_tasks: { status: 429, title: 'Too many active tasks' },
+  internal_error: { status: 500, title: 'Internal error' },
+  unavailable: { status: 503, title: 'Service unavailable' },
+};
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
+export function problemBody(code: ErrorCode, detail: string, requestId: string, fieldErrors?: FieldError[]): ProblemBody {
+  const { status, title } = PROBLEM_BY_CODE[code];
+  return {
+    type: `urn:imagegen:problem:${code}`,
+    title,
+    status,
+    detail,
+    code,
+    request_id: requestId,
+    ...(fieldErrors && fieldErrors.length > 0 ? { errors: fieldErrors } : {}),
+  };
+}
+
+/** The error codes a status can carry, for the OpenAPI description of each problem response. */
+export function codesForStatus(status: number): ErrorCode[] {
+  return (Object.keys(PROBLEM_BY_CODE) as ErrorCode[]).filter((c) => PROBLEM_BY_CODE[c].status === status);
+}

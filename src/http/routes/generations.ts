@@ -1,0 +1,118 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
+import { StringEnum } from '../../../schemas/model-entry.js';
+import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
+import type { TaskService } from '../../services/task-service.js';
+import { toTaskResource, type MediaUrlSigner } from '../presenters.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+
+export interface GenerationRoutesOptions {
+  tasks: TaskService;
+  signer: MediaUrlSigner;
+  now: () => Date;
+}
+
+const TaskIdParams = uuidParam('task_id', 'The task id returned at creation.');
+
+const ListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
+    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page.' })),
+    status: Type.Optional(StringEnum(TASK_STATUSES)),
+    model: Type.Optional(StringEnum(MODEL_IDS)),
+    created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Only tasks created strictly after.' })),
+    created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Only tasks created strictly before.' })),
+  },
+  { additionalProperties: false },
+);
+
+export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions> = async (app, { tasks, signer, now }) => {
+  app.post(
+    '/images/generations',
+    {
+      schema: {
+        operationId: 'createGeneration',
+        tags: ['generations'],
+        summary: 'Create a generation task',
+        description: 'Validates, prices and debits the request, and returns the task at once in state CREATED.',
+        security: BEARER_SECURITY,
+        body: GenerationRequest,
+        response: {
+          202: Type.Ref(TaskEnvelope, { description: 'Task created; `Location` points at it.' }),
+          ...problemResponses(...AUTHENTICATED_PROBLEMS, 402, 409, 413, 415, 422),
+        },
+      },
+    },
+    async (request, reply) => {
+      const task = await tasks.create(request.caller.accountId, request.body);
+      reply.header('location', `/api/v1/images/generations/${task.id}`);
+      return reply.code(202).send({ data: toTaskResource(task, signer, now()) });
+    },
+  );
+
+  app.get(
+    '/images/generations/:task_id',
+    {
+      schema: {
+        operationId: 'getGeneration',
+        tags: ['generations'],
+        summary: 'Read a task',
+        security: BEARER_SECURITY,
+        params: TaskIdParams,
+        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+      },
+    },
+    async (request) => {
+      const task = await tasks.get(request.caller.accountId, request.params.task_id);
+      return { data: toTaskResource(task, signer, now()) };
+    },
+  );
+
+  app.get(
+    '/images/generations',
+    {
+      schema: {
+        operationId: 'listGenerations',
+        tags: ['generations'],
+        summary: "List the account's tasks, newest first",
+        security: BEARER_SECURITY,
+        querystring: ListQuery,
+        response: { 200: Type.Ref(TaskPage), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const page = await tasks.list(request.caller.accountId, {
+        limit: q.limit ?? 20,
+        cursor: q.cursor,
+        status: q.status,
+        model: q.model,
+        createdAfter: q.created_after ? new Date(q.created_after) : undefined,
+        createdBefore: q.created_before ? new Date(q.created_before) : undefined,
+      });
+      const at = now();
+      return { data: page.items.map((t) => toTaskResource(t, signer, at)), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.post(
+    '/images/estimates',
+    {
+      schema: {
+        operationId: 'estimateGeneration',
+        tags: ['generations'],
+        summary: 'Validate and price a request without creating anything',
+        security: BEARER_SECURITY,
+        body: GenerationRequest,
+        response: { 200: Type.Ref(Estimate), ...problemResponses(...AUTHENTICATED_PROBLEMS, 413, 415) },
+      },
+    },
+    async (request) => {
+      const priced = tasks.estimate(request.body);
+      return {
+        data: { model: priced.model.id, cost: priced.cost, parameters: priced.parameters, width: priced.width, height: priced.height },
+      };
+    },
+  );
+};

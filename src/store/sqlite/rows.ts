@@ -1,0 +1,65 @@
+import type { TaskRecord, TaskStatus } from '../../core/task.js';
+import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind } from '../port.js';
+
+/** Row shapes of the embedded schema and their mapping to domain records. */
+
+export interface AccountRow { id: string; name: string; balance: number; created_at: number }
+export interface ApiKeyRow {
+  id: string; account_id: string; name: string; prefix: string; hash: string;
+  created_at: number; last_used_at: number | null; revoked_at: number | null;
+}
+export interface LedgerRow {
+  id: number; account_id: string; kind: LedgerKind; amount: number; balance_after: number;
+  task_id: string | null; note: string | null; created_at: number;
+}
+export interface TaskRow {
+  id: string; account_id: string; status: TaskStatus; model: string; prompt: string;
+  image_reference: string; aspect_ratio: string; resolution: string; width: number; height: number;
+  cost: number; webhook_url: string | null; generated: string; error_code: string | null;
+  error_message: string | null; attempt: number; lease_expires_at: number | null; run_after: number;
+  created_at: number; started_at: number | null; completed_at: number | null;
+}
+
+const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
+export const msOrNull = (d: Date | null) => (d === null ? null : d.getTime());
+
+export const toAccount = (r: AccountRow): Account => ({ id: r.id, name: r.name, balance: r.balance, createdAt: new Date(r.created_at) });
+
+export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
+  id: r.id, accountId: r.account_id, name: r.name, prefix: r.prefix,
+  createdAt: new Date(r.created_at), lastUsedAt: dateOrNull(r.last_used_at), revokedAt: dateOrNull(r.revoked_at),
+});
+
+export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
+  id: String(r.id), accountId: r.account_id, kind: r.kind, amount: r.amount, balanceAfter: r.balance_after,
+  taskId: r.task_id, note: r.note, createdAt: new Date(r.created_at),
+});
+
+export const toTask = (r: TaskRow): TaskRecord => ({
+  id: r.id,
+  accountId: r.account_id,
+  status: r.status,
+  model: r.model,
+  prompt: r.prompt,
+  imageReference: JSON.parse(r.image_reference),
+  parameters: { aspect_ratio: r.aspect_ratio, resolution: r.resolution },
+  width: r.width,
+  height: r.height,
+  cost: r.cost,
+  webhookUrl: r.webhook_url,
+  generated: JSON.parse(r.generated),
+  error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
+  attempt: r.attempt,
+  createdAt: new Date(r.created_at),
+  startedAt: dateOrNull(r.started_at),
+  completedAt: dateOrNull(r.completed_at),
+});
+
+export const fromTask = (t: TaskRecord): TaskRow => ({
+  id: t.id, account_id: t.accountId, status: t.status, model: t.model, prompt: t.prompt,
+  image_reference: JSON.stringify(t.imageReference), aspect_ratio: t.parameters.aspect_ratio,
+  resolution: t.parameters.resolution, width: t.width, height: t.height, cost: t.cost,
+  webhook_url: t.webhookUrl, generated: JSON.stringify(t.generated), error_code: t.error?.code ?? null,
+  error_message: t.error?.message ?? null, attempt: t.attempt, lease_expires_at: null, run_after: 0,
+  created_at: t.createdAt.getTime(), started_at: msOrNull(t.startedAt), completed_at: msOrNull(t.completedAt),
+});
