@@ -1,0 +1,182 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import dotenv from 'dotenv';
+import { ConfigError, loadConfig, publicBaseUrl, type Config } from './config.js';
+import { buildApp } from './http/app.js';
+import { openRuntime, UnsupportedConfigurationError, type Runtime } from './runtime.js';
+import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
+import { DomainError } from './core/errors.js';
+
+const USAGE = `Usage: imagegen <command> [options]
+
+Commands:
+  serve                                   API and in-process workers (the embedded default)
+  api                                     API only
+  migrate                                 bring the database schema up to date
+  keys create --name N --tokens T         new account with T tokens and its first key
+  keys create --account ID [--name N]     another key for an existing account
+  keys list [--account ID]                keys (prefix, name, created, last used; never the key)
+  keys revoke ID_OR_PREFIX                revoke a key with immediate effect
+  tokens grant --account ID --tokens T [--note TEXT]
+
+Configuration comes from environment variables (and an optional .env file); see README.md.`;
+
+/** stdout carries results (a new key alone on the last line); stderr carries diagnostics. */
+const out = (line: string) => process.stdout.write(`${line}\n`);
+
+async function main(argv: string[]): Promise<number> {
+  dotenv.config({ quiet: true });
+  const [command, subcommand, ...rest] = argv;
+  if (!command || command === 'help' || command === '--help') {
+    out(USAGE);
+    return command ? 0 : 1;
+  }
+  const config = loadConfig(process.env);
+
+  switch (command) {
+    case 'serve':
+      return serve(config, { workers: config.WORKER_CONCURRENCY });
+    case 'api':
+      return serve(config, { workers: 0 });
+    case 'migrate':
+      return withRuntime(config, async () => {
+        out('Database schema is up to date.');
+      });
+    case 'keys':
+      return keysCommand(config, subcommand, rest);
+    case 'tokens':
+      return tokensCommand(config, subcommand, rest);
+    default:
+      process.stderr.write(`Unknown command "${command}".\n\n${USAGE}\n`);
+      return 1;
+  }
+}
+
+async function withRuntime(config: Config, fn: (runtime: Runtime) => Promise<void>): Promise<number> {
+  const runtime = await openRuntime(config);
+  try {
+    await fn(runtime);
+    return 0;
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function keysCommand(config: Config, subcommand: string | undefined, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { name: { type: 'string' }, tokens: { type: 'string' }, account: { type: 'string' } },
+  });
+  return withRuntime(config, async ({ store }) => {
+    const now = new Date();
+    switch (subcommand) {
+      case 'create': {
+        if (values.account) {
+          const account = await store.getAccount(values.account);
+          if (!account) throw new CliError(`No account ${values.account}.`);
+          const { key, record } = await issueApiKey(store, account.id, values.name ?? 'key', now);
+          out(`Key ${record.id} (${record.prefix}…) for account ${account.id}. Shown once; store it now:`);
+          out(key);
+          return;
+        }
+        if (!values.name) throw new CliError('keys create needs --name N --tokens T, or --account ID.');
+        const tokens = parseTokens(values.tokens ?? '0');
+        const { account, key } = await createAccountWithKey(store, { name: values.name, tokens, now });
+        out(`Account ${account.id} "${account.name}" with ${account.balance} tokens. Key shown once; store it now:`);
+        out(key);
+        return;
+      }
+      case 'list': {
+        const keys = await store.listApiKeys(values.account);
+        out(['KEY_ID', 'ACCOUNT', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'REVOKED'].join('\t'));
+        for (const k of keys) {
+          out([k.id, k.accountId, k.prefix, k.name, k.createdAt.toISOString(), k.lastUsedAt?.toISOString() ?? '-', k.revokedAt?.toISOString() ?? '-'].join('\t'));
+        }
+        return;
+      }
+      case 'revoke': {
+        const target = positionals[0];
+        if (!target) throw new CliError('keys revoke needs a key id or prefix.');
+        if (!(await store.revokeApiKey(target, now))) throw new CliError(`No active key ${target}.`);
+        out(`Revoked ${target}.`);
+        return;
+      }
+      default:
+        throw new CliError('keys needs one of: create, list, revoke.');
+    }
+  });
+}
+
+async function tokensCommand(config: Config, subcommand: string | undefined, args: string[]): Promise<number> {
+  if (subcommand !== 'grant') throw new CliError('tokens needs: grant --account ID --tokens T.');
+  const { values } = parseArgs({ args, options: { account: { type: 'string' }, tokens: { type: 'string' }, note: { type: 'string' } } });
+  if (!values.account || !values.tokens) throw new CliError('tokens grant needs --account ID --tokens T.');
+  const amount = parseTokens(values.tokens);
+  if (amount === 0) throw new CliError('--tokens must be at least 1.');
+  return withRuntime(config, async ({ store }) => {
+    const account = await store.grantTokens({ accountId: values.account!, amount, note: values.note ?? null, now: new Date() });
+    out(`Granted ${amount} tokens to ${account.id}; balance ${account.balance}.`);
+  });
+}
+
+function parseTokens(text: string): number {
+  if (!/^\d{1,12}$/.test(text)) throw new CliError(`--tokens must be a whole number, got "${text}".`);
+  return Number(text);
+}
+
+async function serve(config: Config, options: { workers: number }): Promise<number> {
+  const runtime = await openRuntime(config);
+  if (runtime.store.kind === 'sqlite' && (await runtime.store.countAccounts()) === 0) {
+    await printDevelopmentKey(runtime, config);
+  }
+  const app = await buildApp({ config, store: runtime.store, mediaSigningSecret: runtime.mediaSigningSecret });
+  await app.listen({ port: config.PORT, host: config.HOST });
+  void options;
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      app.log.info({ signal }, 'shutting down');
+      resolve();
+    };
+    process.once('SIGTERM', stop);
+    process.once('SIGINT', stop);
+  });
+  await app.close();
+  await runtime.close();
+  return 0;
+}
+
+/** First start of an empty embedded install: a development account, its key printed once. */
+async function printDevelopmentKey(runtime: Runtime, config: Config): Promise<void> {
+  const { account, key } = await createAccountWithKey(runtime.store, { name: 'development', tokens: config.DEV_ACCOUNT_TOKENS, now: new Date() });
+  const base = publicBaseUrl(config);
+  out(
+    [
+      '',
+      `Created a development account (${account.id}) with ${account.balance} tokens.`,
+      'Its API key is shown only this once:',
+      '',
+      `  ${key}`,
+      '',
+      'Try it:',
+      `  curl -s -X POST ${base}/api/v1/images/generations \\`,
+      `    -H 'Authorization: Bearer ${key}' -H 'Content-Type: application/json' \\`,
+      `    -d '{"model":"alpha-pro","prompt":"a lighthouse at dawn","parameters":{"aspect_ratio":"16:9"}}'`,
+      '',
+      `API docs: ${base}/docs`,
+      '',
+    ].join('\n'),
+  );
+}
+
+class CliError extends Error {}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    const known = error instanceof CliError || error instanceof ConfigError || error instanceof UnsupportedConfigurationError || error instanceof DomainError;
+    process.stderr.write(known ? `${(error as Error).message}\n` : `${(error as Error)?.stack ?? String(error)}\n`);
+    process.exit(1);
+  },
+);
