@@ -42,6 +42,9 @@ export function StringEnum<T extends string>(values: readonly T[], options: Reco
   return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
 }
 
+/** With Ajv's unicode regular expressions this matches only strings without lone surrogates. */
+export const WELL_FORMED_UNICODE_PATTERN = '^[^\\uD800-\\uDFFF]*$';
+
 /** Pattern of a UUID (any version); media ids are UUIDv7. */
 export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
 
@@ -63,6 +66,8 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
       prompt: Type.String({
         minLength: entry.promptLength.min,
         maxLength: entry.promptLength.max,
+        // JSON can carry a lone UTF-16 surrogate, which is not text and cannot be stored as sent.
+        pattern: WELL_FORMED_UNICODE_PATTERN,
         description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points.`,
       }),
       image_reference: Type.Optional(

@@ -90,6 +90,67 @@ export const ModelResource = Type.Object(
 export const ModelEnvelope = Type.Object({ data: Type.Ref(ModelResource) }, { $id: 'ModelEnvelope' });
 export const ModelList = Type.Object({ data: Type.Array(Type.Ref(ModelResource)) }, { $id: 'ModelList' });
 
+export const LEDGER_KINDS = ['grant', 'debit', 'refund'] as const;
+export const LedgerEntryResource = Type.Object(
+  {
+    id: Type.String({ description: 'Entry id; entries are listed newest first.' }),
+    kind: StringEnum(LEDGER_KINDS, { description: '`grant` adds tokens, `debit` pays for a task at creation, `refund` returns a failed or canceled task\'s cost.' }),
+    amount: Type.Integer({ minimum: 1, description: 'Tokens moved; always positive, `kind` says which way.' }),
+    balance_after: Type.Integer({ minimum: 0, description: 'The balance right after this entry.' }),
+    task_id: Nullable(Type.String({ description: 'The task a debit or refund belongs to.' })),
+    note: Nullable(Type.String()),
+    created_at: Timestamp,
+  },
+  { $id: 'LedgerEntry', additionalProperties: false },
+);
+export const LedgerPage = Type.Object(
+  { data: Type.Array(Type.Ref(LedgerEntryResource)), next_cursor: Nullable(Type.String()) },
+  { $id: 'LedgerPage', additionalProperties: false },
+);
+
+export const AccountResource = Type.Object(
+  {
+    account_id: Type.String(),
+    balance: Type.Integer({ minimum: 0, description: 'Tokens available; grants − debits + refunds.' }),
+    key: Type.Object(
+      {
+        key_id: Type.String(),
+        name: Type.String(),
+        prefix: Type.String({ description: 'The first characters of the key, enough to tell keys apart; never the key.' }),
+      },
+      { additionalProperties: false, description: 'The API key that made this request.' },
+    ),
+    limits: Type.Object(
+      {
+        creates_per_min: Type.Integer({ description: 'Creates per minute allowed to this key.' }),
+        requests_per_min: Type.Integer({ description: 'Other requests per minute allowed to this key.' }),
+        max_active_tasks: Type.Integer({ description: 'CREATED + IN_PROGRESS tasks the account may have at once.' }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { $id: 'Account', additionalProperties: false },
+);
+export const AccountEnvelope = Type.Object({ data: Type.Ref(AccountResource) }, { $id: 'AccountEnvelope', additionalProperties: false });
+
+export const MEDIA_SOURCES = ['upload', 'generated'] as const;
+export const MediaResource = Type.Object(
+  {
+    media_id: Type.String({ description: 'UUIDv7; use it in `image_reference` (uploads only).' }),
+    content_type: StringEnum(['image/png', 'image/jpeg', 'image/webp'], { description: 'Decided by the bytes, never by the filename or the declared type.' }),
+    width: Type.Integer({ description: 'Pixels, after EXIF orientation was applied.' }),
+    height: Type.Integer({ description: 'Pixels, after EXIF orientation was applied.' }),
+    size_bytes: Type.Integer({ description: 'Size of the stored bytes (re-encoded without metadata), not of the upload.' }),
+    sha256: Type.String({ pattern: '^[0-9a-f]{64}$', description: 'Hex SHA-256 of the stored bytes; also the ETag of the content.' }),
+    source: StringEnum(MEDIA_SOURCES),
+    created_at: Timestamp,
+    expires_at: Type.String({ format: 'date-time', description: 'After this the media is gone: 404 here, 422 as a reference.' }),
+  },
+  { $id: 'Media', additionalProperties: false },
+);
+export type MediaResource = Static<typeof MediaResource>;
+export const MediaEnvelope = Type.Object({ data: Type.Ref(MediaResource) }, { $id: 'MediaEnvelope' });
+
 export const ERROR_CODES = [
   'invalid_json',
   'invalid_request',
@@ -144,5 +205,11 @@ export const SHARED_SCHEMAS: TSchema[] = [
   ModelResource,
   ModelEnvelope,
   ModelList,
+  LedgerEntryResource,
+  LedgerPage,
+  AccountResource,
+  AccountEnvelope,
+  MediaResource,
+  MediaEnvelope,
   Problem,
 ];

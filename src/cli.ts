@@ -6,12 +6,16 @@ import { buildApp } from './http/app.js';
 import { openRuntime, UnsupportedConfigurationError, type Runtime } from './runtime.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
+import { pino } from 'pino';
+import { TaskEvents } from './services/task-events.js';
+import { buildBackgroundWork, type BackgroundWork } from './worker/build-worker.js';
 
 const USAGE = `Usage: imagegen <command> [options]
 
 Commands:
   serve                                   API and in-process workers (the embedded default)
   api                                     API only
+  worker                                  task worker only (WORKER_CONCURRENCY slots)
   migrate                                 bring the database schema up to date
   keys create --name N --tokens T         new account with T tokens and its first key
   keys create --account ID [--name N]     another key for an existing account
@@ -38,6 +42,8 @@ async function main(argv: string[]): Promise<number> {
       return serve(config, { workers: config.WORKER_CONCURRENCY });
     case 'api':
       return serve(config, { workers: 0 });
+    case 'worker':
+      return workerCommand(config);
     case 'migrate':
       return withRuntime(config, async () => {
         out('Database schema is up to date.');
@@ -130,21 +136,49 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   if (runtime.store.kind === 'sqlite' && (await runtime.store.countAccounts()) === 0) {
     await printDevelopmentKey(runtime, config);
   }
-  const app = await buildApp({ config, store: runtime.store, mediaSigningSecret: runtime.mediaSigningSecret });
-  await app.listen({ port: config.PORT, host: config.HOST });
-  void options;
-
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      app.log.info({ signal }, 'shutting down');
-      resolve();
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
+  const events = new TaskEvents();
+  let worker: BackgroundWork | null = null;
+  const app = await buildApp({
+    config,
+    store: runtime.store,
+    blobs: runtime.blobs,
+    mediaSigningSecret: runtime.mediaSigningSecret,
+    events,
+    onWebhookQueued: () => worker?.webhooks.poke(),
   });
+  if (options.workers > 0) worker = buildBackgroundWork(config, runtime, { events, log: app.log, concurrency: options.workers });
+  await app.listen({ port: config.PORT, host: config.HOST });
+  worker?.start();
+  app.log.info({ workers: options.workers }, 'ready');
+
+  const signal = await shutdownSignal();
+  app.log.info({ signal }, 'shutting down');
+  // Stop accepting first, then let running tasks finish (or release them), then close the store.
   await app.close();
+  await worker?.stop(config.SHUTDOWN_GRACE_MS);
   await runtime.close();
   return 0;
+}
+
+async function workerCommand(config: Config): Promise<number> {
+  if (config.WORKER_CONCURRENCY === 0) throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
+  const runtime = await openRuntime(config);
+  const log = pino({ level: config.LOG_LEVEL });
+  const worker = buildBackgroundWork(config, runtime, { log });
+  worker.start();
+  log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker started');
+  const signal = await shutdownSignal();
+  log.info({ signal }, 'worker shutting down');
+  await worker.stop(config.SHUTDOWN_GRACE_MS);
+  await runtime.close();
+  return 0;
+}
+
+function shutdownSignal(): Promise<string> {
+  return new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
 }
 
 /** First start of an empty embedded install: a development account, its key printed once. */

@@ -1,18 +1,32 @@
 import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Redis } from 'ioredis';
+import type { BlobStore } from '../blobs/port.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
+import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
 import type { Config } from '../config.js';
 import { publicBaseUrl } from '../config.js';
+import { IdempotencyService } from '../services/idempotency.js';
+import { MediaService } from '../services/media-service.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
+import { openBlobStore } from '../runtime.js';
+import { TaskEvents } from '../services/task-events.js';
+import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
 import { registerErrorHandling } from './plugins/errors.js';
+import { registerIdempotency } from './plugins/idempotency.js';
 import { registerOpenApi } from './plugins/openapi.js';
+import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
+import { accountRoutes } from './routes/account.js';
 import { generationRoutes } from './routes/generations.js';
 import { healthRoutes } from './routes/health.js';
+import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import { buildValidatorCompilerFactory } from './validation.js';
 
 export interface AppDependencies {
@@ -20,12 +34,24 @@ export interface AppDependencies {
   store: Store;
   /** HMAC secret for signed media URLs. */
   mediaSigningSecret: string;
+  /** Media bytes; default: the adapter the configuration selects (files under DATA_DIR/blobs). */
+  blobs?: BlobStore;
+  /** DNS for the webhook URL check; tests map names to addresses without a resolver. */
+  webhookLookup?: LookupAll;
+  /** Shared with in-process workers so that long-polls and cancels are heard at once. */
+  events?: TaskEvents;
+  /** Called when a webhook delivery is queued by a request (replay), to wake an in-process dispatcher. */
+  onWebhookQueued?: () => void;
   now?: () => Date;
   logger?: boolean | object;
+  /** Shared rate-limit counters; default: a connection to REDIS_URL when set, else process memory. */
+  rateLimitRedis?: Redis | null;
 }
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
+/** A long-poll re-reads the store this often for changes made by worker processes elsewhere. */
+const LONG_POLL_REREAD_MS = 1000;
 
 /** Builds the whole HTTP app; never listens (the CLI does, tests use inject). */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
@@ -33,6 +59,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const app = Fastify({
     logger: deps.logger ?? { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization'] },
     bodyLimit: JSON_BODY_LIMIT,
+    routerOptions: { ignoreTrailingSlash: true },
     // A caller's own request id is kept so that both sides can find the same request in their logs.
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -50,20 +77,77 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // text body must be refused with 415 rather than reach the schema as a string.
   app.removeContentTypeParser('text/plain');
 
-  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  for (const schema of [...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);
   await registerOpenApi(app, { exposeUi: true });
 
   const signer = new HmacMediaUrlSigner(deps.mediaSigningSecret, publicBaseUrl(deps.config), deps.config.SIGNED_URL_TTL_SECONDS);
-  const tasks = new TaskService({ store: deps.store, now, maxActiveTasks: deps.config.MAX_ACTIVE_TASKS });
+  const tasks = new TaskService({
+    store: deps.store,
+    events: deps.events ?? new TaskEvents(),
+    now,
+    maxActiveTasks: deps.config.MAX_ACTIVE_TASKS,
+    crossProcessPollMs: LONG_POLL_REREAD_MS,
+    webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
+  });
 
-  await app.register(healthRoutes, { readinessChecks: { store: () => deps.store.ping() } });
+  const blobs = deps.blobs ?? openBlobStore(deps.config);
+  const media = new MediaService({
+    store: deps.store,
+    blobs,
+    now,
+    uploadRetentionMs: deps.config.UPLOAD_RETENTION_HOURS * 3600_000,
+    maxPixels: deps.config.UPLOAD_MAX_PIXELS,
+    normalizeConcurrency: deps.config.UPLOAD_DECODE_CONCURRENCY,
+    log: app.log,
+  });
+
+  await app.register(healthRoutes, { readinessChecks: { store: () => deps.store.ping(), blobs: () => blobs.ping() } });
+
+  const config = deps.config;
+  let rateLimitRedis = deps.rateLimitRedis ?? null;
+  if (deps.rateLimitRedis === undefined && config.REDIS_URL) {
+    const redis = await connectRateLimitRedis(config.REDIS_URL, (err) => app.log.warn({ err }, 'redis (rate limits) error'));
+    app.addHook('onClose', async () => {
+      await redis.quit().catch(() => redis.disconnect());
+    });
+    rateLimitRedis = redis;
+  }
+  const idempotency = new IdempotencyService({ store: deps.store, now });
 
   await app.register(
     async (api) => {
-      registerBearerAuth(api, { store: deps.store, now });
+      // In this order: the failure limit guards authentication, the per-key limits need the
+      // caller, and idempotency (a preHandler) runs only for requests that passed both.
+      const rateLimits = await registerRateLimits(api, {
+        createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
+        requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
+        authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
+        redis: rateLimitRedis,
+        redisKeyPrefix: config.REDIS_KEY_PREFIX,
+      });
+      registerBearerAuth(api, { store: deps.store, now, failureLimiter: rateLimits.authFailures });
+      api.addHook('onRequest', rateLimits.limitPerKey);
+      registerIdempotency(api, { service: idempotency });
       await api.register(generationRoutes, { tasks, signer, now });
+      await api.register(accountRoutes, {
+        store: deps.store,
+        limits: {
+          createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
+          requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
+          maxActiveTasks: config.MAX_ACTIVE_TASKS,
+        },
+      });
       await api.register(modelRoutes);
+      await api.register(mediaRoutes, {
+        media,
+        signer,
+        now,
+        uploadTempDir: join(config.DATA_DIR, 'tmp'),
+        uploadMaxBytes: config.UPLOAD_MAX_BYTES,
+        signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
+      });
+      await api.register(webhookRoutes, { store: deps.store, now, onDeliveryQueued: deps.onWebhookQueued });
     },
     { prefix: '/api/v1' },
   );

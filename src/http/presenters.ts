@@ -1,5 +1,7 @@
 import type { TaskResource } from '../../schemas/resources.js';
 import type { TaskRecord } from '../core/task.js';
+import type { MediaResource } from '../../schemas/resources.js';
+import type { MediaRecord } from '../store/port.js';
 
 /** Signs download URLs for generated media; the media issue provides the implementation. */
 export interface MediaUrlSigner {
@@ -26,5 +28,19 @@ export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Da
     created_at: task.createdAt.toISOString(),
     started_at: iso(task.startedAt),
     completed_at: iso(task.completedAt),
+  };
+}
+
+export function toMediaResource(media: MediaRecord): MediaResource {
+  return {
+    media_id: media.id,
+    content_type: media.contentType as MediaResource['content_type'],
+    width: media.width,
+    height: media.height,
+    size_bytes: media.sizeBytes,
+    sha256: media.sha256,
+    source: media.source,
+    created_at: media.createdAt.toISOString(),
+    expires_at: media.expiresAt.toISOString(),
   };
 }

@@ -109,7 +109,7 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
     case 'pattern':
     case 'format':
       code = 'invalid_format';
-      detail = error.keyword === 'format' ? `Must be a valid ${params.format}.` : 'Has the wrong format.';
+      detail = error.keyword === 'format' ? `Must be a valid ${params.format}.` : 'Does not have the expected format.';
       break;
     default:
       code = 'invalid';

@@ -1,14 +1,20 @@
 import type { GenerationRequest } from '../../schemas/catalog.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
-import { createTask, type TaskRecord } from '../core/task.js';
+import { createTask, isTerminal, type TaskRecord } from '../core/task.js';
+import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
+import type { TaskEvents } from './task-events.js';
 import { newIdAt } from '../ids.js';
 import type { Page, Store, TaskListQuery } from '../store/port.js';
 
 export interface TaskServiceOptions {
   store: Store;
+  events: TaskEvents;
   now: () => Date;
   maxActiveTasks: number;
+  /** How often a long-poll re-reads the store, for changes made by other processes. */
+  crossProcessPollMs: number;
+  webhookPolicy: WebhookUrlPolicy;
 }
 
 /** Task use cases: the steps around the pure core that need the store and the clock. */
@@ -22,9 +28,48 @@ export class TaskService {
   async create(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
     const now = this.options.now();
     await this.assertReferencesUsable(accountId, request.image_reference ?? [], now);
+    if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
     await this.options.store.insertTaskWithDebit(task, { maxActiveTasks: this.options.maxActiveTasks });
+    this.options.events.taskCreated();
     return task;
+  }
+
+  async cancel(accountId: string, taskId: string): Promise<TaskRecord> {
+    const task = await this.options.store.cancelTask(accountId, taskId, this.options.now());
+    this.options.events.taskChanged(taskId);
+    return task;
+  }
+
+  /**
+   * The task once it is terminal, or as it is after waitMs. Wakes on this process's change events;
+   * a change made by another process is seen at the next slow re-read.
+   */
+  async waitForTerminal(accountId: string, taskId: string, waitMs: number, signal: AbortSignal): Promise<TaskRecord> {
+    let task = await this.get(accountId, taskId);
+    if (waitMs <= 0 || isTerminal(task.status)) return task;
+    const deadline = Date.now() + waitMs;
+    while (!isTerminal(task.status) && !signal.aborted) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      await this.nextChange(taskId, Math.min(remaining, this.options.crossProcessPollMs), signal);
+      task = await this.get(accountId, taskId);
+    }
+    return task;
+  }
+
+  private nextChange(taskId: string, timeoutMs: number, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        unsubscribe();
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      const unsubscribe = this.options.events.onChanged(taskId, done);
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 
   async get(accountId: string, taskId: string): Promise<TaskRecord> {
@@ -35,6 +80,17 @@ export class TaskService {
 
   list(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     return this.options.store.listTasks(accountId, query);
+  }
+
+  private async assertWebhookUrlAllowed(url: string): Promise<void> {
+    try {
+      await assertWebhookUrlAllowed(url, this.options.webhookPolicy);
+    } catch (error) {
+      if (!(error instanceof WebhookUrlRejectedError)) throw error;
+      throw new DomainError('invalid_request', error.message, [
+        { pointer: '/webhook_url', location: 'body', code: `webhook_${error.reason}`, detail: error.message },
+      ]);
+    }
   }
 
   /** Every reference must be an unexpired upload of the same account; the first bad one is named. */

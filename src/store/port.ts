@@ -1,3 +1,4 @@
+import type { WebhookEventType } from '../../schemas/webhooks.js';
 import type { TaskRecord, TaskStatus } from '../core/task.js';
 
 /**
@@ -93,12 +94,208 @@ export interface TaskStore {
   refundTask(taskId: string, now: Date): Promise<boolean>;
 }
 
+export type MediaSource = 'upload' | 'generated';
+
+export interface MediaRecord {
+  id: string;
+  accountId: string;
+  source: MediaSource;
+  contentType: string;
+  width: number;
+  height: number;
+  sizeBytes: number;
+  /** hex SHA-256 of the stored bytes */
+  sha256: string;
+  blobKey: string;
+  /** The task that generated it; null for uploads. */
+  taskId: string | null;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
+/**
+ * Media rows and the blob-deletion queue that keeps blob storage in step with them without ever
+ * listing it. Expired media count as gone: the readers below never return them.
+ */
 export interface MediaStore {
   /** The subset of ids that name unexpired uploads owned by the account. */
   findUsableUploads(accountId: string, mediaIds: string[], now: Date): Promise<Set<string>>;
+  /**
+   * Queues blobKey for deletion at dueAt (replacing an earlier entry for it). A writer calls it
+   * with a grace period before putting the blob (a reservation: a crash before insertMedia leaves
+   * the blob to the sweeper); a due time of now asks for the blob to go at once.
+   */
+  scheduleBlobDeletion(blobKey: string, dueAt: Date): Promise<void>;
+  /**
+   * In one transaction: takes back the reservation of media.blobKey and inserts the row. Returns
+   * false and inserts nothing when the reservation is missing or already due (the sweeper may have
+   * deleted the blob), so a row can never point at a swept blob.
+   */
+  insertMedia(media: MediaRecord, now: Date): Promise<boolean>;
+  getMedia(accountId: string, mediaId: string, now: Date): Promise<MediaRecord | null>;
+  /** Any account's media, for access by signed URL. */
+  getMediaById(mediaId: string, now: Date): Promise<MediaRecord | null>;
+  /**
+   * Deletes the account's unexpired media row and queues its blob for deletion (due now), in one
+   * transaction. Returns the blob key, or null when there was no such media.
+   */
+  deleteMedia(accountId: string, mediaId: string, now: Date): Promise<string | null>;
+  /** Deletes up to `limit` expired media rows, queueing their blobs (due now); returns how many. */
+  deleteExpiredMedia(now: Date, limit: number): Promise<number>;
+  /** Blob keys whose deletion is due, oldest first. */
+  listDueBlobDeletions(now: Date, limit: number): Promise<string[]>;
+  /** Forgets a due entry once its blob is gone. */
+  completeBlobDeletion(blobKey: string, now: Date): Promise<void>;
 }
 
-export interface Store extends AccountStore, ApiKeyStore, TaskStore, MediaStore {
+/** A generated image already written to blob storage, to be recorded with the task's completion. */
+export interface GeneratedMediaInput {
+  id: string;
+  blobKey: string;
+  contentType: string;
+  width: number;
+  height: number;
+  sizeBytes: number;
+  sha256: string;
+  expiresAt: Date;
+}
+
+export interface ClaimPolicy {
+  now: Date;
+  /** How long the claim is the worker's before another worker may take the task over. */
+  leaseMs: number;
+  /** Attempts (claims) a task may use; a lease lost on the last one fails the task. */
+  maxAttempts: number;
+  /** A task not finished this long after creation fails instead of running. */
+  deadlineMs: number;
+}
+
+/**
+ * The tasks table as a queue. Every write that finishes an attempt is fenced by the attempt
+ * number: it applies only while the task is IN_PROGRESS under that same attempt, so a worker that
+ * lost its lease can never overwrite what a newer attempt (or a cancel) decided. Moving into
+ * FAILED or CANCELED refunds in the same transaction; moving into any terminal state enqueues the
+ * webhook event (outbox) in the same transaction.
+ */
+export interface TaskExecutionStore {
+  /** Requeues or fails tasks with expired leases, then claims the oldest runnable CREATED task. */
+  claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null>;
+  /** Extends the lease; false when the attempt no longer owns the task (canceled or taken over). */
+  renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean>;
+  completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean>;
+  failTask(input: { taskId: string; attempt: number; error: { code: string; message: string }; now: Date }): Promise<boolean>;
+  /** Back to CREATED, runnable again at runAfter (transient failure, or a release at shutdown). */
+  requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean>;
+  /** CREATED or IN_PROGRESS → CANCELED with its refund; DomainError not_found / invalid_state otherwise. */
+  cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord>;
+  getTaskById(taskId: string): Promise<TaskRecord | null>;
+  /** Blob keys of the given media of the account, for feeding references to the generator. */
+  mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>>;
+}
+
+/** A response kept for replay under an Idempotency-Key: only what the client needs to see it again. */
+export interface StoredResponse {
+  statusCode: number;
+  /** Lower-case names; only the headers that belong to the answer (location, content-type). */
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+export type IdempotencyClaim =
+  /** This request owns the key until it completes or releases it, or its lease runs out. */
+  | { outcome: 'acquired' }
+  | { outcome: 'replay'; response: StoredResponse }
+  /** Another request holds the key and its lease is still live. */
+  | { outcome: 'in_progress' }
+  /** The key was first used with a different request. */
+  | { outcome: 'fingerprint_mismatch' };
+
+/**
+ * Idempotency keys, scoped to the account. Each request that acquires a key holds it under its own
+ * lease token, so a request whose lease ran out (and was taken over) can no longer complete or
+ * release the row that now belongs to its successor.
+ */
+export interface IdempotencyStore {
+  /**
+   * One transaction: acquires the key when it is new, expired, or held by an in-flight request whose
+   * lease ran out; otherwise reports the stored response, a live holder, or a fingerprint mismatch.
+   */
+  claimIdempotencyKey(input: {
+    accountId: string;
+    key: string;
+    fingerprint: string;
+    leaseToken: string;
+    now: Date;
+    leaseMs: number;
+    ttlMs: number;
+  }): Promise<IdempotencyClaim>;
+  /** Stores the response for replay; false when the lease was lost to another request. */
+  completeIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; response: StoredResponse }): Promise<boolean>;
+  /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
+  releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
+  /** For the sweeper: deletes keys past their expiry; returns how many. */
+  deleteExpiredIdempotencyKeys(now: Date): Promise<number>;
+}
+
+export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+/** One event to one URL; its id is the webhook-id of every attempt. */
+export interface WebhookDelivery {
+  id: string;
+  accountId: string;
+  taskId: string;
+  eventType: WebhookEventType;
+  url: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  nextAttemptAt: Date | null;
+  eventAt: Date;
+  createdAt: Date;
+}
+
+export interface WebhookAttempt {
+  attemptedAt: Date;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export interface WebhookDeliveryWithAttempts extends WebhookDelivery {
+  attemptLog: WebhookAttempt[];
+}
+
+export interface WebhookSecrets {
+  current: string;
+  /** The rotated-out secret while it is still honoured, else null. */
+  previous: string | null;
+  previousExpiresAt: Date | null;
+}
+
+export interface WebhookStore {
+  /** The account's secrets; the first call makes the current one with newSecret. */
+  webhookSecrets(accountId: string, now: Date, newSecret: () => string): Promise<WebhookSecrets>;
+  rotateWebhookSecret(accountId: string, now: Date, graceMs: number, newSecret: () => string): Promise<WebhookSecrets>;
+  /**
+   * The oldest due pending delivery, leased: its next attempt moves leaseMs ahead so that no other
+   * dispatcher sends it meanwhile, and a dispatcher that dies mid-send is covered by the retry.
+   */
+  claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null>;
+  recordWebhookAttempt(input: {
+    deliveryId: string;
+    attempt: WebhookAttempt;
+    status: WebhookDeliveryStatus;
+    nextAttemptAt: Date | null;
+    now: Date;
+  }): Promise<void>;
+  listWebhookDeliveries(
+    accountId: string,
+    query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
+  ): Promise<Page<WebhookDeliveryWithAttempts>>;
+  /** Makes a delivery due now again, whatever its status; DomainError not_found for another account's. */
+  replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts>;
+}
+
+export interface Store extends AccountStore, ApiKeyStore, TaskStore, MediaStore, TaskExecutionStore, IdempotencyStore, WebhookStore {
   readonly kind: 'sqlite' | 'postgres';
   /** Brings the schema to the latest version; safe to call on every start. */
   migrate(): Promise<void>;

@@ -9,7 +9,7 @@ import { fieldErrorOf } from '../validation.js';
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
-    const { code, detail, fieldErrors } = classify(error);
+    const { code, detail, fieldErrors } = classify(error, request);
     if (PROBLEM_BY_CODE[code].status >= 500) request.log.error({ err: error }, 'request failed');
     sendProblem(request, reply, code, detail, fieldErrors);
   });
@@ -45,6 +45,24 @@ const CODE_BY_FASTIFY_ERROR: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
 };
 
+const UPLOAD_PART = '/file';
+const uploadProblem = (code: ErrorCode, pointer: string, fieldCode: string, detail: string): Classified => ({
+  code,
+  detail,
+  fieldErrors: [{ pointer, location: 'body', code: fieldCode, detail }],
+});
+
+/** @fastify/multipart's errors: its limits (DESIGN 3.8) are the contract's 413 and 400, not its own 413/406 for everything. */
+const MULTIPART_PROBLEMS: Record<string, Classified> = {
+  FST_REQ_FILE_TOO_LARGE: uploadProblem('payload_too_large', UPLOAD_PART, 'too_large', 'The file is larger than this endpoint accepts.'),
+  FST_FILES_LIMIT: uploadProblem('invalid_request', UPLOAD_PART, 'too_many_parts', 'Send exactly one file, in the part named "file".'),
+  FST_FIELDS_LIMIT: uploadProblem('invalid_request', '', 'too_many_parts', 'The body has more parts than an upload takes: one, named "file".'),
+  FST_PARTS_LIMIT: uploadProblem('invalid_request', '', 'too_many_parts', 'The body has more parts than an upload takes: one, named "file".'),
+  FST_PROTO_VIOLATION: uploadProblem('invalid_request', '', 'not_allowed', 'A part has a name that is not allowed.'),
+  FST_INVALID_JSON_FIELD_ERROR: uploadProblem('invalid_request', '', 'invalid', 'A part declared as JSON is not valid JSON.'),
+  FST_INVALID_MULTIPART_CONTENT_TYPE: { code: 'unsupported_media_type', detail: 'This endpoint accepts multipart/form-data bodies.' },
+};
+
 const CODE_BY_STATUS: Record<number, ErrorCode> = {
   400: 'invalid_request',
   401: 'unauthorized',
@@ -56,7 +74,7 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-function classify(error: FastifyError | DomainError): Classified {
+function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
   if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
 
   if (error.validation) {
@@ -69,8 +87,10 @@ function classify(error: FastifyError | DomainError): Classified {
     };
   }
 
+  const multipartProblem = error.code ? MULTIPART_PROBLEMS[error.code] : undefined;
+  if (multipartProblem) return multipartProblem;
   const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
-  if (fastifyCode) return { code: fastifyCode, detail: publicDetail(fastifyCode, error) };
+  if (fastifyCode) return { code: fastifyCode, detail: publicDetail(fastifyCode, error, request) };
   // The JSON parser's own SyntaxError and prototype-poisoning refusals.
   if (error.statusCode === 400 && (error instanceof SyntaxError || /JSON|prototype|constructor/i.test(error.message))) {
     return { code: 'invalid_json', detail: 'The body is not valid JSON.' };
@@ -81,10 +101,10 @@ function classify(error: FastifyError | DomainError): Classified {
   return { code: 'internal_error', detail: 'Something went wrong on our side; the request id identifies it in our logs.' };
 }
 
-function publicDetail(code: ErrorCode, error: FastifyError): string {
+function publicDetail(code: ErrorCode, error: FastifyError, request: FastifyRequest): string {
   switch (code) {
     case 'unsupported_media_type':
-      return 'This endpoint accepts application/json bodies.';
+      return `This endpoint accepts ${(request.routeOptions.schema?.consumes ?? ['application/json']).join(' or ')} bodies.`;
     case 'payload_too_large':
       return 'The request body is larger than this endpoint accepts.';
     case 'invalid_json':

@@ -25,8 +25,10 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
       },
       tags: [
         { name: 'generations', description: 'Generation tasks' },
+        { name: 'media', description: 'Uploaded and generated images' },
         { name: 'models', description: 'The model catalog' },
         { name: 'operations', description: 'Health and metrics' },
+        { name: 'webhooks', description: 'Signed event delivery: secret, delivery log, replay' },
       ],
     },
     refResolver: {

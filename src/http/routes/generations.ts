@@ -1,9 +1,11 @@
+import type { IncomingMessage } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
 import type { TaskService } from '../../services/task-service.js';
+import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../presenters.js';
 import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
 
@@ -14,6 +16,18 @@ export interface GenerationRoutesOptions {
 }
 
 const TaskIdParams = uuidParam('task_id', 'The task id returned at creation.');
+
+const WaitQuery = Type.Object(
+  { wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 60, description: 'Seconds to wait for a terminal state (long-poll).' })) },
+  { additionalProperties: false },
+);
+
+/** Aborts when the client goes away, so a long-poll stops waiting for no one. */
+function abortOnDisconnect(raw: IncomingMessage): AbortSignal {
+  const controller = new AbortController();
+  raw.once('close', () => controller.abort());
+  return controller.signal;
+}
 
 const ListQuery = Type.Object(
   {
@@ -31,15 +45,17 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
   app.post(
     '/images/generations',
     {
+      config: { idempotent: true, rateLimitBudget: 'creates' },
       schema: {
         operationId: 'createGeneration',
         tags: ['generations'],
         summary: 'Create a generation task',
         description: 'Validates, prices and debits the request, and returns the task at once in state CREATED.',
         security: BEARER_SECURITY,
+        headers: IdempotencyKeyHeaders,
         body: GenerationRequest,
         response: {
-          202: Type.Ref(TaskEnvelope, { description: 'Task created; `Location` points at it.' }),
+          202: Type.Ref(TaskEnvelope, { description: 'Task created; `Location` points at it. A replay under the same Idempotency-Key carries `Idempotent-Replayed: true`.' }),
           ...problemResponses(...AUTHENTICATED_PROBLEMS, 402, 409, 413, 415, 422),
         },
       },
@@ -59,12 +75,34 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         tags: ['generations'],
         summary: 'Read a task',
         security: BEARER_SECURITY,
+        description: 'With `wait=N` the response is held until the task is terminal or N seconds have passed (long-polling).',
         params: TaskIdParams,
+        querystring: WaitQuery,
         response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
       },
     },
     async (request) => {
-      const task = await tasks.get(request.caller.accountId, request.params.task_id);
+      const waitMs = (request.query.wait ?? 0) * 1000;
+      const disconnected = abortOnDisconnect(request.raw);
+      const task = await tasks.waitForTerminal(request.caller.accountId, request.params.task_id, waitMs, disconnected);
+      return { data: toTaskResource(task, signer, now()) };
+    },
+  );
+
+  app.post(
+    '/images/generations/:task_id/cancel',
+    {
+      schema: {
+        operationId: 'cancelGeneration',
+        tags: ['generations'],
+        summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
+        security: BEARER_SECURITY,
+        params: TaskIdParams,
+        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, 409) },
+      },
+    },
+    async (request) => {
+      const task = await tasks.cancel(request.caller.accountId, request.params.task_id);
       return { data: toTaskResource(task, signer, now()) };
     },
   );

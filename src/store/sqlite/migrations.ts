@@ -82,5 +82,78 @@ export const SQLITE_MIGRATIONS: string[] = [
   );
   CREATE INDEX media_account ON media(account_id, id);
   CREATE INDEX media_expiry ON media(expires_at);
+  -- The worker claims the oldest runnable task; expired leases are found by this index too.
+  CREATE INDEX tasks_queue ON tasks(status, id);
+
+  -- Outbox: written in the transaction that makes a task terminal, so an event is never lost and
+  -- never sent for a state that was rolled back. The body is built at send time (fresh URLs).
+  CREATE TABLE webhook_deliveries (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    task_id TEXT NOT NULL,
+    event_type TEXT NOT NULL,
+    url TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_attempt_at INTEGER,
+    lease_expires_at INTEGER,
+    last_status_code INTEGER,
+    last_error TEXT,
+    event_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  );
+  CREATE INDEX webhook_deliveries_due ON webhook_deliveries(status, next_attempt_at);
+  CREATE INDEX webhook_deliveries_account ON webhook_deliveries(account_id, id);
+
+  CREATE TABLE webhook_attempts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(id),
+    attempted_at INTEGER NOT NULL,
+    status_code INTEGER,
+    error TEXT,
+    duration_ms INTEGER NOT NULL
+  );
+  CREATE INDEX webhook_attempts_delivery ON webhook_attempts(delivery_id, id);
+
+  -- The current secret has retired_at NULL; a rotated-out one signs too until expires_at.
+  CREATE TABLE webhook_secrets (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    secret TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    retired_at INTEGER,
+    expires_at INTEGER
+  );
+  CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets(account_id) WHERE retired_at IS NULL;
+  `,
+  `
+  -- Idempotency-Key (DESIGN 3.8): one row per (account, key). An in_flight row is held under a
+  -- lease token until lease_expires_at; a completed row keeps the first response for replay.
+  CREATE TABLE idempotency_keys (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('in_flight', 'completed')),
+    lease_token TEXT,
+    lease_expires_at INTEGER,
+    response_status INTEGER,
+    response_headers TEXT,
+    response_body BLOB,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, key)
+  ) WITHOUT ROWID;
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys(expires_at);
+  `,
+  `
+  -- Blobs to delete once due_at has passed. A writer records its key here (due after a grace
+  -- period) before putting the blob, and the transaction that inserts the media row removes it:
+  -- a crash in between leaves an orphan the sweeper finds without listing the blob store.
+  -- Deleting a media row records its blob here (due at once) in the same transaction.
+  CREATE TABLE blob_deletions (
+    blob_key TEXT PRIMARY KEY,
+    due_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX blob_deletions_due ON blob_deletions(due_at);
   `,
 ];

@@ -1,5 +1,5 @@
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
-import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind } from '../port.js';
+import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind, MediaRecord, MediaSource } from '../port.js';
 
 /** Row shapes of the embedded schema and their mapping to domain records. */
 
@@ -18,6 +18,10 @@ export interface TaskRow {
   cost: number; webhook_url: string | null; generated: string; error_code: string | null;
   error_message: string | null; attempt: number; lease_expires_at: number | null; run_after: number;
   created_at: number; started_at: number | null; completed_at: number | null;
+}
+export interface MediaRow {
+  id: string; account_id: string; source: MediaSource; content_type: string; width: number; height: number;
+  size_bytes: number; sha256: string; blob_key: string; task_id: string | null; created_at: number; expires_at: number;
 }
 
 const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
@@ -62,4 +66,16 @@ export const fromTask = (t: TaskRecord): TaskRow => ({
   webhook_url: t.webhookUrl, generated: JSON.stringify(t.generated), error_code: t.error?.code ?? null,
   error_message: t.error?.message ?? null, attempt: t.attempt, lease_expires_at: null, run_after: 0,
   created_at: t.createdAt.getTime(), started_at: msOrNull(t.startedAt), completed_at: msOrNull(t.completedAt),
+});
+
+export const toMedia = (r: MediaRow): MediaRecord => ({
+  id: r.id, accountId: r.account_id, source: r.source, contentType: r.content_type, width: r.width, height: r.height,
+  sizeBytes: r.size_bytes, sha256: r.sha256, blobKey: r.blob_key, taskId: r.task_id,
+  createdAt: new Date(r.created_at), expiresAt: new Date(r.expires_at),
+});
+
+export const fromMedia = (m: MediaRecord): MediaRow => ({
+  id: m.id, account_id: m.accountId, source: m.source, content_type: m.contentType, width: m.width, height: m.height,
+  size_bytes: m.sizeBytes, sha256: m.sha256, blob_key: m.blobKey, task_id: m.taskId,
+  created_at: m.createdAt.getTime(), expires_at: m.expiresAt.getTime(),
 });

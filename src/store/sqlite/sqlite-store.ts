@@ -1,11 +1,16 @@
 import Database from 'better-sqlite3';
+import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import type { TaskRecord } from '../../core/task.js';
-import { uuidv7Floor } from '../../ids.js';
-import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
+import { nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import { newIdAt, uuidv7Floor } from '../../ids.js';
+import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
+import type { IdempotencyClaim, StoredResponse } from '../port.js';
+import type { MediaRecord } from '../port.js';
+import type { WebhookAttempt, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
 import { fromTask, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRow } from './rows.js';
+import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's lock before SQLITE_BUSY. */
@@ -230,20 +235,488 @@ export class SqliteStore implements Store {
     return new Set(rows.map((r) => r.id));
   }
 
-  async refundTask(taskId: string, now: Date): Promise<boolean> {
+  async scheduleBlobDeletion(blobKey: string, dueAt: Date): Promise<void> {
+    this.queueBlobDeletion(blobKey, dueAt.getTime());
+  }
+
+  async insertMedia(media: MediaRecord, now: Date): Promise<boolean> {
     return this.write(() => {
-      const task = this.db.prepare('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as { account_id: string; cost: number } | undefined;
-      if (!task) return false;
-      // The unique (task_id, kind) index is the once-only guard; checking first keeps the balance untouched.
-      if (this.db.prepare("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
-      return this.addLedgerEntry(task.account_id, 'refund', task.cost, taskId, null, now);
+      const reserved = this.db.prepare('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(media.blobKey, now.getTime());
+      if (reserved.changes === 0) return false;
+      this.db
+        .prepare(
+          `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+           VALUES (@id, @account_id, @source, @content_type, @width, @height, @size_bytes, @sha256, @blob_key, @task_id, @created_at, @expires_at)`,
+        )
+        .run(fromMedia(media));
+      return true;
     });
   }
+
+  async getMedia(accountId: string, mediaId: string, now: Date): Promise<MediaRecord | null> {
+    const row = this.db
+      .prepare('SELECT * FROM media WHERE id = ? AND account_id = ? AND expires_at > ?')
+      .get(mediaId, accountId, now.getTime()) as MediaRow | undefined;
+    return row ? toMedia(row) : null;
+  }
+
+  async getMediaById(mediaId: string, now: Date): Promise<MediaRecord | null> {
+    const row = this.db.prepare('SELECT * FROM media WHERE id = ? AND expires_at > ?').get(mediaId, now.getTime()) as MediaRow | undefined;
+    return row ? toMedia(row) : null;
+  }
+
+  async deleteMedia(accountId: string, mediaId: string, now: Date): Promise<string | null> {
+    return this.write(() => {
+      const row = this.db
+        .prepare('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key')
+        .get(mediaId, accountId, now.getTime()) as { blob_key: string } | undefined;
+      if (!row) return null;
+      this.queueBlobDeletion(row.blob_key, now.getTime());
+      return row.blob_key;
+    });
+  }
+
+  async deleteExpiredMedia(now: Date, limit: number): Promise<number> {
+    return this.write(() => {
+      const rows = this.db
+        .prepare(
+          `DELETE FROM media WHERE id IN (SELECT id FROM media WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
+           RETURNING blob_key`,
+        )
+        .all(now.getTime(), limit) as { blob_key: string }[];
+      for (const row of rows) this.queueBlobDeletion(row.blob_key, now.getTime());
+      return rows.length;
+    });
+  }
+
+  async listDueBlobDeletions(now: Date, limit: number): Promise<string[]> {
+    const rows = this.db
+      .prepare('SELECT blob_key FROM blob_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?')
+      .all(now.getTime(), limit) as { blob_key: string }[];
+    return rows.map((r) => r.blob_key);
+  }
+
+  async completeBlobDeletion(blobKey: string, now: Date): Promise<void> {
+    this.db.prepare('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
+  }
+
+  private queueBlobDeletion(blobKey: string, dueAt: number): void {
+    this.db
+      .prepare('INSERT INTO blob_deletions (blob_key, due_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at')
+      .run(blobKey, dueAt);
+  }
+
+  async refundTask(taskId: string, now: Date): Promise<boolean> {
+    return this.write(() => this.refundInTransaction(taskId, now));
+  }
+
+  private refundInTransaction(taskId: string, now: Date): boolean {
+    const task = this.db.prepare('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as { account_id: string; cost: number } | undefined;
+    if (!task) return false;
+    // The unique (task_id, kind) index is the once-only guard; checking first keeps the balance untouched.
+    if (this.db.prepare("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
+    return this.addLedgerEntry(task.account_id, 'refund', task.cost, taskId, null, now);
+  }
+
+  // ── idempotency keys ─────────────────────────────────────────────────────────────────────────
+
+  async claimIdempotencyKey(input: {
+    accountId: string;
+    key: string;
+    fingerprint: string;
+    leaseToken: string;
+    now: Date;
+    leaseMs: number;
+    ttlMs: number;
+  }): Promise<IdempotencyClaim> {
+    const now = input.now.getTime();
+    return this.write((): IdempotencyClaim => {
+      const row = this.db
+        .prepare('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
+        .get(input.accountId, input.key) as IdempotencyKeyRow | undefined;
+      // An expired row is as good as swept: the key starts a new life.
+      const live = row && row.expires_at > now ? row : undefined;
+      if (live) {
+        if (live.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
+        if (live.status === 'completed') {
+          return {
+            outcome: 'replay',
+            response: {
+              statusCode: live.response_status as number,
+              headers: JSON.parse(live.response_headers ?? '{}') as Record<string, string>,
+              body: live.response_body ?? Buffer.alloc(0),
+            },
+          };
+        }
+        if ((live.lease_expires_at ?? 0) > now) return { outcome: 'in_progress' };
+        // The holder's lease ran out (its process died, most likely): this request takes over, and
+        // the old token can no longer complete or release the row. expires_at stays: 24 h from first use.
+        this.db
+          .prepare('UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?')
+          .run(input.leaseToken, now + input.leaseMs, input.accountId, input.key);
+        return { outcome: 'acquired' };
+      }
+      this.db
+        .prepare(
+          `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
+           VALUES (@accountId, @key, @fingerprint, 'in_flight', @leaseToken, @leaseExpiresAt, @now, @expiresAt)
+           ON CONFLICT (account_id, key) DO UPDATE SET
+             fingerprint = excluded.fingerprint, status = 'in_flight', lease_token = excluded.lease_token,
+             lease_expires_at = excluded.lease_expires_at, response_status = NULL, response_headers = NULL,
+             response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at`,
+        )
+        .run({
+          accountId: input.accountId,
+          key: input.key,
+          fingerprint: input.fingerprint,
+          leaseToken: input.leaseToken,
+          leaseExpiresAt: now + input.leaseMs,
+          now,
+          expiresAt: now + input.ttlMs,
+        });
+      return { outcome: 'acquired' };
+    });
+  }
+
+  async completeIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; response: StoredResponse }): Promise<boolean> {
+    const result = this.db
+      .prepare(
+        `UPDATE idempotency_keys
+         SET status = 'completed', lease_token = NULL, lease_expires_at = NULL,
+             response_status = ?, response_headers = ?, response_body = ?
+         WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?`,
+      )
+      .run(
+        input.response.statusCode,
+        JSON.stringify(input.response.headers),
+        input.response.body,
+        input.accountId,
+        input.key,
+        input.leaseToken,
+      );
+    return result.changes > 0;
+  }
+
+  async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
+    this.db
+      .prepare("DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
+      .run(input.accountId, input.key, input.leaseToken);
+  }
+
+  async deleteExpiredIdempotencyKeys(now: Date): Promise<number> {
+    return this.db.prepare('DELETE FROM idempotency_keys WHERE expires_at <= ?').run(now.getTime()).changes;
+  }
+
+  // ── task execution (the tasks table is the queue) ────────────────────────────────────────────
+
+  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+    const now = policy.now.getTime();
+    return this.write(() => {
+      const expired = this.db
+        .prepare("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
+        .all(now) as { id: string; attempt: number }[];
+      for (const lost of expired) {
+        if (lost.attempt >= policy.maxAttempts) {
+          this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, {
+            error: { code: 'worker_lost', message: 'The task was interrupted too many times and was not completed.' },
+          });
+        } else {
+          this.requeueInTransaction(lost.id, lost.attempt, now);
+        }
+      }
+
+      const next = this.db.prepare("SELECT * FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
+      for (let row = next.get(now) as TaskRow | undefined; row; row = next.get(now) as TaskRow | undefined) {
+        if (row.created_at + policy.deadlineMs <= now) {
+          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, {
+            error: { code: 'deadline_exceeded', message: 'The task could not be completed in time.' },
+            fromStatuses: ['CREATED'],
+          });
+          continue;
+        }
+        const claimed = this.db
+          .prepare(
+            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
+             WHERE id = ? RETURNING *`,
+          )
+          .get(now + policy.leaseMs, now, row.id) as TaskRow;
+        return toTask(claimed);
+      }
+      return null;
+    });
+  }
+
+  async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
+    const result = this.db
+      .prepare("UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
+      .run(now.getTime() + leaseMs, taskId, attempt);
+    return result.changes === 1;
+  }
+
+  async completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
+    return this.write(() => {
+      const owner = this.db.prepare('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
+      if (!owner) return false;
+      const generated: GeneratedMediaRef[] = input.media.map((m) => ({
+        media_id: m.id, content_type: m.contentType, width: m.width, height: m.height, size_bytes: m.sizeBytes,
+      }));
+      if (!this.finishInTransaction(input.taskId, input.attempt, 'complete', input.now, { generated })) return false;
+      const insertMedia = this.db.prepare(
+        `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+         VALUES (?, ?, 'generated', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      );
+      for (const m of input.media) {
+        insertMedia.run(m.id, owner.account_id, m.contentType, m.width, m.height, m.sizeBytes, m.sha256, m.blobKey, input.taskId, input.now.getTime(), m.expiresAt.getTime());
+      }
+      return true;
+    });
+  }
+
+  async failTask(input: { taskId: string; attempt: number; error: { code: string; message: string }; now: Date }): Promise<boolean> {
+    return this.write(() => this.finishInTransaction(input.taskId, input.attempt, 'fail', input.now, { error: input.error }));
+  }
+
+  async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
+    return this.write(() => this.requeueInTransaction(input.taskId, input.attempt, input.runAfter.getTime()));
+  }
+
+  async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
+    return this.write(() => {
+      const row = this.db.prepare('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
+      if (!row) throw new DomainError('not_found', 'Task not found.');
+      nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
+      this.finishInTransaction(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
+      return toTask(this.db.prepare('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow);
+    });
+  }
+
+  async getTaskById(taskId: string): Promise<TaskRecord | null> {
+    const row = this.db.prepare('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow | undefined;
+    return row ? toTask(row) : null;
+  }
+
+  async mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>> {
+    if (mediaIds.length === 0) return new Map();
+    const rows = this.db
+      .prepare(`SELECT id, blob_key FROM media WHERE account_id = ? AND id IN (${mediaIds.map(() => '?').join(', ')})`)
+      .all(accountId, ...mediaIds) as { id: string; blob_key: string }[];
+    return new Map(rows.map((r) => [r.id, r.blob_key]));
+  }
+
+  private requeueInTransaction(taskId: string, attempt: number, runAfter: number): boolean {
+    const result = this.db
+      .prepare("UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
+      .run(runAfter, taskId, attempt);
+    return result.changes === 1;
+  }
+
+  /**
+   * Moves a task into a terminal state if it is still where `event` may start from (by default
+   * IN_PROGRESS under this attempt), refunding and enqueueing the webhook event with it.
+   */
+  private finishInTransaction(
+    taskId: string,
+    attempt: number,
+    event: 'complete' | 'fail' | 'cancel',
+    now: Date,
+    details: {
+      generated?: GeneratedMediaRef[];
+      error?: { code: string; message: string };
+      fromStatuses?: TaskStatus[];
+      anyAttempt?: boolean;
+    },
+  ): boolean {
+    const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
+    const target = nextStatus(fromStatuses[0], event);
+    const updated = this.db
+      .prepare(
+        `UPDATE tasks SET status = ?, generated = coalesce(?, generated), error_code = ?, error_message = ?,
+           completed_at = ?, lease_expires_at = NULL
+         WHERE id = ? AND status IN (${fromStatuses.map(() => '?').join(', ')}) ${details.anyAttempt ? '' : 'AND attempt = ?'}
+         RETURNING account_id, webhook_url`,
+      )
+      .get(
+        target,
+        details.generated ? JSON.stringify(details.generated) : null,
+        details.error?.code ?? null,
+        details.error?.message ?? null,
+        now.getTime(),
+        taskId,
+        ...fromStatuses,
+        ...(details.anyAttempt ? [] : [attempt]),
+      ) as { account_id: string; webhook_url: string | null } | undefined;
+    if (!updated) return false;
+    if (refundsOnEntry(target)) this.refundInTransaction(taskId, now);
+    if (updated.webhook_url) {
+      this.db
+        .prepare(
+          `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
+           VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
+        )
+        .run(newIdAt(now), updated.account_id, taskId, `image.generation.${target.toLowerCase()}`, updated.webhook_url, now.getTime(), now.getTime(), now.getTime(), now.getTime());
+    }
+    return true;
+  }
+
+  // ── webhooks ─────────────────────────────────────────────────────────────────────────────────
+
+  async webhookSecrets(accountId: string, now: Date, newSecret: () => string): Promise<WebhookSecrets> {
+    const existing = this.readWebhookSecrets(accountId, now);
+    if (existing) return existing;
+    return this.write(() => {
+      // Two first calls may race; the unique index on the current secret lets one insert win.
+      this.db
+        .prepare('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING')
+        .run(accountId, newSecret(), now.getTime());
+      return this.readWebhookSecrets(accountId, now)!;
+    });
+  }
+
+  async rotateWebhookSecret(accountId: string, now: Date, graceMs: number, newSecret: () => string): Promise<WebhookSecrets> {
+    return this.write(() => {
+      this.db.prepare('DELETE FROM webhook_secrets WHERE account_id = ? AND retired_at IS NOT NULL').run(accountId);
+      this.db
+        .prepare('UPDATE webhook_secrets SET retired_at = ?, expires_at = ? WHERE account_id = ? AND retired_at IS NULL')
+        .run(now.getTime(), now.getTime() + graceMs, accountId);
+      this.db.prepare('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?)').run(accountId, newSecret(), now.getTime());
+      return this.readWebhookSecrets(accountId, now)!;
+    });
+  }
+
+  private readWebhookSecrets(accountId: string, now: Date): WebhookSecrets | null {
+    const rows = this.db
+      .prepare('SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)')
+      .all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
+    const current = rows.find((r) => r.retired_at === null);
+    if (!current) return null;
+    const previous = rows.find((r) => r.retired_at !== null);
+    return { current: current.secret, previous: previous?.secret ?? null, previousExpiresAt: previous ? new Date(previous.expires_at!) : null };
+  }
+
+  async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
+    const row = this.write(
+      () =>
+        this.db
+          .prepare(
+            `UPDATE webhook_deliveries SET next_attempt_at = ?, updated_at = ?
+             WHERE id = (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 1)
+             RETURNING *`,
+          )
+          .get(now.getTime() + leaseMs, now.getTime(), now.getTime()) as WebhookDeliveryRow | undefined,
+    );
+    return row ? toWebhookDelivery(row) : null;
+  }
+
+  async recordWebhookAttempt(input: {
+    deliveryId: string;
+    attempt: WebhookAttempt;
+    status: WebhookDeliveryStatus;
+    nextAttemptAt: Date | null;
+    now: Date;
+  }): Promise<void> {
+    const { attempt } = input;
+    this.write(() => {
+      this.db
+        .prepare('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)')
+        .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
+      this.db
+        .prepare(
+          `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
+           WHERE id = ?`,
+        )
+        .run(input.status, msOrNull(input.nextAttemptAt), attempt.statusCode, attempt.error, input.now.getTime(), input.deliveryId);
+    });
+  }
+
+  async listWebhookDeliveries(
+    accountId: string,
+    query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
+  ): Promise<Page<WebhookDeliveryWithAttempts>> {
+    const conditions = ['account_id = @accountId', 'id < @before'];
+    const params: Record<string, unknown> = { accountId, before: query.cursor ? decodeCursor(query.cursor) : 'g', limit: query.limit + 1 };
+    if (query.taskId) {
+      conditions.push('task_id = @taskId');
+      params.taskId = query.taskId;
+    }
+    if (query.status) {
+      conditions.push('status = @status');
+      params.status = query.status;
+    }
+    const rows = this.db
+      .prepare(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
+      .all(params) as WebhookDeliveryRow[];
+    const page = pageOf(rows, query.limit, (r) => r.id);
+    return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
+  }
+
+  async replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts> {
+    const row = this.write(
+      () =>
+        this.db
+          .prepare(
+            `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, updated_at = ?
+             WHERE id = ? AND account_id = ? RETURNING *`,
+          )
+          .get(now.getTime(), now.getTime(), deliveryId, accountId) as WebhookDeliveryRow | undefined,
+    );
+    if (!row) throw new DomainError('not_found', 'Webhook delivery not found.');
+    return this.withAttempts(row);
+  }
+
+  private withAttempts(row: WebhookDeliveryRow): WebhookDeliveryWithAttempts {
+    const attempts = this.db
+      .prepare('SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY id')
+      .all(row.id) as { attempted_at: number; status_code: number | null; error: string | null; duration_ms: number }[];
+    return {
+      ...toWebhookDelivery(row),
+      attemptLog: attempts.map((a) => ({ attemptedAt: new Date(a.attempted_at), statusCode: a.status_code, error: a.error, durationMs: a.duration_ms })),
+    };
+  }
 }
+
+interface WebhookDeliveryRow {
+  id: string;
+  account_id: string;
+  task_id: string;
+  event_type: WebhookEventType;
+  url: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  next_attempt_at: number | null;
+  event_at: number;
+  created_at: number;
+}
+
+const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
+  id: r.id,
+  accountId: r.account_id,
+  taskId: r.task_id,
+  eventType: r.event_type,
+  url: r.url,
+  status: r.status,
+  attempts: r.attempts,
+  nextAttemptAt: r.next_attempt_at === null ? null : new Date(r.next_attempt_at),
+  eventAt: new Date(r.event_at),
+  createdAt: new Date(r.created_at),
+});
 
 /** Rows were fetched with limit + 1 so that the presence of a next page needs no extra query. */
 function pageOf<T>(items: T[], limit: number, positionOf: (item: T) => string): Page<T> {
   const hasMore = items.length > limit;
   const pageItems = hasMore ? items.slice(0, limit) : items;
   return { items: pageItems, nextCursor: hasMore ? encodeCursor(positionOf(pageItems[pageItems.length - 1])) : null };
+}
+
+interface IdempotencyKeyRow {
+  account_id: string;
+  key: string;
+  fingerprint: string;
+  status: 'in_flight' | 'completed';
+  lease_token: string | null;
+  lease_expires_at: number | null;
+  response_status: number | null;
+  response_headers: string | null;
+  response_body: Buffer | null;
+  created_at: number;
+  expires_at: number;
 }

@@ -1,0 +1,85 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { AccountEnvelope, LedgerPage } from '../../../schemas/resources.js';
+import type { LedgerEntry, Store } from '../../store/port.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses } from '../route-schemas.js';
+
+export interface AccountLimits {
+  createsPerMin: number;
+  requestsPerMin: number;
+  maxActiveTasks: number;
+}
+
+export interface AccountRoutesOptions {
+  store: Store;
+  limits: AccountLimits;
+}
+
+const LedgerQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
+    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page.' })),
+  },
+  { additionalProperties: false },
+);
+
+const toLedgerEntryResource = (e: LedgerEntry) => ({
+  id: e.id,
+  kind: e.kind,
+  amount: e.amount,
+  balance_after: e.balanceAfter,
+  task_id: e.taskId,
+  note: e.note,
+  created_at: e.createdAt.toISOString(),
+});
+
+export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = async (app, { store, limits }) => {
+  app.get(
+    '/account',
+    {
+      schema: {
+        operationId: 'getAccount',
+        tags: ['account'],
+        summary: 'Balance, the calling key and its limits',
+        security: BEARER_SECURITY,
+        response: { 200: Type.Ref(AccountEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+      },
+    },
+    async (request) => {
+      const { caller } = request;
+      const account = await store.getAccount(caller.accountId);
+      // The key was found joined to its account a moment ago, and accounts are never deleted.
+      if (!account) throw new Error(`account ${caller.accountId} of key ${caller.keyId} is missing`);
+      return {
+        data: {
+          account_id: account.id,
+          balance: account.balance,
+          key: { key_id: caller.keyId, name: caller.keyName, prefix: caller.keyPrefix },
+          limits: {
+            creates_per_min: limits.createsPerMin,
+            requests_per_min: limits.requestsPerMin,
+            max_active_tasks: limits.maxActiveTasks,
+          },
+        },
+      };
+    },
+  );
+
+  app.get(
+    '/account/ledger',
+    {
+      schema: {
+        operationId: 'listLedger',
+        tags: ['account'],
+        summary: 'Grants, debits and refunds of the account, newest first',
+        security: BEARER_SECURITY,
+        querystring: LedgerQuery,
+        response: { 200: Type.Ref(LedgerPage), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+      },
+    },
+    async (request) => {
+      const page = await store.listLedger(request.caller.accountId, { limit: request.query.limit ?? 20, cursor: request.query.cursor });
+      return { data: page.items.map(toLedgerEntryResource), next_cursor: page.nextCursor };
+    },
+  );
+};

@@ -1,0 +1,216 @@
+import { rm } from 'node:fs/promises';
+import multipart from '@fastify/multipart';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { MediaEnvelope } from '../../../schemas/resources.js';
+import { DomainError } from '../../core/errors.js';
+import type { MediaService } from '../../services/media-service.js';
+import type { MediaRecord } from '../../store/port.js';
+import { requestFingerprint } from '../../services/idempotency.js';
+import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';
+import type { Caller } from '../plugins/auth.js';
+import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
+import { toMediaResource } from '../presenters.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+
+export interface SignedUrlVerifier {
+  verify(mediaId: string, expires: number, signature: string, now: Date): boolean;
+}
+
+export interface MediaRoutesOptions {
+  media: MediaService;
+  signer: SignedUrlVerifier;
+  now: () => Date;
+  /** Where uploads are spooled before they are checked (DATA_DIR/tmp). */
+  uploadTempDir: string;
+  uploadMaxBytes: number;
+  /** Bounds how long a client may cache content fetched with the Bearer key (as long as a signed URL lives). */
+  signedUrlTtlSeconds: number;
+}
+
+const MediaIdParams = uuidParam('media_id', 'The media_id returned by the upload, or of a generated item.');
+
+const SignedUrlQuery = Type.Object(
+  {
+    expires: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}$', description: 'Part of a signed URL: its expiry, in Unix seconds.' })),
+    signature: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,128}$', description: 'Part of a signed URL.' })),
+  },
+  { additionalProperties: false },
+);
+
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
+const BINARY = { type: 'string', format: 'binary' };
+
+const FILE_EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
+
+/** Accepts anything: the multipart body is streamed and checked by the handler, never parsed into request.body. */
+const streamedBodyValidator = () => () => true;
+
+export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async (app, options) => {
+  const { media, signer, now } = options;
+
+  // The upload lives in its own scope, the only one that parses multipart/form-data; JSON is not
+  // parsed here either, so any other body is a 415 before a byte of it is read.
+  await app.register(async (uploads) => {
+    uploads.removeAllContentTypeParsers();
+    await uploads.register(multipart, uploadParserOptions(options.uploadMaxBytes));
+
+    uploads.post(
+      '/media',
+      {
+        config: { idempotent: 'manual' },
+        validatorCompiler: streamedBodyValidator,
+        schema: {
+          operationId: 'uploadMedia',
+          tags: ['media'],
+          summary: 'Upload an image for image-to-image references',
+          description: [
+            `multipart/form-data with exactly one part, named \`${UPLOAD_FIELD}\`, of at most ${options.uploadMaxBytes} bytes.`,
+            'PNG, JPEG and WebP are accepted, recognised by their bytes (the filename and declared type are ignored).',
+            'The image is fully decoded before it is accepted; EXIF orientation is applied and all metadata',
+            '(EXIF, GPS, XMP, ICC) is removed from what is stored. Uploads expire; see `expires_at`.',
+          ].join(' '),
+          security: BEARER_SECURITY,
+          consumes: ['multipart/form-data'],
+          headers: IdempotencyKeyHeaders,
+          body: Type.Object(
+            { [UPLOAD_FIELD]: Type.Unsafe<string>({ ...BINARY, description: 'The image: PNG, JPEG or WebP.' }) },
+            { required: [UPLOAD_FIELD], additionalProperties: false },
+          ),
+          response: {
+            201: Type.Ref(MediaEnvelope, { description: 'Stored; `Location` points at the media record.' }),
+            ...problemResponses(...AUTHENTICATED_PROBLEMS, 409, 413, 415, 422),
+          },
+        },
+      },
+      async (request, reply) => {
+        let upload;
+        try {
+          upload = await receiveSingleFile(request, { tempDir: options.uploadTempDir, maxBytes: options.uploadMaxBytes });
+        } catch (error) {
+          // The rest of the body may still be on its way; closing is cheaper than reading it.
+          reply.header('connection', 'close');
+          throw error;
+        }
+        let created: MediaRecord | null = null;
+        try {
+          const fingerprint = requestFingerprint('POST', '/api/v1/media', upload.sha256);
+          // false: the first response to this Idempotency-Key has been replayed on reply.
+          const claimed = (await request.idempotency?.claim(reply, fingerprint)) ?? true;
+          if (claimed) created = await media.createUpload(request.caller.accountId, upload.path);
+        } finally {
+          await rm(upload.path, { force: true });
+        }
+        if (!created) return reply;
+        reply.header('location', `/api/v1/media/${created.id}`);
+        return reply.code(201).send({ data: toMediaResource(created) });
+      },
+    );
+  });
+
+  app.get(
+    '/media/:media_id',
+    {
+      schema: {
+        operationId: 'getMedia',
+        tags: ['media'],
+        summary: 'Read a media record',
+        security: BEARER_SECURITY,
+        params: MediaIdParams,
+        response: { 200: Type.Ref(MediaEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+      },
+    },
+    async (request) => ({ data: toMediaResource(await media.get(request.caller.accountId, request.params.media_id)) }),
+  );
+
+  app.get(
+    '/media/:media_id/content',
+    {
+      config: { auth: 'bearer-or-signature' },
+      schema: {
+        operationId: 'getMediaContent',
+        tags: ['media'],
+        summary: 'Download the image bytes',
+        description: [
+          'With the owner\'s Bearer key, or without any key through a signed URL (the `url` of a generated item):',
+          'when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401.',
+          'The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL.',
+        ].join(' '),
+        security: [...BEARER_SECURITY, {}],
+        params: MediaIdParams,
+        querystring: SignedUrlQuery,
+        response: {
+          200: {
+            description: 'The stored image.',
+            content: Object.fromEntries(IMAGE_TYPES.map((type) => [type, { schema: BINARY }])),
+          },
+          304: { description: 'Not modified: `If-None-Match` matched the ETag.', type: 'null' },
+          ...problemResponses(...AUTHENTICATED_PROBLEMS, 404),
+        },
+      },
+    },
+    async (request, reply) => {
+      const at = now();
+      const mediaId = request.params.media_id;
+      const { expires, signature } = request.query;
+      let found: MediaRecord;
+      let freshUntilMs: number;
+      if (expires !== undefined || signature !== undefined) {
+        if (expires === undefined || signature === undefined) throw new DomainError('unauthorized', 'A signed URL needs both `expires` and `signature`.');
+        const expiresSeconds = Number(expires);
+        if (expiresSeconds * 1000 <= at.getTime()) throw new DomainError('unauthorized', 'This signed URL has expired; read the task again for a fresh one.');
+        if (!signer.verify(mediaId, expiresSeconds, signature, at)) throw new DomainError('unauthorized', 'The URL signature is not valid.');
+        found = await media.getForSignedAccess(mediaId);
+        freshUntilMs = Math.min(expiresSeconds * 1000, found.expiresAt.getTime());
+      } else {
+        // Auth let this route through without a key so that signed URLs work; without a signature the key is required.
+        const caller = request.caller as Caller | null;
+        if (!caller) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use a signed URL.');
+        found = await media.get(caller.accountId, mediaId);
+        freshUntilMs = Math.min(at.getTime() + options.signedUrlTtlSeconds * 1000, found.expiresAt.getTime());
+      }
+
+      const etag = `"${found.sha256}"`;
+      reply
+        .header('etag', etag)
+        .header('cache-control', `private, max-age=${Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000))}`)
+        .header('x-content-type-options', 'nosniff');
+      if (matchesEtag(request.headers['if-none-match'], etag)) return reply.code(304).send();
+
+      const content = await media.openContent(found);
+      return reply
+        .type(found.contentType)
+        .header('content-length', content.sizeBytes)
+        .header('content-disposition', `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`)
+        .send(content.body);
+    },
+  );
+
+  app.delete(
+    '/media/:media_id',
+    {
+      schema: {
+        operationId: 'deleteMedia',
+        tags: ['media'],
+        summary: 'Delete an upload or a generated image',
+        description: 'Access ends at once (record, content, signed URLs, new references); the bytes are removed right after.',
+        security: BEARER_SECURITY,
+        params: MediaIdParams,
+        response: { 204: { description: 'Deleted.', type: 'null' }, ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+      },
+    },
+    async (request, reply) => {
+      await media.delete(request.caller.accountId, request.params.media_id);
+      return reply.code(204).send();
+    },
+  );
+};
+
+/** RFC 9110 If-None-Match: a list of entity tags (weak comparison) or `*`. */
+function matchesEtag(header: string | undefined, etag: string): boolean {
+  if (!header) return false;
+  return header.split(',').some((candidate) => {
+    const tag = candidate.trim();
+    return tag === '*' || tag.replace(/^W\//, '') === etag;
+  });
+}

@@ -1,0 +1,118 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { StringEnum, UUID_PATTERN } from '../../../schemas/model-entry.js';
+import { WEBHOOK_DELIVERY_STATUSES, WebhookDeliveryEnvelope, WebhookDeliveryPage, WebhookSecret } from '../../../schemas/webhooks.js';
+import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
+import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+
+export interface WebhookRoutesOptions {
+  store: Store;
+  now: () => Date;
+  /** Wakes this process's dispatcher after a replay; absent in an API-only process. */
+  onDeliveryQueued?: () => void;
+}
+
+/** How long a rotated-out secret still signs deliveries, so receivers can switch without a gap. */
+export const WEBHOOK_SECRET_ROTATION_GRACE_MS = 24 * 3600_000;
+
+const DeliveryListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
+    cursor: Type.Optional(Type.String({ maxLength: 200 })),
+    task_id: Type.Optional(Type.String({ pattern: UUID_PATTERN })),
+    status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)),
+  },
+  { additionalProperties: false },
+);
+
+function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
+  return {
+    delivery_id: d.id,
+    task_id: d.taskId,
+    event_type: d.eventType,
+    url: d.url,
+    status: d.status,
+    attempts: d.attemptLog.map((a) => ({
+      attempted_at: a.attemptedAt.toISOString(),
+      status_code: a.statusCode,
+      error: a.error,
+      duration_ms: a.durationMs,
+    })),
+    next_attempt_at: d.status === 'pending' && d.nextAttemptAt ? d.nextAttemptAt.toISOString() : null,
+    created_at: d.createdAt.toISOString(),
+  };
+}
+
+export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { store, now, onDeliveryQueued }) => {
+  const secretResponse = (secrets: { current: string; previousExpiresAt: Date | null }) => ({
+    data: { secret: secrets.current, previous_secret_expires_at: secrets.previousExpiresAt?.toISOString() ?? null },
+  });
+
+  app.get(
+    '/webhooks/secret',
+    {
+      schema: {
+        operationId: 'getWebhookSecret',
+        tags: ['webhooks'],
+        summary: "The account's webhook signing secret",
+        security: BEARER_SECURITY,
+        response: { 200: Type.Ref(WebhookSecret), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+      },
+    },
+    async (request) => secretResponse(await store.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
+  );
+
+  app.post(
+    '/webhooks/secret/rotate',
+    {
+      schema: {
+        operationId: 'rotateWebhookSecret',
+        tags: ['webhooks'],
+        summary: 'Replace the signing secret; the old one keeps signing (second signature) for 24 h',
+        security: BEARER_SECURITY,
+        response: { 200: Type.Ref(WebhookSecret), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+      },
+    },
+    async (request) =>
+      secretResponse(await store.rotateWebhookSecret(request.caller.accountId, now(), WEBHOOK_SECRET_ROTATION_GRACE_MS, generateWebhookSecret)),
+  );
+
+  app.get(
+    '/webhooks/deliveries',
+    {
+      schema: {
+        operationId: 'listWebhookDeliveries',
+        tags: ['webhooks'],
+        summary: 'Webhook deliveries with every attempt, newest first',
+        security: BEARER_SECURITY,
+        querystring: DeliveryListQuery,
+        response: { 200: Type.Ref(WebhookDeliveryPage), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+      },
+    },
+    async (request) => {
+      const q = request.query;
+      const page = await store.listWebhookDeliveries(request.caller.accountId, { limit: q.limit ?? 20, cursor: q.cursor, taskId: q.task_id, status: q.status });
+      return { data: page.items.map(toDeliveryResource), next_cursor: page.nextCursor };
+    },
+  );
+
+  app.post(
+    '/webhooks/deliveries/:delivery_id/retry',
+    {
+      schema: {
+        operationId: 'retryWebhookDelivery',
+        tags: ['webhooks'],
+        summary: 'Send a delivery again now (same webhook-id)',
+        security: BEARER_SECURITY,
+        params: uuidParam('delivery_id', 'A delivery_id from the delivery log.'),
+        response: { 202: Type.Ref(WebhookDeliveryEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+      },
+    },
+    async (request, reply) => {
+      const delivery = await store.replayWebhookDelivery(request.caller.accountId, request.params.delivery_id, now());
+      onDeliveryQueued?.();
+      return reply.code(202).send({ data: toDeliveryResource(delivery) });
+    },
+  );
+};

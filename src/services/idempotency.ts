@@ -1,0 +1,120 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { DomainError, type FieldError } from '../core/errors.js';
+import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../store/port.js';
+
+/** DESIGN 3.8: a key answers with its first response for 24 hours. */
+export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
+/**
+ * How long an in-flight request holds its key before the key counts as abandoned (a crashed
+ * process) and the next request with it may take over. Requests that hold a key do their work in
+ * milliseconds; a minute is far beyond any of them yet short enough for a client's retry loop.
+ */
+export const IDEMPOTENCY_LEASE_MS = 60 * 1000;
+
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
+/** Visible ASCII and spaces: what a client can type, log and compare without surprises. */
+export const IDEMPOTENCY_KEY_PATTERN = '^[\\x20-\\x7E]+$';
+const KEY_REGEX = new RegExp(IDEMPOTENCY_KEY_PATTERN);
+
+/** The problem of a malformed key, pointing at the header (the schema gives the same answer). */
+export function assertValidIdempotencyKey(key: string): void {
+  let fieldError: FieldError | null = null;
+  const at = { pointer: '/idempotency-key', location: 'header' as const };
+  if (key.length === 0) fieldError = { ...at, code: 'too_short', detail: 'Must be at least 1 character long.' };
+  else if (key.length > IDEMPOTENCY_KEY_MAX_LENGTH) fieldError = { ...at, code: 'too_long', detail: `Must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters long.` };
+  else if (!KEY_REGEX.test(key)) fieldError = { ...at, code: 'invalid_format', detail: 'Must be printable ASCII.' };
+  if (fieldError) throw new DomainError('invalid_request', `header /idempotency-key: ${fieldError.detail}`, [fieldError]);
+}
+
+/**
+ * JSON with object keys sorted at every depth, so that two bodies that mean the same thing (keys
+ * in another order, other whitespace) fingerprint the same. Array order is meaningful and kept.
+ */
+export function canonicalJson(value: unknown): string {
+  if (value === undefined) return 'null';
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v ?? null)).join(',')}]`;
+  const entries = Object.keys(value)
+    .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`);
+  return `{${entries.join(',')}}`;
+}
+
+/**
+ * What a key is bound to: the method, the path and the body. Routes whose body is not JSON (a
+ * multipart upload) pass their own body digest, e.g. the SHA-256 of the file they streamed.
+ */
+export function requestFingerprint(method: string, path: string, body: string | Buffer): string {
+  return createHash('sha256').update(method.toUpperCase()).update('\n').update(path).update('\n').update(body).digest('hex');
+}
+
+export function jsonRequestFingerprint(method: string, path: string, body: unknown): string {
+  return requestFingerprint(method, path, canonicalJson(body));
+}
+
+export interface IdempotencyServiceOptions {
+  store: IdempotencyStore;
+  now: () => Date;
+  ttlMs?: number;
+  leaseMs?: number;
+}
+
+/** One key held by one request: created by `claim`, ended by `complete` or `release`. */
+export interface HeldIdempotencyKey {
+  accountId: string;
+  key: string;
+  leaseToken: string;
+}
+
+export type ClaimResult =
+  | { outcome: 'acquired'; held: HeldIdempotencyKey }
+  | { outcome: 'replay'; response: StoredResponse };
+
+/** The Idempotency-Key protocol over the store, with the HTTP-free decisions made here. */
+export class IdempotencyService {
+  private readonly ttlMs: number;
+  private readonly leaseMs: number;
+
+  constructor(private readonly options: IdempotencyServiceOptions) {
+    this.ttlMs = options.ttlMs ?? IDEMPOTENCY_TTL_MS;
+    this.leaseMs = options.leaseMs ?? IDEMPOTENCY_LEASE_MS;
+  }
+
+  /** Acquires the key or returns the response to replay; throws 409 / 422 problems otherwise. */
+  async claim(accountId: string, key: string, fingerprint: string): Promise<ClaimResult> {
+    const leaseToken = randomUUID();
+    const claim: IdempotencyClaim = await this.options.store.claimIdempotencyKey({
+      accountId,
+      key,
+      fingerprint,
+      leaseToken,
+      now: this.options.now(),
+      leaseMs: this.leaseMs,
+      ttlMs: this.ttlMs,
+    });
+    switch (claim.outcome) {
+      case 'acquired':
+        return { outcome: 'acquired', held: { accountId, key, leaseToken } };
+      case 'replay':
+        return claim;
+      case 'in_progress':
+        throw new DomainError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
+      case 'fingerprint_mismatch':
+        throw new DomainError(
+          'idempotency_key_reused',
+          'This Idempotency-Key was already used with a different request (method, path or body); use a new key for a new request.',
+        );
+    }
+  }
+
+  /** Keeps the response for replay; false when the lease had run out and another request took the key. */
+  complete(held: HeldIdempotencyKey, response: StoredResponse): Promise<boolean> {
+    return this.options.store.completeIdempotencyKey({ ...held, response });
+  }
+
+  /** The request changed nothing (or failed on our side): the key is free for a retry. */
+  release(held: HeldIdempotencyKey): Promise<void> {
+    return this.options.store.releaseIdempotencyKey(held);
+  }
+}

@@ -1,0 +1,40 @@
+import { EventEmitter } from 'node:events';
+
+/**
+ * In-process signals about tasks: a task was created (wake idle workers) or changed state (wake
+ * long-polls, abort a canceled generation). Other processes do not hear them; their waiters fall
+ * back to re-reading the store at a slow interval.
+ */
+export class TaskEvents {
+  private readonly emitter = new EventEmitter();
+
+  constructor() {
+    // One listener per long-poll or running task; many at once is normal, not a leak.
+    this.emitter.setMaxListeners(0);
+  }
+
+  taskCreated(): void {
+    this.emitter.emit('created');
+  }
+
+  taskChanged(taskId: string): void {
+    this.emitter.emit(`changed:${taskId}`);
+    this.emitter.emit('changed');
+  }
+
+  /** Any task changed; e.g. the webhook dispatcher looks for a new outbox entry at once. */
+  onAnyChange(listener: () => void): () => void {
+    this.emitter.on('changed', listener);
+    return () => this.emitter.off('changed', listener);
+  }
+
+  onCreated(listener: () => void): () => void {
+    this.emitter.on('created', listener);
+    return () => this.emitter.off('created', listener);
+  }
+
+  onChanged(taskId: string, listener: () => void): () => void {
+    this.emitter.on(`changed:${taskId}`, listener);
+    return () => this.emitter.off(`changed:${taskId}`, listener);
+  }
+}

@@ -1,0 +1,52 @@
+import type { BlobStore } from '../blobs/port.js';
+import { sweepExpiredMedia } from '../services/media-sweeper.js';
+import type { Store } from '../store/port.js';
+import type { WorkerLog } from './task-worker.js';
+
+export interface HousekeeperOptions {
+  store: Store;
+  blobs: BlobStore;
+  intervalMs: number;
+  uploadTempDir?: string;
+  now?: () => Date;
+  log?: WorkerLog;
+}
+
+/**
+ * Retention on a timer: expired media (rows, then blobs) and expired idempotency keys. Every step
+ * is idempotent, so several worker processes may run it at once.
+ */
+export class Housekeeper {
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private readonly now: () => Date;
+
+  constructor(private readonly options: HousekeeperOptions) {
+    this.now = options.now ?? (() => new Date());
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      this.running ??= this.runOnce()
+        .catch((error: unknown) => this.options.log?.error({ err: error }, 'housekeeping failed'))
+        .finally(() => (this.running = null));
+    }, this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.running;
+  }
+
+  async runOnce(): Promise<void> {
+    const { store, blobs, log } = this.options;
+    for (let more = true; more; ) {
+      const result = await sweepExpiredMedia({ store, blobs, now: this.now(), uploadTempDir: this.options.uploadTempDir, log });
+      more = result.more;
+      if (result.expiredMedia || result.blobsDeleted) log?.info({ ...result }, 'expired media swept');
+    }
+    const keys = await store.deleteExpiredIdempotencyKeys(this.now());
+    if (keys) log?.info({ deleted: keys }, 'expired idempotency keys swept');
+  }
+}

@@ -1,0 +1,125 @@
+import { nextWebhookAttemptAt } from '../core/webhook-retry-schedule.js';
+import { toTaskResource, type MediaUrlSigner } from '../http/presenters.js';
+import type { Store, WebhookDelivery } from '../store/port.js';
+import { generateWebhookSecret, sendWebhook } from '../webhooks/send-webhook.js';
+import type { LookupAll } from '../webhooks/ssrf-guard.js';
+import type { WorkerLog } from './task-worker.js';
+
+export interface WebhookDispatcherOptions {
+  store: Store;
+  signer: MediaUrlSigner;
+  allowPrivate: boolean;
+  lookup?: LookupAll;
+  timeoutMs: number;
+  /** Multiplies the retry schedule; 1 in production, tiny in tests. */
+  retryScale: number;
+  /** A claimed delivery is this process's for this long; after a crash it is sent again. */
+  leaseMs: number;
+  pollMs: number;
+  concurrency: number;
+  now?: () => Date;
+  random?: () => number;
+  log?: WorkerLog;
+}
+
+/**
+ * Sends the outbox: claims due deliveries, signs and posts each event, records every attempt and
+ * schedules the next one (DESIGN 3.6). Every attempt of a delivery carries the same webhook-id.
+ */
+export class WebhookDispatcher {
+  private readonly now: () => Date;
+  private readonly random: () => number;
+  private readonly slots: Promise<void>[] = [];
+  private stopping = false;
+  private readonly idleSlots = new Set<() => void>();
+
+  constructor(private readonly options: WebhookDispatcherOptions) {
+    this.now = options.now ?? (() => new Date());
+    this.random = options.random ?? Math.random;
+  }
+
+  start(): void {
+    for (let i = 0; i < this.options.concurrency; i++) this.slots.push(this.runSlot());
+  }
+
+  /** Wakes idle slots, e.g. right after a task reached a terminal state in this process. */
+  poke(): void {
+    for (const wake of [...this.idleSlots]) wake();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.poke();
+    await Promise.all(this.slots);
+  }
+
+  /** Sends at most one due delivery; false when none was due. */
+  async runOnce(): Promise<boolean> {
+    const delivery = await this.options.store.claimDueWebhookDelivery(this.now(), this.options.leaseMs);
+    if (!delivery) return false;
+    await this.deliver(delivery);
+    return true;
+  }
+
+  private async runSlot(): Promise<void> {
+    while (!this.stopping) {
+      let worked = false;
+      try {
+        worked = await this.runOnce();
+      } catch (error) {
+        this.options.log?.error({ err: error }, 'webhook dispatch error');
+      }
+      if (!worked && !this.stopping) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            clearTimeout(timer);
+            this.idleSlots.delete(done);
+            resolve();
+          };
+          const timer = setTimeout(done, this.options.pollMs);
+          this.idleSlots.add(done);
+        });
+      }
+    }
+  }
+
+  private async deliver(delivery: WebhookDelivery): Promise<void> {
+    const { store } = this.options;
+    const task = await store.getTaskById(delivery.taskId);
+    const attemptedAt = this.now();
+    const secrets = await store.webhookSecrets(delivery.accountId, attemptedAt, generateWebhookSecret);
+    const body = JSON.stringify({
+      type: delivery.eventType,
+      timestamp: delivery.eventAt.toISOString(),
+      data: task ? toTaskResource(task, this.options.signer, attemptedAt) : null,
+    });
+    const result = await sendWebhook({
+      url: delivery.url,
+      webhookId: delivery.id,
+      timestamp: attemptedAt,
+      body,
+      secrets: [secrets.current, ...(secrets.previous ? [secrets.previous] : [])],
+      allowPrivate: this.options.allowPrivate,
+      timeoutMs: this.options.timeoutMs,
+      lookup: this.options.lookup,
+    });
+
+    const attempts = delivery.attempts + 1;
+    const finishedAt = this.now();
+    const nextAttemptAt = result.ok || result.stop ? null : nextWebhookAttemptAt(attempts, finishedAt, this.random, this.options.retryScale);
+    const status = result.ok ? 'delivered' : nextAttemptAt ? 'pending' : 'failed';
+    await store.recordWebhookAttempt({
+      deliveryId: delivery.id,
+      attempt: {
+        attemptedAt,
+        statusCode: result.statusCode,
+        error: result.error ?? (result.ok ? null : `HTTP ${result.statusCode}`),
+        durationMs: Math.round(result.durationMs),
+      },
+      status,
+      nextAttemptAt,
+      now: finishedAt,
+    });
+    this.options.log?.info({ delivery_id: delivery.id, task_id: delivery.taskId, status_code: result.statusCode, outcome: status }, 'webhook attempt');
+  }
+}

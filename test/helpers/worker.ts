@@ -1,0 +1,107 @@
+import type { Test } from 'tap';
+import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
+import { GenerationError, type GenerationInput, type GeneratedImage, type ImageGenerator } from '../../src/generators/port.js';
+import { LocalRenderer } from '../../src/generators/local-renderer.js';
+import { newIdAt } from '../../src/ids.js';
+import { createTask, type TaskRecord } from '../../src/core/task.js';
+import { TaskEvents } from '../../src/services/task-events.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { TaskWorker, type TaskWorkerOptions } from '../../src/worker/task-worker.js';
+
+/** A store and blob store on the test's own temp dir. */
+export async function openTestRuntime(t: Test) {
+  const dir = t.testdir({});
+  const store = new SqliteStore(`${dir}/imagegen.sqlite`);
+  await store.migrate();
+  const blobs = new FsBlobStore(`${dir}/blobs`);
+  t.teardown(() => store.close());
+  return { dir, store, blobs };
+}
+
+export async function newAccountWithTokens(store: SqliteStore, tokens: number): Promise<string> {
+  const now = new Date();
+  const account = await store.createAccount({ id: newIdAt(now), name: 'worker-test', initialTokens: tokens, now });
+  return account.id;
+}
+
+export async function insertTask(store: SqliteStore, accountId: string, prompt = 'a quiet harbour'): Promise<TaskRecord> {
+  const now = new Date();
+  const task = createTask({ model: 'alpha-pro', prompt }, { accountId, now, newId: () => newIdAt(now) });
+  await store.insertTaskWithDebit(task, { maxActiveTasks: 1000 });
+  return task;
+}
+
+export function testWorker(
+  t: Test,
+  deps: { store: SqliteStore; blobs: FsBlobStore },
+  overrides: Partial<TaskWorkerOptions> = {},
+): TaskWorker {
+  const worker = new TaskWorker({
+    store: deps.store,
+    blobs: deps.blobs,
+    generator: new LocalRenderer(),
+    events: new TaskEvents(),
+    concurrency: 1,
+    leaseMs: 30_000,
+    maxAttempts: 3,
+    deadlineMs: 600_000,
+    generationTimeoutMs: 60_000,
+    retryBaseMs: 1,
+    pollMs: 20,
+    resultRetentionMs: 3600_000,
+    random: () => 0.5,
+    ...overrides,
+  });
+  t.teardown(() => worker.stop(0));
+  return worker;
+}
+
+/** A generator scripted per call: each entry fails with the given error or renders for real. */
+export class ScriptedGenerator implements ImageGenerator {
+  readonly name = 'scripted';
+  calls = 0;
+  private readonly renderer = new LocalRenderer();
+
+  constructor(private readonly script: (GenerationError | 'render')[]) {}
+
+  async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
+    const step = this.script[Math.min(this.calls, this.script.length - 1)];
+    this.calls++;
+    if (step instanceof GenerationError) throw step;
+    return this.renderer.generate(input, signal);
+  }
+}
+
+/**
+ * A generator that reports when it starts and then waits to be released (or aborted), so a test
+ * can act while a task is IN_PROGRESS. With ignoreAbort it returns a result even after an abort,
+ * the way a remote call that cannot be interrupted would.
+ */
+export class GatedGenerator implements ImageGenerator {
+  readonly name = 'gated';
+  readonly started: Promise<void>;
+  private markStarted!: () => void;
+  private release!: () => void;
+  private readonly released = new Promise<void>((resolve) => (this.release = resolve));
+
+  constructor(private readonly options: { ignoreAbort?: boolean } = {}) {
+    this.started = new Promise((resolve) => (this.markStarted = resolve));
+  }
+
+  open(): void {
+    this.release();
+  }
+
+  async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
+    this.markStarted();
+    if (this.options.ignoreAbort) {
+      await this.released;
+    } else {
+      await new Promise<void>((resolve, reject) => {
+        this.released.then(resolve);
+        signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      });
+    }
+    return new LocalRenderer().generate(input, new AbortController().signal);
+  }
+}

@@ -1,0 +1,378 @@
+import { randomUUID } from 'node:crypto';
+import t from 'tap';
+import type { Test } from 'tap';
+import { buildTestApp, type TestApp } from '../helpers/app.js';
+
+/**
+ * The create/estimate contract, table-driven from DESIGN 3.1 and 3.2. The seed values are written
+ * out here on purpose: the catalog in schemas/ is what is under test, so it must not be the oracle.
+ */
+interface SeedModel {
+  id: 'alpha-pro' | 'beta-v5-pro';
+  prompt: { min: number; max: number };
+  imageReference: { min: number; max: number };
+  aspectRatios: string[];
+  costs: Record<string, number>;
+  /** Values that look plausible but are not offered by this model. */
+  disallowedRatios: string[];
+  disallowedResolutions: string[];
+}
+
+const SEED: SeedModel[] = [
+  {
+    id: 'alpha-pro',
+    prompt: { min: 3, max: 10000 },
+    imageReference: { min: 1, max: 8 },
+    aspectRatios: ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'],
+    costs: { '1K': 25, '2K': 25, '4K': 50 },
+    disallowedRatios: ['2:1', '1:2', '16:10', '1:1 ', '1x1', ''],
+    disallowedResolutions: ['8K', '1k', '4k', '3K', '512', ''],
+  },
+  {
+    id: 'beta-v5-pro',
+    prompt: { min: 3, max: 5000 },
+    imageReference: { min: 1, max: 10 },
+    aspectRatios: ['1:1', '4:3', '3:4', '16:9', '9:16', '2:3', '3:2', '21:9'],
+    costs: { '1K': 25, '2K': 50 },
+    disallowedRatios: ['4:5', '5:4', '2:1', '16:10'],
+    disallowedResolutions: ['4K', '8K', '1k', '2k', ''],
+  },
+];
+
+/** DESIGN 3.2: [width, height] per ratio and resolution. */
+const PIXELS: Record<string, Record<string, [number, number]>> = {
+  '1:1': { '1K': [1024, 1024], '2K': [2048, 2048], '4K': [4096, 4096] },
+  '2:3': { '1K': [848, 1264], '2K': [1696, 2528], '4K': [3392, 5056] },
+  '3:2': { '1K': [1264, 848], '2K': [2528, 1696], '4K': [5056, 3392] },
+  '3:4': { '1K': [896, 1200], '2K': [1792, 2400], '4K': [3584, 4800] },
+  '4:3': { '1K': [1200, 896], '2K': [2400, 1792], '4K': [4800, 3584] },
+  '4:5': { '1K': [928, 1152], '2K': [1856, 2304], '4K': [3712, 4608] },
+  '5:4': { '1K': [1152, 928], '2K': [2304, 1856], '4K': [4608, 3712] },
+  '9:16': { '1K': [768, 1376], '2K': [1536, 2752], '4K': [3072, 5504] },
+  '16:9': { '1K': [1376, 768], '2K': [2752, 1536], '4K': [5504, 3072] },
+  '21:9': { '1K': [1584, 672], '2K': [3168, 1344], '4K': [6336, 2688] },
+};
+
+const CREATE = '/api/v1/images/generations';
+const ESTIMATE = '/api/v1/images/estimates';
+const PROMPT = 'a lighthouse at dawn';
+const GRINNING = '😀'; // U+1F600: one code point, two UTF-16 units
+const E_ACUTE_DECOMPOSED = 'e\u0301'; // one visible character, two code points
+
+interface Api extends TestApp {
+  auth: { authorization: string };
+  post(url: string, body: unknown): Promise<{ statusCode: number; headers: Record<string, unknown>; body: any }>;
+}
+
+/** An app with one funded account; `post` sends JSON with that account's key. */
+async function apiFor(t: Test): Promise<Api> {
+  const testApp = await buildTestApp(t);
+  const { auth } = await testApp.newAccount(1_000_000);
+  return {
+    ...testApp,
+    auth,
+    async post(url, body) {
+      const res = await testApp.app.inject({ method: 'POST', url, headers: auth, payload: body as object });
+      return { statusCode: res.statusCode, headers: res.headers, body: res.json() };
+    },
+  };
+}
+
+/** Asserts one 400 invalid_request problem with exactly one field error at `pointer`. */
+function assertSingleFieldError(
+  t: Test,
+  res: { statusCode: number; headers: Record<string, unknown>; body: any },
+  pointer: string,
+  code?: string,
+): void {
+  t.equal(res.statusCode, 400, 'status 400');
+  t.match(String(res.headers['content-type']), /^application\/problem\+json/, 'problem+json');
+  t.equal(res.body.code, 'invalid_request', 'code invalid_request');
+  t.equal(res.body.status, 400);
+  t.ok(Array.isArray(res.body.errors), 'has errors');
+  t.equal(res.body.errors?.length, 1, 'exactly one error, not one per oneOf branch');
+  t.equal(res.body.errors?.[0]?.pointer, pointer, `pointer ${pointer}`);
+  t.equal(res.body.errors?.[0]?.location, 'body', 'location body');
+  if (code) t.equal(res.body.errors?.[0]?.code, code, `field code ${code}`);
+}
+
+/** Both endpoints must reject the same body the same way. */
+async function assertRejectedByBoth(t: Test, body: unknown, pointer: string, code?: string): Promise<void> {
+  const api = await apiFor(t);
+  for (const url of [ESTIMATE, CREATE]) {
+    await t.test(url, async (t) => assertSingleFieldError(t, await api.post(url, body), pointer, code));
+  }
+}
+
+/** Both endpoints must accept the body: the estimate prices it, the create returns 202. */
+async function assertAcceptedByBoth(
+  t: Test,
+  body: Record<string, unknown>,
+  expected: { cost: number; parameters: { aspect_ratio: string; resolution: string } },
+): Promise<void> {
+  const api = await apiFor(t);
+  const estimate = await api.post(ESTIMATE, body);
+  t.equal(estimate.statusCode, 200, 'estimate 200');
+  const [width, height] = PIXELS[expected.parameters.aspect_ratio][expected.parameters.resolution];
+  t.strictSame(estimate.body, { data: { model: body.model, cost: expected.cost, parameters: expected.parameters, width, height } });
+
+  const created = await api.post(CREATE, body);
+  t.equal(created.statusCode, 202, 'create 202');
+  t.equal(created.body.data?.status, 'CREATED');
+  t.equal(created.body.data?.model, body.model);
+  t.equal(created.body.data?.cost, expected.cost, 'cost');
+  t.strictSame(created.body.data?.parameters, expected.parameters, 'effective parameters');
+  t.equal(created.body.data?.prompt, body.prompt, 'prompt stored as sent');
+}
+
+// ── every allowed aspect ratio × resolution, with its price ─────────────────────────────────────
+
+for (const model of SEED) {
+  for (const aspect_ratio of model.aspectRatios) {
+    for (const [resolution, cost] of Object.entries(model.costs)) {
+      t.test(`${model.id} accepts ${aspect_ratio} at ${resolution} for ${cost} tokens`, async (t) => {
+        await assertAcceptedByBoth(
+          t,
+          { model: model.id, prompt: PROMPT, parameters: { aspect_ratio, resolution } },
+          { cost, parameters: { aspect_ratio, resolution } },
+        );
+      });
+    }
+  }
+}
+
+// ── values a model does not offer ───────────────────────────────────────────────────────────────
+
+for (const model of SEED) {
+  for (const aspect_ratio of model.disallowedRatios) {
+    t.test(`${model.id} rejects aspect_ratio ${JSON.stringify(aspect_ratio)}`, async (t) => {
+      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, parameters: { aspect_ratio } }, '/parameters/aspect_ratio', 'not_allowed');
+    });
+  }
+  for (const resolution of model.disallowedResolutions) {
+    t.test(`${model.id} rejects resolution ${JSON.stringify(resolution)}`, async (t) => {
+      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, parameters: { resolution } }, '/parameters/resolution', 'not_allowed');
+    });
+  }
+}
+
+t.test('beta-v5-pro rejects 4K even with an aspect ratio it offers', async (t) => {
+  await assertRejectedByBoth(
+    t,
+    { model: 'beta-v5-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '4K' } },
+    '/parameters/resolution',
+    'not_allowed',
+  );
+});
+
+t.test('a ratio of the other model is refused even at a resolution both offer', async (t) => {
+  await assertRejectedByBoth(
+    t,
+    { model: 'beta-v5-pro', prompt: PROMPT, parameters: { aspect_ratio: '4:5', resolution: '1K' } },
+    '/parameters/aspect_ratio',
+    'not_allowed',
+  );
+});
+
+// ── prompt length in Unicode code points ────────────────────────────────────────────────────────
+
+for (const model of SEED) {
+  const { min, max } = model.prompt;
+  const accepted: [string, string][] = [
+    [`${min} ASCII characters`, 'x'.repeat(min)],
+    [`${max} ASCII characters`, 'x'.repeat(max)],
+    [`${min} astral emoji (${2 * min} UTF-16 units)`, GRINNING.repeat(min)],
+    [`${max} astral emoji (${2 * max} UTF-16 units)`, GRINNING.repeat(max)],
+    [`${max} code points of decomposed é (${max / 2} visible characters)`, E_ACUTE_DECOMPOSED.repeat(max / 2)],
+    [`one decomposed é plus one letter (${min} code points, 2 visible characters)`, E_ACUTE_DECOMPOSED + 'x'],
+  ];
+  const rejected: [string, string, string][] = [
+    [`${min - 1} ASCII characters`, 'x'.repeat(min - 1), 'too_short'],
+    [`${max + 1} ASCII characters`, 'x'.repeat(max + 1), 'too_long'],
+    [`${min - 1} astral emoji (${2 * (min - 1)} UTF-16 units)`, GRINNING.repeat(min - 1), 'too_short'],
+    [`${max + 1} astral emoji`, GRINNING.repeat(max + 1), 'too_long'],
+    [`${max + 1} code points mixing emoji and decomposed é`, GRINNING + E_ACUTE_DECOMPOSED.repeat(max / 2), 'too_long'],
+    ['one decomposed é (2 code points)', E_ACUTE_DECOMPOSED, 'too_short'],
+    ['the empty string', '', 'too_short'],
+  ];
+  for (const [label, prompt] of accepted) {
+    t.test(`${model.id} accepts a prompt of ${label}`, async (t) => {
+      await assertAcceptedByBoth(t, { model: model.id, prompt }, { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } });
+    });
+  }
+  for (const [label, prompt, code] of rejected) {
+    t.test(`${model.id} rejects a prompt of ${label} (${code})`, async (t) => {
+      await assertRejectedByBoth(t, { model: model.id, prompt }, '/prompt', code);
+    });
+  }
+}
+
+t.test('a prompt holding a lone surrogate is refused or stored exactly, never altered', async (t) => {
+  // "ab\ud800" is valid JSON but not valid Unicode text: it has no UTF-8 form to store.
+  const api = await apiFor(t);
+  const res = await api.app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers: { ...api.auth, 'content-type': 'application/json' },
+    payload: '{"model":"alpha-pro","prompt":"ab\\ud800"}',
+  });
+  if (res.statusCode === 400) {
+    t.equal(res.json().errors?.[0]?.pointer, '/prompt');
+    return;
+  }
+  t.equal(res.statusCode, 202);
+  t.equal(res.json().data.prompt, 'ab\ud800', 'create response echoes the prompt as sent');
+  const stored = await api.app.inject({ method: 'GET', url: res.headers.location as string, headers: api.auth });
+  t.equal(stored.json().data.prompt, res.json().data.prompt, 'GET returns the prompt the create response showed');
+});
+
+// ── image_reference count ───────────────────────────────────────────────────────────────────────
+
+const uuids = (n: number) => Array.from({ length: n }, () => randomUUID());
+
+for (const model of SEED) {
+  const { min, max } = model.imageReference;
+
+  t.test(`${model.id} rejects an empty image_reference (too_few_items)`, async (t) => {
+    await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, image_reference: [] }, '/image_reference', 'too_few_items');
+  });
+
+  for (const count of [min, max]) {
+    // No media can exist yet, so a 422 on the first reference proves the schema accepted the count.
+    t.test(`${model.id} accepts ${count} image references as far as the schema goes`, async (t) => {
+      const api = await apiFor(t);
+      const body = { model: model.id, prompt: PROMPT, image_reference: uuids(count) };
+      const estimate = await api.post(ESTIMATE, body);
+      t.not(estimate.statusCode, 400, 'the estimate schema accepts the count');
+      const created = await api.post(CREATE, body);
+      t.equal(created.statusCode, 422);
+      t.equal(created.body.code, 'invalid_media_reference');
+      t.equal(created.body.errors?.length, 1);
+      t.equal(created.body.errors?.[0]?.pointer, '/image_reference/0');
+    });
+  }
+
+  t.test(`${model.id} rejects ${max + 1} image references (too_many_items)`, async (t) => {
+    await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, image_reference: uuids(max + 1) }, '/image_reference', 'too_many_items');
+  });
+
+  for (const [index, bad] of [
+    [0, 'not-a-uuid'],
+    [1, '01890a5d-ac96-774b-bcce-b302099a805'],
+    [2, 42],
+  ] as [number, unknown][]) {
+    t.test(`${model.id} rejects a non-UUID reference ${JSON.stringify(bad)} at index ${index}`, async (t) => {
+      const image_reference: unknown[] = uuids(index);
+      image_reference.push(bad);
+      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, image_reference }, `/image_reference/${index}`);
+    });
+  }
+}
+
+// ── defaults ────────────────────────────────────────────────────────────────────────────────────
+
+for (const model of SEED) {
+  const defaultCases: [string, Record<string, unknown>, { cost: number; parameters: { aspect_ratio: string; resolution: string } }][] = [
+    ['parameters omitted', {}, { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } }],
+    ['parameters {}', { parameters: {} }, { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } }],
+    [
+      'only resolution 2K',
+      { parameters: { resolution: '2K' } },
+      { cost: model.costs['2K'], parameters: { aspect_ratio: '1:1', resolution: '2K' } },
+    ],
+    ['only aspect_ratio 16:9', { parameters: { aspect_ratio: '16:9' } }, { cost: 25, parameters: { aspect_ratio: '16:9', resolution: '1K' } }],
+  ];
+  for (const [label, extra, expected] of defaultCases) {
+    t.test(`${model.id} applies defaults with ${label}`, async (t) => {
+      await assertAcceptedByBoth(t, { model: model.id, prompt: PROMPT, ...extra }, expected);
+    });
+  }
+}
+
+// ── unknown fields, wrong types, missing fields ─────────────────────────────────────────────────
+
+const shapeCases: [string, unknown, string, string | undefined][] = [
+  ['an unknown top-level field', { model: 'alpha-pro', prompt: PROMPT, foo: 1 }, '/foo', 'unknown_field'],
+  ['an unknown top-level field (beta)', { model: 'beta-v5-pro', prompt: PROMPT, seed: 7 }, '/seed', 'unknown_field'],
+  ['a misspelt field', { model: 'alpha-pro', prompt: PROMPT, parameter: { resolution: '2K' } }, '/parameter', 'unknown_field'],
+  ['an unknown field inside parameters', { model: 'alpha-pro', prompt: PROMPT, parameters: { foo: 'bar' } }, '/parameters/foo', 'unknown_field'],
+  [
+    'an unknown field beside valid parameters',
+    { model: 'beta-v5-pro', prompt: PROMPT, parameters: { resolution: '2K', quality: 'high' } },
+    '/parameters/quality',
+    'unknown_field',
+  ],
+  ['prompt: 123 (not coerced to "123")', { model: 'alpha-pro', prompt: 123 }, '/prompt', 'wrong_type'],
+  ['prompt: null', { model: 'alpha-pro', prompt: null }, '/prompt', 'wrong_type'],
+  ['parameters: []', { model: 'alpha-pro', prompt: PROMPT, parameters: [] }, '/parameters', 'wrong_type'],
+  ['parameters: "1:1"', { model: 'beta-v5-pro', prompt: PROMPT, parameters: '1:1' }, '/parameters', 'wrong_type'],
+  ['image_reference as a string', { model: 'alpha-pro', prompt: PROMPT, image_reference: randomUUID() }, '/image_reference', 'wrong_type'],
+  ['resolution: 1 (a number)', { model: 'alpha-pro', prompt: PROMPT, parameters: { resolution: 1 } }, '/parameters/resolution', undefined],
+  ['model: 5', { model: 5, prompt: PROMPT }, '/model', undefined],
+  ['model missing', { prompt: PROMPT }, '/model', 'required'],
+  ['an unknown model', { model: 'gamma-1', prompt: PROMPT }, '/model', 'not_allowed'],
+  ['a model id in the wrong case', { model: 'Alpha-Pro', prompt: PROMPT }, '/model', 'not_allowed'],
+  ['prompt missing', { model: 'alpha-pro' }, '/prompt', 'required'],
+  ['prompt missing (beta)', { model: 'beta-v5-pro', parameters: { resolution: '2K' } }, '/prompt', 'required'],
+];
+
+for (const [label, body, pointer, code] of shapeCases) {
+  t.test(`rejects ${label}`, async (t) => {
+    await assertRejectedByBoth(t, body, pointer, code);
+  });
+}
+
+t.test('a JSON array body is rejected, not coerced', async (t) => {
+  const api = await apiFor(t);
+  for (const url of [ESTIMATE, CREATE]) {
+    const res = await api.post(url, [{ model: 'alpha-pro', prompt: PROMPT }]);
+    t.equal(res.statusCode, 400, url);
+    t.equal(res.body.code, 'invalid_request', url);
+  }
+});
+
+// ── transport-level failures ────────────────────────────────────────────────────────────────────
+
+async function rawPost(t: Test, url: string, payload: string | Buffer, contentType: string) {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount();
+  return app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': contentType }, payload });
+}
+
+for (const url of [CREATE, ESTIMATE]) {
+  t.test(`${url}: invalid JSON is 400 invalid_json`, async (t) => {
+    const res = await rawPost(t, url, '{"model": "alpha-pro", "prompt": ', 'application/json');
+    t.equal(res.statusCode, 400);
+    t.match(res.headers['content-type'], /^application\/problem\+json/);
+    t.equal(res.json().code, 'invalid_json');
+  });
+
+  t.test(`${url}: an empty JSON body is 400 invalid_json`, async (t) => {
+    const res = await rawPost(t, url, '', 'application/json');
+    t.equal(res.statusCode, 400);
+    t.equal(res.json().code, 'invalid_json');
+  });
+
+  t.test(`${url}: text/plain is 415 unsupported_media_type`, async (t) => {
+    const res = await rawPost(t, url, JSON.stringify({ model: 'alpha-pro', prompt: PROMPT }), 'text/plain');
+    t.equal(res.statusCode, 415);
+    t.match(res.headers['content-type'], /^application\/problem\+json/);
+    t.equal(res.json().code, 'unsupported_media_type');
+  });
+
+  t.test(`${url}: a body over 1 MiB is 413 payload_too_large`, async (t) => {
+    const body = JSON.stringify({ model: 'alpha-pro', prompt: 'x'.repeat(1024 * 1024 + 1) });
+    const res = await rawPost(t, url, body, 'application/json');
+    t.equal(res.statusCode, 413);
+    t.match(res.headers['content-type'], /^application\/problem\+json/);
+    t.equal(res.json().code, 'payload_too_large');
+  });
+}
+
+t.test('a rejected create debits nothing and creates nothing', async (t) => {
+  const api = await apiFor(t);
+  const res = await api.post(CREATE, { model: 'beta-v5-pro', prompt: PROMPT, parameters: { resolution: '4K' } });
+  t.equal(res.statusCode, 400);
+  const list = await api.app.inject({ method: 'GET', url: CREATE, headers: api.auth });
+  t.strictSame(list.json().data, []);
+});

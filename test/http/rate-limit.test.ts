@@ -1,0 +1,255 @@
+import { randomUUID } from 'node:crypto';
+import t from 'tap';
+import type { Test } from 'tap';
+import { Redis } from 'ioredis';
+import { loadConfig } from '../../src/config.js';
+import { buildApp } from '../../src/http/app.js';
+import { issueApiKey } from '../../src/services/api-keys.js';
+import { createAccountWithKey } from '../../src/services/api-keys.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { buildTestApp } from '../helpers/app.js';
+import { assertLedgerInvariant } from '../helpers/ledger.js';
+
+const CREATE = '/api/v1/images/generations';
+const ACCOUNT = '/api/v1/account';
+const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
+const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-After, and no debit', async (t) => {
+  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '2' });
+  const { accountId, auth } = await newAccount(1000);
+
+  const first = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  t.equal(first.statusCode, 202);
+  t.equal(first.headers['ratelimit-limit'], '2');
+  t.equal(first.headers['ratelimit-remaining'], '1');
+  t.ok(Number(first.headers['ratelimit-reset']) > 0 && Number(first.headers['ratelimit-reset']) <= 60, 'reset in seconds within the window');
+  t.equal(first.headers['x-ratelimit-limit'], undefined, 'no legacy X- headers');
+
+  const second = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  t.equal(second.statusCode, 202);
+  t.equal(second.headers['ratelimit-remaining'], '0');
+
+  const limited = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  t.equal(limited.statusCode, 429);
+  t.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.match(limited.json(), { status: 429, code: 'rate_limited', request_id: String, detail: /2 creates per minute/ });
+  t.equal(limited.headers['ratelimit-limit'], '2');
+  t.equal(limited.headers['ratelimit-remaining'], '0');
+  const retryAfter = Number(limited.headers['retry-after']);
+  t.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter} s`);
+
+  t.equal((await store.getAccount(accountId))!.balance, 1000 - 2 * 25, 'the 429 debited nothing');
+  t.equal((await store.listTasks(accountId, { limit: 10 })).items.length, 2, 'and created nothing');
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('concurrent creates past the limit: exactly the limit gets through, the rest 429 and cost nothing', async (t) => {
+  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '5' });
+  const { accountId, auth } = await newAccount(1000);
+  const responses = await Promise.all(Array.from({ length: 30 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })));
+  t.equal(responses.filter((r) => r.statusCode === 202).length, 5);
+  t.equal(responses.filter((r) => r.statusCode === 429).length, 25);
+  t.equal((await store.getAccount(accountId))!.balance, 1000 - 5 * 25);
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('creates and other requests have separate budgets', async (t) => {
+  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_REQUESTS_PER_MIN: '3' });
+  const { auth } = await newAccount(1000);
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 429, 'creates spent');
+
+  const reads = [];
+  for (let i = 0; i < 4; i++) reads.push(await app.inject({ method: 'GET', url: ACCOUNT, headers: auth }));
+  t.same(reads.map((r) => r.statusCode), [200, 200, 200, 429], 'reads have their own 3');
+  t.same(reads.map((r) => r.headers['ratelimit-limit']), ['3', '3', '3', '3']);
+  t.same(reads.map((r) => r.headers['ratelimit-remaining']), ['2', '1', '0', '0']);
+  t.equal(reads[3].json().code, 'rate_limited');
+
+  const estimate = await app.inject({ method: 'POST', url: '/api/v1/images/estimates', headers: auth, payload: BODY });
+  t.equal(estimate.statusCode, 429, 'every other /api/v1 route shares the request budget');
+});
+
+t.test('limits are per API key, not per account', async (t) => {
+  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1' });
+  const { accountId, auth } = await newAccount(1000);
+  const other = await issueApiKey(store, accountId, 'second key', new Date());
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 429);
+  const viaOther = await app.inject({ method: 'POST', url: CREATE, headers: { authorization: `Bearer ${other.key}` }, payload: BODY });
+  t.equal(viaOther.statusCode, 202);
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('a rate-limited request with an Idempotency-Key takes no key and debits nothing', async (t) => {
+  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1' });
+  const { accountId, auth } = await newAccount(1000);
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
+  const limited = await app.inject({ method: 'POST', url: CREATE, headers: { ...auth, 'idempotency-key': 'k1' }, payload: BODY });
+  t.equal(limited.statusCode, 429);
+  t.same(
+    await store.claimIdempotencyKey({ accountId, key: 'k1', fingerprint: 'probe', leaseToken: 'probe', now: new Date(), leaseMs: 1, ttlMs: 1000 }),
+    { outcome: 'acquired' },
+    'the key is still unused',
+  );
+  t.equal((await store.getAccount(accountId))!.balance, 975);
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('429 too_many_active_tasks carries Retry-After and rate-limit headers, and debits nothing', async (t) => {
+  const { app, store, newAccount } = await buildTestApp(t, { MAX_ACTIVE_TASKS: '1' });
+  const { accountId, auth } = await newAccount(1000);
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
+  const capped = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  t.equal(capped.statusCode, 429);
+  t.equal(capped.json().code, 'too_many_active_tasks');
+  t.ok(Number(capped.headers['retry-after']) >= 1);
+  t.equal(capped.headers['ratelimit-limit'], '600');
+  t.equal((await store.getAccount(accountId))!.balance, 975);
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('failed authentications are limited per client address, before any key is looked up', async (t) => {
+  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
+  const { auth } = await newAccount(100);
+  let lookups = 0;
+  const find = store.findActiveApiKey.bind(store);
+  store.findActiveApiKey = async (hash) => {
+    lookups++;
+    return find(hash);
+  };
+  const wrong = { authorization: `Bearer igk_${'A'.repeat(43)}` };
+  const attacker = '203.0.113.7';
+
+  for (let i = 0; i < 3; i++) {
+    const res = await app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress: attacker });
+    t.equal(res.statusCode, 401, `failure ${i + 1} is a plain 401`);
+  }
+  t.equal(lookups, 3);
+
+  const blocked = await app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress: attacker });
+  t.equal(blocked.statusCode, 429);
+  t.match(blocked.json(), { code: 'rate_limited', detail: /failed authentication/ });
+  t.ok(Number(blocked.headers['retry-after']) >= 1, 'Retry-After');
+  t.equal(blocked.headers['ratelimit-limit'], '3');
+  t.equal(blocked.headers['ratelimit-remaining'], '0');
+  const blockedValid = await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, remoteAddress: attacker });
+  t.equal(blockedValid.statusCode, 429, 'the address is shut out, even with a valid key');
+  t.equal(lookups, 3, 'no key was hashed or looked up once the address was shut out');
+
+  const elsewhere = await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, remoteAddress: '198.51.100.1' });
+  t.equal(elsewhere.statusCode, 200, 'other addresses are unaffected');
+});
+
+t.test('malformed keys count as failures; a missing header and successes do not', async (t) => {
+  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
+  const { auth } = await newAccount(100);
+  const from = { remoteAddress: '203.0.113.9' };
+  for (let i = 0; i < 5; i++) {
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...from })).statusCode, 401, 'no header: 401');
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode, 200, 'valid key: 200');
+  }
+  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: 'Bearer not-a-key' }, ...from })).statusCode, 401);
+  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: 'Bearer also-not' }, ...from })).statusCode, 401);
+  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode, 429, 'two malformed keys used the budget');
+});
+
+// ── shared counters in Redis ────────────────────────────────────────────────────────────────────
+
+/** Whether a Redis answers at REDIS_URL; its tests are skipped, not failed, without one. */
+async function redisAvailable(): Promise<boolean> {
+  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
+  probe.on('error', () => {});
+  try {
+    await probe.connect();
+    await probe.ping();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    probe.disconnect();
+  }
+}
+const withRedis = { skip: (await redisAvailable()) ? false : `no Redis at ${REDIS_URL}` };
+
+/** A connection and a prefix unique to this test; every key under the prefix is deleted at the end. */
+function redisWithPrefix(t: Test): { redis: Redis; prefix: string } {
+  const redis = new Redis(REDIS_URL);
+  const prefix = `imagegen-test:${randomUUID()}:`;
+  t.teardown(async () => {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 100);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== '0');
+    redis.disconnect();
+  });
+  return { redis, prefix };
+}
+
+t.test('with REDIS_URL two API processes share one budget', withRedis, async (t) => {
+  const { redis, prefix } = redisWithPrefix(t);
+  const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_CREATES_PER_MIN: '2' };
+  const one = await buildTestApp(t, env);
+  // The second "process": its own app and connection over the same database and Redis.
+  const two = await buildApp({ config: one.config, store: one.store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false });
+  t.teardown(() => two.close());
+  const { accountId, auth } = await one.newAccount(1000);
+
+  t.equal((await one.app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
+  const fromTwo = await two.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  t.equal(fromTwo.statusCode, 202);
+  t.equal(fromTwo.headers['ratelimit-remaining'], '0', 'the second process counted the first one\'s request');
+  const limited = await one.app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  t.equal(limited.statusCode, 429);
+  t.ok(Number(limited.headers['retry-after']) >= 1);
+
+  const keys = await redis.keys(`${prefix}*`);
+  t.ok(keys.length > 0 && keys.every((k) => k.startsWith(`${prefix}rl:`)), 'every counter is under the configured prefix');
+  t.ok(keys.some((k) => k.includes(':creates:')), 'and names its budget');
+  t.equal((await one.store.getAccount(accountId))!.balance, 950);
+  await assertLedgerInvariant(t, one.store, accountId);
+});
+
+t.test('with REDIS_URL failed authentications are counted across processes', withRedis, async (t) => {
+  const { prefix } = redisWithPrefix(t);
+  const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' };
+  const one = await buildTestApp(t, env);
+  const two = await buildApp({ config: one.config, store: one.store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false });
+  t.teardown(() => two.close());
+  const wrong = { authorization: `Bearer igk_${'B'.repeat(43)}` };
+  const remoteAddress = '203.0.113.50';
+  t.equal((await one.app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 401);
+  t.equal((await two.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 401);
+  t.equal((await one.app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 429);
+});
+
+t.test('when Redis stops answering, requests are served without a limit (fail open)', async (t) => {
+  const dir = t.testdir({});
+  const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', RATE_LIMIT_CREATES_PER_MIN: '1' });
+  const store = new SqliteStore(`${dir}/imagegen.sqlite`);
+  await store.migrate();
+  // A client that never connects: every command fails at once (no offline queue).
+  const deadRedis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+  deadRedis.on('error', () => {});
+  const app = await buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false, rateLimitRedis: deadRedis });
+  t.teardown(async () => {
+    await app.close();
+    await store.close();
+    deadRedis.disconnect();
+  });
+  const { key } = await createAccountWithKey(store, { name: 'x', tokens: 100, now: new Date() });
+  const auth = { authorization: `Bearer ${key}` };
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
+  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202, 'no counter, no limit');
+});
+
+t.test('an unreachable REDIS_URL stops the start with a message naming it', async (t) => {
+  const dir = t.testdir({});
+  const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', REDIS_URL: 'redis://127.0.0.1:1' });
+  const store = new SqliteStore(`${dir}/imagegen.sqlite`);
+  t.teardown(() => store.close());
+  await t.rejects(buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false }), /REDIS_URL/);
+});

@@ -1,0 +1,243 @@
+import sharp from 'sharp';
+import t from 'tap';
+import { GenerationError } from '../../src/generators/port.js';
+import { TaskEvents } from '../../src/services/task-events.js';
+import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { GatedGenerator, ScriptedGenerator, insertTask, newAccountWithTokens, openTestRuntime, testWorker } from '../helpers/worker.js';
+
+const permanent = new GenerationError('content_rejected', 'The prompt was rejected.', false);
+const transient = new GenerationError('generator_unavailable', 'Try again.', true);
+
+async function refunds(store: Parameters<typeof assertLedgerInvariant>[1], accountId: string) {
+  return (await store.ledgerTotals(accountId)).refund;
+}
+
+t.test('a claimed task is rendered, stored as generated media and COMPLETED', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const worker = testWorker(t, deps);
+
+  t.equal(await worker.runOnce(), true);
+  const done = await deps.store.getTaskById(task.id);
+  t.equal(done?.status, 'COMPLETED');
+  t.equal(done?.attempt, 1);
+  t.ok(done?.startedAt && done.completedAt);
+  t.equal(done?.generated.length, 1);
+  const item = done!.generated[0];
+  t.match(item, { content_type: 'image/png', width: 1024, height: 1024 });
+  const keys = await deps.store.mediaBlobKeys(accountId, [item.media_id]);
+  const bytes = await deps.blobs.getBuffer(keys.get(item.media_id)!);
+  const metadata = await sharp(bytes!).metadata();
+  t.same([metadata.format, metadata.width, metadata.height], ['png', 1024, 1024]);
+  t.equal(item.size_bytes, bytes!.length);
+  t.equal(await worker.runOnce(), false, 'nothing left to claim');
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('a permanent generator error fails the task with its code and refunds once', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const worker = testWorker(t, deps, { generator: new ScriptedGenerator([permanent]) });
+
+  await worker.runOnce();
+  const failed = await deps.store.getTaskById(task.id);
+  t.equal(failed?.status, 'FAILED');
+  t.same(failed?.error, { code: 'content_rejected', message: 'The prompt was rejected.' });
+  t.equal(await refunds(deps.store, accountId), 25);
+  t.equal((await deps.store.getAccount(accountId))?.balance, 100);
+  t.equal(await deps.store.refundTask(task.id, new Date()), false, 'a second refund is refused');
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('transient errors are retried with backoff; success on the third attempt is not refunded', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const generator = new ScriptedGenerator([transient, transient, 'render']);
+  let clock = Date.now();
+  const worker = testWorker(t, deps, { generator, retryBaseMs: 60_000, now: () => new Date(clock) });
+
+  await worker.runOnce();
+  t.equal((await deps.store.getTaskById(task.id))?.status, 'CREATED', 'back in the queue after a transient error');
+  t.equal(await worker.runOnce(), false, 'not runnable before its backoff is over');
+  clock += 3 * 60_000;
+  await worker.runOnce();
+  clock += 3 * 60_000;
+  await worker.runOnce();
+  const done = await deps.store.getTaskById(task.id);
+  t.equal(done?.status, 'COMPLETED');
+  t.equal(done?.attempt, 3);
+  t.equal(generator.calls, 3);
+  t.equal(await refunds(deps.store, accountId), 0);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('transient errors past the attempt limit fail the task with one refund', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  let clock = Date.now();
+  const worker = testWorker(t, deps, { generator: new ScriptedGenerator([transient]), maxAttempts: 2, now: () => new Date(clock) });
+
+  for (let i = 0; i < 2; i++) {
+    await worker.runOnce();
+    clock += 60_000;
+  }
+  const failed = await deps.store.getTaskById(task.id);
+  t.equal(failed?.status, 'FAILED');
+  t.equal(failed?.error?.code, 'generator_unavailable');
+  t.equal(await refunds(deps.store, accountId), 25);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('a task past its deadline fails at claim time with one refund', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const worker = testWorker(t, deps, { deadlineMs: 1000, now: () => new Date(Date.now() + 5000) });
+
+  t.equal(await worker.runOnce(), false);
+  const failed = await deps.store.getTaskById(task.id);
+  t.equal(failed?.status, 'FAILED');
+  t.equal(failed?.error?.code, 'deadline_exceeded');
+  t.equal(await refunds(deps.store, accountId), 25);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test("a stale worker's completion after its lease was taken over is rejected", async (t) => {
+  const { store } = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(store, 100);
+  const task = await insertTask(store, accountId);
+  const policy = { leaseMs: 1000, maxAttempts: 3, deadlineMs: 600_000 };
+  const start = Date.now();
+
+  const first = await store.claimNextTask({ ...policy, now: new Date(start) });
+  t.equal(first?.attempt, 1);
+  t.equal(await store.claimNextTask({ ...policy, now: new Date(start + 500) }), null, 'a live lease is not taken over');
+  const second = await store.claimNextTask({ ...policy, now: new Date(start + 2000) });
+  t.equal(second?.attempt, 2, 'the expired lease is taken over by a new attempt');
+
+  t.equal(await store.renewLease(task.id, 1, new Date(start + 2100), 1000), false, 'the stale attempt cannot renew');
+  t.equal(await store.completeTask({ taskId: task.id, attempt: 1, media: [], now: new Date(start + 2200) }), false, 'nor complete');
+  t.equal(await store.failTask({ taskId: task.id, attempt: 1, error: { code: 'x', message: 'x' }, now: new Date(start + 2200) }), false, 'nor fail');
+  t.equal((await store.getTaskById(task.id))?.status, 'IN_PROGRESS');
+  t.equal(await store.completeTask({ taskId: task.id, attempt: 2, media: [], now: new Date(start + 2300) }), true, 'the owner completes');
+  t.equal((await store.getTaskById(task.id))?.status, 'COMPLETED');
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('a task whose lease keeps expiring fails after the attempt limit, refunded once', async (t) => {
+  const { store } = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(store, 100);
+  const task = await insertTask(store, accountId);
+  const policy = { leaseMs: 1000, maxAttempts: 2, deadlineMs: 600_000 };
+  const start = Date.now();
+  await store.claimNextTask({ ...policy, now: new Date(start) });
+  await store.claimNextTask({ ...policy, now: new Date(start + 2000) });
+  t.equal(await store.claimNextTask({ ...policy, now: new Date(start + 4000) }), null);
+  const failed = await store.getTaskById(task.id);
+  t.equal(failed?.status, 'FAILED');
+  t.equal(failed?.error?.code, 'worker_lost');
+  t.equal(await refunds(store, accountId), 25);
+  await assertLedgerInvariant(t, store, accountId);
+});
+
+t.test('cancel of a CREATED task: CANCELED, refunded, never run', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const canceled = await deps.store.cancelTask(accountId, task.id, new Date());
+  t.equal(canceled.status, 'CANCELED');
+  t.ok(canceled.completedAt);
+  t.equal(await testWorker(t, deps).runOnce(), false, 'a canceled task is not claimed');
+  t.equal(await refunds(deps.store, accountId), 25);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('cancel of an IN_PROGRESS task aborts the generation; double cancel is 409 with still one refund', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const events = new TaskEvents();
+  const generator = new GatedGenerator();
+  const worker = testWorker(t, deps, { generator, events });
+
+  const running = worker.runOnce();
+  await generator.started;
+  t.equal((await deps.store.getTaskById(task.id))?.status, 'IN_PROGRESS');
+  await deps.store.cancelTask(accountId, task.id, new Date());
+  events.taskChanged(task.id);
+  await running;
+
+  const canceled = await deps.store.getTaskById(task.id);
+  t.equal(canceled?.status, 'CANCELED');
+  t.same(canceled?.generated, []);
+  await t.rejects(deps.store.cancelTask(accountId, task.id, new Date()), { code: 'invalid_state' });
+  t.equal(await refunds(deps.store, accountId), 25);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('a late result after a cancel is discarded and its images deleted', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const generator = new GatedGenerator({ ignoreAbort: true });
+  // No events: the worker only learns of the cancel when it tries to finish.
+  const worker = testWorker(t, deps, { generator, events: undefined });
+
+  const running = worker.runOnce();
+  await generator.started;
+  await deps.store.cancelTask(accountId, task.id, new Date());
+  generator.open();
+  await running;
+
+  const canceled = await deps.store.getTaskById(task.id);
+  t.equal(canceled?.status, 'CANCELED');
+  t.same(canceled?.generated, []);
+  const { readdir } = await import('node:fs/promises');
+  const stored = await readdir(`${deps.dir}/blobs/media`).catch(() => []);
+  t.same(stored, [], 'no orphan blobs left behind');
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('cancel of a COMPLETED task is 409 invalid_state and refunds nothing', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  await testWorker(t, deps).runOnce();
+  await t.rejects(deps.store.cancelTask(accountId, task.id, new Date()), { code: 'invalid_state' });
+  t.equal(await refunds(deps.store, accountId), 0);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('shutdown lets a task finish within the grace period', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const generator = new GatedGenerator();
+  const worker = testWorker(t, deps, { generator });
+  worker.start();
+  await generator.started;
+  const stopped = worker.stop(60_000);
+  generator.open();
+  await stopped;
+  t.equal((await deps.store.getTaskById(task.id))?.status, 'COMPLETED');
+});
+
+t.test('shutdown releases a task still running after the grace period back to CREATED', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  const generator = new GatedGenerator();
+  const worker = testWorker(t, deps, { generator });
+  worker.start();
+  await generator.started;
+  await worker.stop(10);
+  const released = await deps.store.getTaskById(task.id);
+  t.equal(released?.status, 'CREATED');
+  t.equal(await refunds(deps.store, accountId), 0);
+  t.equal(await testWorker(t, deps).runOnce(), true, 'another worker picks it up');
+  t.equal((await deps.store.getTaskById(task.id))?.status, 'COMPLETED');
+});
