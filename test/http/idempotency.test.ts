@@ -207,6 +207,7 @@ t.test('a key held by a live request is 409; one abandoned past its lease is tak
   const busy = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'live'), payload: BODY });
   t.equal(busy.statusCode, 409);
   t.equal(busy.json().code, 'idempotency_in_progress');
+  t.equal(busy.headers['retry-after'], '1', 'told to retry shortly');
 
   await hold('abandoned', Date.now() - 61_000);
   const takeover = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'abandoned'), payload: BODY });

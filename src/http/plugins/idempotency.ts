@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { DomainError } from '../../core/errors.js';
 import {
   IDEMPOTENCY_KEY_MAX_LENGTH,
   IDEMPOTENCY_KEY_PATTERN,
@@ -36,6 +37,7 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 export const REPLAYED_HEADER = 'idempotent-replayed';
 /** The headers that are part of the answer; the rest (request id, rate limits) belong to each delivery. */
 const KEPT_HEADERS = ['location', 'content-type'] as const;
+const IN_PROGRESS_RETRY_AFTER_SECONDS = 1;
 
 export const IdempotencyKeyHeaders = Type.Object({
   [IDEMPOTENCY_KEY_HEADER]: Type.Optional(
@@ -68,7 +70,14 @@ export class IdempotentRequest {
    */
   async claim(reply: FastifyReply, fingerprint: string): Promise<boolean> {
     if (this.held) throw new Error('Idempotency key claimed twice in one request.');
-    const result = await this.service.claim(this.request.caller.accountId, this.key, fingerprint);
+    let result;
+    try {
+      result = await this.service.claim(this.request.caller.accountId, this.key, fingerprint);
+    } catch (error) {
+      // The first request finishes in milliseconds; a prompt retry will most likely be its replay.
+      if (error instanceof DomainError && error.code === 'idempotency_in_progress') reply.header('retry-after', IN_PROGRESS_RETRY_AFTER_SECONDS);
+      throw error;
+    }
     if (result.outcome === 'replay') {
       sendReplay(reply, result.response);
       return false;
@@ -115,6 +124,7 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
         const kept = await service.complete(held, { statusCode: reply.statusCode, headers: keptHeaders(reply), body });
         if (!kept) request.log.warn({ idempotencyKey: held.key }, 'idempotency lease was lost before the response was stored');
       } else {
+        if (reply.statusCode < 400) request.log.warn('a streamed success cannot be kept for replay; its idempotency key is released');
         await service.release(held);
       }
     } catch (err) {
