@@ -4,6 +4,7 @@ import { generationRetryDelayMs } from '../core/task-retry.js';
 import type { TaskRecord } from '../core/task.js';
 import { GenerationError, type ImageGenerator } from '../generators/port.js';
 import { newIdAt } from '../ids.js';
+import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS } from '../services/media-service.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { GeneratedMediaInput, Store } from '../store/port.js';
 
@@ -187,7 +188,10 @@ export class TaskWorker {
     for (const image of images) {
       signal.throwIfAborted();
       const id = newIdAt(now);
-      const blobKey = `media/${id}`;
+      const blobKey = mediaBlobKey(id);
+      // Reserved before it is written: if this process dies before completeTask, the sweeper
+      // deletes the orphan once the grace period is over.
+      await this.options.store.scheduleBlobDeletion(blobKey, new Date(now.getTime() + ORPHAN_BLOB_GRACE_MS));
       await this.options.blobs.put(blobKey, image.bytes);
       media.push({
         id,

@@ -5,13 +5,12 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import type { Store } from '../../src/store/port.js';
 import type { TaskEvents } from '../../src/services/task-events.js';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
 
 export interface TestApp {
   app: FastifyInstance;
-  store: Store;
+  store: SqliteStore;
   config: Config;
   dataDir: string;
   blobs: FsBlobStore;

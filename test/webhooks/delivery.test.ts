@@ -40,8 +40,8 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
   const harness = await buildTestApp(t, env, { webhookLookup: options.lookup });
   const { auth, accountId } = await harness.newAccount(1000);
   const store = harness.store as SqliteStore;
-  // Each reading of the dispatcher's clock is a second after the last, so the shrunken retry delays
-  // (milliseconds) are always over by the next claim: no waiting on the real clock.
+  // Each reading of the dispatcher's clock is at least a second after the last (and never behind
+  // the real clock), so the shrunken retry delays are always over by the next claim.
   let clock = Date.now();
   const makeDispatcher = (overrides: { lookup?: LookupAll; allowPrivate?: boolean; storeOverride?: SqliteStore; now?: () => Date } = {}) =>
     new WebhookDispatcher({
@@ -55,7 +55,7 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
       pollMs: 10,
       concurrency: 1,
       random: () => 0.5,
-      now: overrides.now ?? (() => new Date((clock += 1000))),
+      now: overrides.now ?? (() => new Date((clock = Math.max(Date.now(), clock + 1000)))),
     });
   const createTask = async (webhookUrl: string) => {
     const response = await harness.app.inject({

@@ -241,3 +241,22 @@ t.test('shutdown releases a task still running after the grace period back to CR
   t.equal(await testWorker(t, deps).runOnce(), true, 'another worker picks it up');
   t.equal((await deps.store.getTaskById(task.id))?.status, 'COMPLETED');
 });
+
+t.test("a completed task's images are not swept as orphans; a crashed writer's blob is", async (t) => {
+  const { sweepExpiredMedia } = await import('../../src/services/media-sweeper.js');
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  await testWorker(t, deps).runOnce();
+  const [item] = (await deps.store.getTaskById(task.id))!.generated;
+  const key = (await deps.store.mediaBlobKeys(accountId, [item.media_id])).get(item.media_id)!;
+
+  // A writer that died after putting its blob but before recording it.
+  const orphanKey = 'media/orphan-of-a-crashed-worker';
+  await deps.store.scheduleBlobDeletion(orphanKey, new Date(Date.now() + 3600_000));
+  await deps.blobs.put(orphanKey, Buffer.from('partial work'));
+
+  await sweepExpiredMedia({ store: deps.store, blobs: deps.blobs, now: new Date(Date.now() + 2 * 3600_000) });
+  t.ok(await deps.blobs.getBuffer(key), 'the result survives the sweep');
+  t.equal(await deps.blobs.getBuffer(orphanKey), null, 'the orphan is swept after its grace period');
+});

@@ -25,6 +25,7 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
       },
       tags: [
         { name: 'generations', description: 'Generation tasks' },
+        { name: 'account', description: 'Balance, key and ledger' },
         { name: 'media', description: 'Uploaded and generated images' },
         { name: 'models', description: 'The model catalog' },
         { name: 'operations', description: 'Health and metrics' },

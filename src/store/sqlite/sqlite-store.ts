@@ -240,17 +240,20 @@ export class SqliteStore implements Store {
   }
 
   async insertMedia(media: MediaRecord, now: Date): Promise<boolean> {
-    return this.write(() => {
-      const reserved = this.db.prepare('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(media.blobKey, now.getTime());
-      if (reserved.changes === 0) return false;
-      this.db
-        .prepare(
-          `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
-           VALUES (@id, @account_id, @source, @content_type, @width, @height, @size_bytes, @sha256, @blob_key, @task_id, @created_at, @expires_at)`,
-        )
-        .run(fromMedia(media));
-      return true;
-    });
+    return this.write(() => this.insertMediaInTransaction(media, now));
+  }
+
+  /** Takes back the blob's reservation and inserts the row; false (nothing written) without a live reservation. */
+  private insertMediaInTransaction(media: MediaRecord, now: Date): boolean {
+    const reserved = this.db.prepare('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(media.blobKey, now.getTime());
+    if (reserved.changes === 0) return false;
+    this.db
+      .prepare(
+        `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+         VALUES (@id, @account_id, @source, @content_type, @width, @height, @size_bytes, @sha256, @blob_key, @task_id, @created_at, @expires_at)`,
+      )
+      .run(fromMedia(media));
+    return true;
   }
 
   async getMedia(accountId: string, mediaId: string, now: Date): Promise<MediaRecord | null> {
@@ -454,6 +457,15 @@ export class SqliteStore implements Store {
   }
 
   async completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
+    try {
+      return this.completeTaskInTransaction(input);
+    } catch (error) {
+      if (error instanceof BlobReservationLapsedError) return false;
+      throw error;
+    }
+  }
+
+  private completeTaskInTransaction(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): boolean {
     return this.write(() => {
       const owner = this.db.prepare('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
       if (!owner) return false;
@@ -461,12 +473,13 @@ export class SqliteStore implements Store {
         media_id: m.id, content_type: m.contentType, width: m.width, height: m.height, size_bytes: m.sizeBytes,
       }));
       if (!this.finishInTransaction(input.taskId, input.attempt, 'complete', input.now, { generated })) return false;
-      const insertMedia = this.db.prepare(
-        `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
-         VALUES (?, ?, 'generated', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      );
       for (const m of input.media) {
-        insertMedia.run(m.id, owner.account_id, m.contentType, m.width, m.height, m.sizeBytes, m.sha256, m.blobKey, input.taskId, input.now.getTime(), m.expiresAt.getTime());
+        const media: MediaRecord = { ...m, accountId: owner.account_id, source: 'generated', taskId: input.taskId, createdAt: input.now };
+        if (!this.insertMediaInTransaction(media, input.now)) {
+          // A blob whose reservation lapsed may already be swept: complete nothing, keep the task
+          // IN_PROGRESS for a later attempt. Throwing rolls the whole transaction back.
+          throw new BlobReservationLapsedError(m.blobKey);
+        }
       }
       return true;
     });
@@ -699,6 +712,12 @@ const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
   eventAt: new Date(r.event_at),
   createdAt: new Date(r.created_at),
 });
+
+class BlobReservationLapsedError extends Error {
+  constructor(blobKey: string) {
+    super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
+  }
+}
 
 /** Rows were fetched with limit + 1 so that the presence of a next page needs no extra query. */
 function pageOf<T>(items: T[], limit: number, positionOf: (item: T) => string): Page<T> {
