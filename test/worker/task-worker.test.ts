@@ -247,7 +247,7 @@ t.test("a completed task's images are not swept as orphans; a crashed writer's b
   const deps = await openTestRuntime(t);
   const accountId = await newAccountWithTokens(deps.store, 100);
   const task = await insertTask(deps.store, accountId);
-  await testWorker(t, deps).runOnce();
+  await testWorker(t, deps, { resultRetentionMs: 24 * 3600_000 }).runOnce();
   const [item] = (await deps.store.getTaskById(task.id))!.generated;
   const key = (await deps.store.mediaBlobKeys(accountId, [item.media_id])).get(item.media_id)!;
 
