@@ -5,7 +5,14 @@ import { createTask, isTerminal, type TaskRecord } from '../core/task.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import type { TaskEvents } from './task-events.js';
 import { newIdAt } from '../ids.js';
-import type { Page, Store, TaskListQuery } from '../store/port.js';
+import type { Page, Store, StoredResponse, TaskListQuery } from '../store/port.js';
+import type { HeldIdempotencyKey } from './idempotency.js';
+
+export interface IdempotentCreation {
+  held: HeldIdempotencyKey;
+  /** The response the key will replay: built from the task before it is stored. */
+  responseFor(task: TaskRecord): StoredResponse;
+}
 
 export interface TaskServiceOptions {
   store: Store;
@@ -25,12 +32,18 @@ export class TaskService {
     return priceRequest(request.model, request.parameters);
   }
 
-  async create(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
+  /**
+   * Validates references and the webhook URL, then stores and charges the task. With an
+   * Idempotency-Key held for the request, the key is completed with the response in the same
+   * transaction as the charge.
+   */
+  async create(accountId: string, request: GenerationRequest, idempotency?: IdempotentCreation): Promise<TaskRecord> {
     const now = this.options.now();
     await this.assertReferencesUsable(accountId, request.image_reference ?? [], now);
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
-    await this.options.store.insertTaskWithDebit(task, { maxActiveTasks: this.options.maxActiveTasks });
+    const completesKey = idempotency && { ...idempotency.held, response: idempotency.responseFor(task) };
+    await this.options.store.insertTaskWithDebit(task, { maxActiveTasks: this.options.maxActiveTasks }, completesKey);
     this.options.events.taskCreated();
     return task;
   }

@@ -83,8 +83,11 @@ export interface TaskStore {
   /**
    * Inserts the task and debits its cost in one transaction. Throws DomainError
    * `insufficient_tokens` or `too_many_active_tasks` and changes nothing when a limit is hit.
+   * With `completesKey`, the Idempotency-Key held for this request is completed with `response`
+   * in the same transaction, so no crash can leave a charged task whose key a retry could take
+   * over; if the lease on the key was lost, it throws `idempotency_in_progress` and changes nothing.
    */
-  insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits): Promise<void>;
+  insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void>;
   getTask(accountId: string, taskId: string): Promise<TaskRecord | null>;
   listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>>;
   /**
@@ -215,6 +218,14 @@ export type IdempotencyClaim =
  * lease token, so a request whose lease ran out (and was taken over) can no longer complete or
  * release the row that now belongs to its successor.
  */
+/** A held key and the response that completes it. */
+export interface IdempotencyCompletion {
+  accountId: string;
+  key: string;
+  leaseToken: string;
+  response: StoredResponse;
+}
+
 export interface IdempotencyStore {
   /**
    * One transaction: acquires the key when it is new, expired, or held by an in-flight request whose
@@ -230,7 +241,7 @@ export interface IdempotencyStore {
     ttlMs: number;
   }): Promise<IdempotencyClaim>;
   /** Stores the response for replay; false when the lease was lost to another request. */
-  completeIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; response: StoredResponse }): Promise<boolean>;
+  completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
   releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
   /** For the sweeper: deletes keys past their expiry; returns how many. */

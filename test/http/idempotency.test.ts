@@ -45,9 +45,9 @@ t.test('the same key 20 times while the first is still running: 19 get 409, then
   let openGate!: () => void;
   const gate = new Promise<void>((resolve) => (openGate = resolve));
   const insert = store.insertTaskWithDebit.bind(store);
-  store.insertTaskWithDebit = async (task, limits) => {
+  store.insertTaskWithDebit = async (task, limits, completesKey) => {
     await gate;
-    return insert(task, limits);
+    return insert(task, limits, completesKey);
   };
   const headers = withKey(auth, 'held-open');
   const pending = Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: CREATE, headers, payload: BODY }));

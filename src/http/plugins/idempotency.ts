@@ -85,6 +85,11 @@ export class IdempotentRequest {
     this.held = result.held;
     return true;
   }
+
+  /** The handler's own transaction completed the key (with the resource it created); onSend leaves it. */
+  settle(): void {
+    this.held = null;
+  }
 }
 
 export interface IdempotencyPluginOptions {

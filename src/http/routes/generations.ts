@@ -4,7 +4,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
+import type { TaskRecord } from '../../core/task.js';
 import type { TaskService } from '../../services/task-service.js';
+import type { StoredResponse } from '../../store/port.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../presenters.js';
 import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
@@ -61,9 +63,23 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request, reply) => {
-      const task = await tasks.create(request.caller.accountId, request.body);
-      reply.header('location', `/api/v1/images/generations/${task.id}`);
-      return reply.code(202).send({ data: toTaskResource(task, signer, now()) });
+      const location = (task: TaskRecord) => `/api/v1/images/generations/${task.id}`;
+      const envelope = (task: TaskRecord) => ({ data: toTaskResource(task, signer, now()) });
+      // With an Idempotency-Key, the 202 to replay is stored in the transaction that charges for
+      // the task, so a crash right after the charge cannot let a retry charge again.
+      const held = request.idempotency?.held ?? undefined;
+      const idempotency = held && {
+        held,
+        responseFor: (task: TaskRecord): StoredResponse => ({
+          statusCode: 202,
+          headers: { location: location(task), 'content-type': 'application/json; charset=utf-8' },
+          body: Buffer.from(JSON.stringify(envelope(task))),
+        }),
+      };
+      const task = await tasks.create(request.caller.accountId, request.body, idempotency);
+      if (held) request.idempotency!.settle();
+      reply.header('location', location(task));
+      return reply.code(202).send(envelope(task));
     },
   );
 

@@ -5,7 +5,7 @@ import { nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, t
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
-import type { IdempotencyClaim, StoredResponse } from '../port.js';
+import type { IdempotencyClaim, IdempotencyCompletion, StoredResponse } from '../port.js';
 import type { MediaRecord } from '../port.js';
 import type { WebhookAttempt, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
@@ -169,7 +169,7 @@ export class SqliteStore implements Store {
 
   // ── tasks ────────────────────────────────────────────────────────────────────────────────────
 
-  async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits): Promise<void> {
+  async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void> {
     const row = fromTask(task);
     this.write(() => {
       const active = this.db
@@ -189,6 +189,9 @@ export class SqliteStore implements Store {
              @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
         )
         .run(row);
+      if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
+        throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
+      }
     });
   }
 
@@ -381,7 +384,11 @@ export class SqliteStore implements Store {
     });
   }
 
-  async completeIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; response: StoredResponse }): Promise<boolean> {
+  async completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean> {
+    return this.completeIdempotencyKeyInTransaction(input);
+  }
+
+  private completeIdempotencyKeyInTransaction(input: IdempotencyCompletion): boolean {
     const result = this.db
       .prepare(
         `UPDATE idempotency_keys

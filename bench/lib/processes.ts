@@ -1,0 +1,178 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { createWriteStream } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+
+export const REPO_ROOT = new URL('../..', import.meta.url).pathname.replace(/\/$/, '');
+
+/** How the service is started: the compiled dist (default, what production runs) or the sources via tsx. */
+export type ServiceRuntime = 'dist' | 'tsx';
+
+/** Environment for a bench service: unlimited rate limits and balance checks that never bite. */
+export function serviceEnv(dataDir: string, overrides: Record<string, string> = {}): Record<string, string> {
+  const inherited: Record<string, string> = {};
+  // Only what a process needs to run; none of the service's own variables leak in from the shell.
+  for (const name of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'NODE_OPTIONS']) {
+    const value = process.env[name];
+    if (value !== undefined) inherited[name] = value;
+  }
+  return {
+    ...inherited,
+    DATA_DIR: dataDir,
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+    WORKER_CONCURRENCY: '0',
+    RATE_LIMIT_CREATES_PER_MIN: '1000000000',
+    RATE_LIMIT_REQUESTS_PER_MIN: '1000000000',
+    RATE_LIMIT_AUTH_FAILURES_PER_MIN: '1000000000',
+    MAX_ACTIVE_TASKS: '1000000000',
+    ...overrides,
+  };
+}
+
+export function cliCommand(runtime: ServiceRuntime): { command: string; args: string[] } {
+  return runtime === 'dist'
+    ? { command: process.execPath, args: [join(REPO_ROOT, 'dist/src/cli.js')] }
+    : { command: process.execPath, args: ['--import', 'tsx', join(REPO_ROOT, 'src/cli.ts')] };
+}
+
+/** Runs a CLI command to completion and returns its stdout. */
+export async function runCli(runtime: ServiceRuntime, args: string[], env: Record<string, string>): Promise<string> {
+  const cli = cliCommand(runtime);
+  const child = spawn(cli.command, [...cli.args, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const [code] = (await once(child, 'exit')) as [number | null];
+  if (code !== 0) throw new Error(`imagegen ${args.join(' ')} exited with ${code}: ${stderr.trim()}`);
+  return stdout;
+}
+
+/** A new bench account with a large balance; its key is the last line of the CLI's output. */
+export async function createBenchKey(runtime: ServiceRuntime, env: Record<string, string>): Promise<{ key: string; accountId: string }> {
+  const out = (await runCli(runtime, ['keys', 'create', '--name', 'bench', '--tokens', '100000000'], env)).trim().split('\n');
+  const key = out[out.length - 1].trim();
+  const accountId = /Account (\S+)/.exec(out.join('\n'))?.[1];
+  if (!key.startsWith('igk_') || !accountId) throw new Error(`unexpected keys create output: ${out.join('\n')}`);
+  return { key, accountId };
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : 0;
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+export interface ChildServer {
+  name: string;
+  pid: number;
+  port: number;
+  url: string;
+  child: ChildProcess;
+  /** SIGTERM, then wait for a clean exit (a --cpu-prof profile is written at exit). */
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  name: string;
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  port: number;
+  /** Where the child's stdout goes (its log lines). */
+  logFile: string;
+  /** Path that answers 200 once the server is up. */
+  readyPath: string;
+}
+
+export async function startChild(options: StartOptions): Promise<ChildServer> {
+  const child = spawn(options.command, options.args, { cwd: REPO_ROOT, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const log = createWriteStream(options.logFile);
+  child.stdout!.pipe(log);
+  let stderr = '';
+  child.stderr!.on('data', (chunk) => {
+    stderr += chunk;
+    log.write(chunk);
+  });
+  let exited = false;
+  const exit = once(child, 'exit').then(() => {
+    exited = true;
+  });
+  const url = `http://127.0.0.1:${options.port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (exited) throw new Error(`${options.name} exited before it was ready: ${stderr.trim()}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${options.name} did not become ready within 60 s: ${stderr.trim()}`);
+    }
+    try {
+      const res = await fetch(url + options.readyPath);
+      await res.arrayBuffer();
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    name: options.name,
+    pid: child.pid!,
+    port: options.port,
+    url,
+    child,
+    async stop() {
+      if (exited) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exit;
+      clearTimeout(timer);
+      log.end();
+    },
+  };
+}
+
+export interface ServiceStartOptions {
+  name: string;
+  runtime: ServiceRuntime;
+  env: Record<string, string>;
+  logFile: string;
+  /** Directory for a V8 CPU profile of the whole run of this process (written when it exits). */
+  cpuProfileDir?: string;
+}
+
+export async function startService(options: ServiceStartOptions): Promise<ChildServer> {
+  const port = await freePort();
+  const cli = cliCommand(options.runtime);
+  const profiling = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`, `--cpu-prof-name=${options.name}.cpuprofile`] : [];
+  return startChild({
+    name: options.name,
+    command: cli.command,
+    args: [...profiling, ...cli.args, 'serve'],
+    env: { ...options.env, PORT: String(port) },
+    port,
+    logFile: options.logFile,
+    readyPath: '/healthz',
+  });
+}
+
+export async function startReference(logFile: string): Promise<ChildServer> {
+  const port = await freePort();
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port) };
+  return startChild({
+    name: 'reference',
+    command: process.execPath,
+    args: ['--import', 'tsx', join(REPO_ROOT, 'bench/reference-server.ts')],
+    env,
+    port,
+    logFile,
+    readyPath: '/healthz',
+  });
+}

@@ -1,0 +1,75 @@
+import Database from 'better-sqlite3';
+import type { TaskRecord } from '../../src/core/task.js';
+import { newIdAt } from '../../src/ids.js';
+import { fromTask } from '../../src/store/sqlite/rows.js';
+
+/** Seeded tasks are this far apart in time, oldest first, ending a little before now. */
+const SPACING_MS = 10;
+const TOTAL_SPAN_TASKS = 1_000_000;
+
+export interface SeedResult {
+  inserted: number;
+  elapsedMs: number;
+  /** Ids of the seeded tasks, every `keepEvery`-th one (to build deep cursors from). */
+  sampleIds: Map<number, string>;
+}
+
+/**
+ * Writes completed tasks of one account straight into the SQLite file (the service is not
+ * running): one transaction, one prepared statement, rows made by the store's own `fromTask` so
+ * their format is exactly what the service writes. Task i is created at a fixed time for its
+ * index, so seeding [0, 10k) and later [10k, 1M) gives the same rows as seeding [0, 1M) at once.
+ */
+export function seedCompletedTasks(dbPath: string, accountId: string, from: number, to: number, keepIndices: number[]): SeedResult {
+  const started = performance.now();
+  const db = new Database(dbPath);
+  // Bench data: nothing here needs to survive a power cut, and a rollback journal avoids writing
+  // the whole table twice (WAL, then checkpoint). The service's own connection switches back to WAL.
+  db.pragma('journal_mode = DELETE');
+  db.pragma('synchronous = OFF');
+  db.pragma('cache_size = -262144');
+  const columns = Object.keys(fromTask(sampleTask(accountId, 0)));
+  const insert = db.prepare(`INSERT INTO tasks (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`);
+  const keep = new Set(keepIndices);
+  const sampleIds = new Map<number, string>();
+  db.transaction(() => {
+    for (let i = from; i < to; i++) {
+      const task = sampleTask(accountId, i);
+      insert.run(fromTask(task));
+      if (keep.has(i)) sampleIds.set(i, task.id);
+    }
+  })();
+  db.pragma('journal_mode = WAL');
+  db.close();
+  return { inserted: to - from, elapsedMs: performance.now() - started, sampleIds };
+}
+
+const BASE_TIME = Date.now() - (TOTAL_SPAN_TASKS + 1000) * SPACING_MS;
+const RATIOS = ['1:1', '16:9', '9:16', '4:3', '3:2'];
+const SIZES: Record<string, [number, number]> = { '1:1': [1024, 1024], '16:9': [1376, 768], '9:16': [768, 1376], '4:3': [1200, 896], '3:2': [1264, 848] };
+
+function sampleTask(accountId: string, index: number): TaskRecord {
+  const createdAt = new Date(BASE_TIME + index * SPACING_MS);
+  const ratio = RATIOS[index % RATIOS.length];
+  const [width, height] = SIZES[ratio];
+  const id = newIdAt(createdAt);
+  return {
+    id,
+    accountId,
+    status: 'COMPLETED',
+    model: index % 2 ? 'alpha-pro' : 'beta-v5-pro',
+    prompt: `seeded task ${index}: a lighthouse at dawn, seen from the sea, in watercolour`,
+    imageReference: [],
+    parameters: { aspect_ratio: ratio, resolution: '1K' },
+    width,
+    height,
+    cost: 25,
+    webhookUrl: null,
+    generated: [{ media_id: newIdAt(new Date(createdAt.getTime() + 1)), content_type: 'image/png', width, height, size_bytes: 180_000 + (index % 5000) }],
+    error: null,
+    attempt: 1,
+    createdAt,
+    startedAt: new Date(createdAt.getTime() + 1),
+    completedAt: new Date(createdAt.getTime() + 2),
+  };
+}
