@@ -19,6 +19,7 @@ import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
+import { registerMetrics } from './plugins/metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
 import { accountRoutes } from './routes/account.js';
@@ -79,6 +80,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   for (const schema of [...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);
+  registerMetrics(app);
   await registerOpenApi(app, { exposeUi: true });
 
   const signer = new HmacMediaUrlSigner(deps.mediaSigningSecret, publicBaseUrl(deps.config), deps.config.SIGNED_URL_TTL_SECONDS);
