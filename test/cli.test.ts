@@ -93,7 +93,10 @@ t.test('keys create prints the key alone on the last line; list never shows it; 
 
 t.test('a bad configuration value stops the CLI naming the variable', async (t) => {
   const dataDir = t.testdir({});
-  await t.rejects(run(process.execPath, ['--import', 'tsx', cli, 'migrate'], { env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' } }), {
-    stderr: /Invalid environment variable PORT="eighty"/,
-  });
+  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'migrate'], { env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' } }).then(
+    () => null,
+    (error: { code: number; stderr: string }) => error,
+  );
+  t.equal(failure?.code, 1, 'exits 1');
+  t.match(failure?.stderr, /Invalid environment variable PORT="eighty"/);
 });

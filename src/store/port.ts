@@ -282,6 +282,15 @@ export interface WebhookSecrets {
   previousExpiresAt: Date | null;
 }
 
+/** One attempt and what it decided: the delivery's new status and its next attempt, if any. */
+export interface WebhookAttemptOutcome {
+  deliveryId: string;
+  attempt: WebhookAttempt;
+  status: WebhookDeliveryStatus;
+  nextAttemptAt: Date | null;
+  now: Date;
+}
+
 export interface WebhookStore {
   /** The account's secrets; the first call makes the current one with newSecret. */
   webhookSecrets(accountId: string, now: Date, newSecret: () => string): Promise<WebhookSecrets>;
@@ -291,13 +300,7 @@ export interface WebhookStore {
    * dispatcher sends it meanwhile, and a dispatcher that dies mid-send is covered by the retry.
    */
   claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null>;
-  recordWebhookAttempt(input: {
-    deliveryId: string;
-    attempt: WebhookAttempt;
-    status: WebhookDeliveryStatus;
-    nextAttemptAt: Date | null;
-    now: Date;
-  }): Promise<void>;
+  recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void>;
   listWebhookDeliveries(
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },

@@ -7,6 +7,7 @@ import { newIdAt } from '../ids.js';
 import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS } from '../services/media-service.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { GeneratedMediaInput, Store } from '../store/port.js';
+import { PollingSlots } from './polling-slots.js';
 
 export interface TaskWorkerOptions {
   store: Store;
@@ -53,20 +54,24 @@ export class TaskWorker {
   private readonly random: () => number;
   private readonly log: WorkerLog;
   private readonly inFlight = new Map<string, AbortController>();
-  private readonly slots: Promise<void>[] = [];
-  private stopping = false;
-  private readonly idleSlots = new Set<() => void>();
+  private readonly slots: PollingSlots;
   private unsubscribeCreated: (() => void) | null = null;
 
   constructor(private readonly options: TaskWorkerOptions) {
     this.now = options.now ?? (() => new Date());
     this.random = options.random ?? Math.random;
     this.log = options.log ?? silentLog;
+    this.slots = new PollingSlots({
+      concurrency: options.concurrency,
+      pollMs: options.pollMs,
+      runOnce: () => this.runOnce(),
+      onError: (error) => this.log.error({ err: error }, 'worker loop error'),
+    });
   }
 
   start(): void {
-    this.unsubscribeCreated = this.options.events?.onCreated(() => this.wakeIdleSlots()) ?? null;
-    for (let i = 0; i < this.options.concurrency; i++) this.slots.push(this.runSlot());
+    this.unsubscribeCreated = this.options.events?.onCreated(() => this.slots.poke()) ?? null;
+    this.slots.start();
   }
 
   /**
@@ -74,10 +79,8 @@ export class TaskWorker {
    * them back in the queue for another worker.
    */
   async stop(graceMs: number): Promise<void> {
-    this.stopping = true;
     this.unsubscribeCreated?.();
-    this.wakeIdleSlots();
-    const allDone = Promise.all(this.slots);
+    const allDone = this.slots.stop();
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<'grace_over'>((resolve) => {
       timer = setTimeout(() => resolve('grace_over'), graceMs);
@@ -101,34 +104,6 @@ export class TaskWorker {
     if (!task) return false;
     await this.runTask(task);
     return true;
-  }
-
-  private async runSlot(): Promise<void> {
-    while (!this.stopping) {
-      let worked = false;
-      try {
-        worked = await this.runOnce();
-      } catch (error) {
-        this.log.error({ err: error }, 'worker loop error');
-      }
-      if (!worked && !this.stopping) await this.idle();
-    }
-  }
-
-  private idle(): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.idleSlots.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, this.options.pollMs);
-      this.idleSlots.add(done);
-    });
-  }
-
-  private wakeIdleSlots(): void {
-    for (const wake of [...this.idleSlots]) wake();
   }
 
   private async runTask(task: TaskRecord): Promise<void> {

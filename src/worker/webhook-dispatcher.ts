@@ -3,6 +3,7 @@ import { toTaskResource, type MediaUrlSigner } from '../http/presenters.js';
 import type { Store, WebhookDelivery } from '../store/port.js';
 import { generateWebhookSecret, sendWebhook } from '../webhooks/send-webhook.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
+import { PollingSlots } from './polling-slots.js';
 import type { WorkerLog } from './task-worker.js';
 
 export interface WebhookDispatcherOptions {
@@ -29,28 +30,30 @@ export interface WebhookDispatcherOptions {
 export class WebhookDispatcher {
   private readonly now: () => Date;
   private readonly random: () => number;
-  private readonly slots: Promise<void>[] = [];
-  private stopping = false;
-  private readonly idleSlots = new Set<() => void>();
+  private readonly slots: PollingSlots;
 
   constructor(private readonly options: WebhookDispatcherOptions) {
     this.now = options.now ?? (() => new Date());
     this.random = options.random ?? Math.random;
+    this.slots = new PollingSlots({
+      concurrency: options.concurrency,
+      pollMs: options.pollMs,
+      runOnce: () => this.runOnce(),
+      onError: (error) => this.options.log?.error({ err: error }, 'webhook dispatch error'),
+    });
   }
 
   start(): void {
-    for (let i = 0; i < this.options.concurrency; i++) this.slots.push(this.runSlot());
+    this.slots.start();
   }
 
   /** Wakes idle slots, e.g. right after a task reached a terminal state in this process. */
   poke(): void {
-    for (const wake of [...this.idleSlots]) wake();
+    this.slots.poke();
   }
 
-  async stop(): Promise<void> {
-    this.stopping = true;
-    this.poke();
-    await Promise.all(this.slots);
+  stop(): Promise<void> {
+    return this.slots.stop();
   }
 
   /** Sends at most one due delivery; false when none was due. */
@@ -59,28 +62,6 @@ export class WebhookDispatcher {
     if (!delivery) return false;
     await this.deliver(delivery);
     return true;
-  }
-
-  private async runSlot(): Promise<void> {
-    while (!this.stopping) {
-      let worked = false;
-      try {
-        worked = await this.runOnce();
-      } catch (error) {
-        this.options.log?.error({ err: error }, 'webhook dispatch error');
-      }
-      if (!worked && !this.stopping) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            clearTimeout(timer);
-            this.idleSlots.delete(done);
-            resolve();
-          };
-          const timer = setTimeout(done, this.options.pollMs);
-          this.idleSlots.add(done);
-        });
-      }
-    }
   }
 
   private async deliver(delivery: WebhookDelivery): Promise<void> {

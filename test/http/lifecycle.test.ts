@@ -5,25 +5,8 @@ import { buildTestApp } from '../helpers/app.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
+import { PIXELS, SEED } from '../helpers/seed-tables.js';
 import { testWorker } from '../helpers/worker.js';
-
-// DESIGN 3.2, written out rather than read back from the catalog.
-const SIZES: Record<string, Record<string, [number, number]>> = {
-  '1:1': { '1K': [1024, 1024], '2K': [2048, 2048], '4K': [4096, 4096] },
-  '2:3': { '1K': [848, 1264], '2K': [1696, 2528], '4K': [3392, 5056] },
-  '3:2': { '1K': [1264, 848], '2K': [2528, 1696], '4K': [5056, 3392] },
-  '3:4': { '1K': [896, 1200], '2K': [1792, 2400], '4K': [3584, 4800] },
-  '4:3': { '1K': [1200, 896], '2K': [2400, 1792], '4K': [4800, 3584] },
-  '4:5': { '1K': [928, 1152], '2K': [1856, 2304], '4K': [3712, 4608] },
-  '5:4': { '1K': [1152, 928], '2K': [2304, 1856], '4K': [4608, 3712] },
-  '9:16': { '1K': [768, 1376], '2K': [1536, 2752], '4K': [3072, 5504] },
-  '16:9': { '1K': [1376, 768], '2K': [2752, 1536], '4K': [5504, 3072] },
-  '21:9': { '1K': [1584, 672], '2K': [3168, 1344], '4K': [6336, 2688] },
-};
-const OFFERED = {
-  'alpha-pro': { ratios: ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'], resolutions: ['1K', '2K', '4K'] },
-  'beta-v5-pro': { ratios: ['1:1', '4:3', '3:4', '16:9', '9:16', '2:3', '3:2', '21:9'], resolutions: ['1K', '2K'] },
-};
 
 /** One app with two in-process workers sharing its events, as `serve` runs them. */
 async function setup(t: Test) {
@@ -59,15 +42,16 @@ async function download(h: Awaited<ReturnType<typeof setup>>, url: string) {
   return h.app.inject({ url: pathname + search });
 }
 
-for (const [model, offer] of Object.entries(OFFERED)) {
+for (const model of SEED) {
+  const offer = { ratios: model.aspectRatios, resolutions: Object.keys(model.costs) };
   for (const mode of ['text-to-image', 'image-to-image'] as const) {
-    t.test(`${model} ${mode}: every ratio and resolution completes with the exact pixel size`, async (t) => {
+    t.test(`${model.id} ${mode}: every ratio and resolution completes with the exact pixel size`, async (t) => {
       const h = await setup(t);
       const references = mode === 'image-to-image' ? [await upload(h), await upload(h)] : undefined;
       for (const ratio of offer.ratios) {
         for (const resolution of offer.resolutions) {
           const task = await createAndAwait(t, h, {
-            model,
+            model: model.id,
             prompt: `${mode} ${ratio} ${resolution}`,
             parameters: { aspect_ratio: ratio, resolution },
             ...(references ? { image_reference: references } : {}),
@@ -75,7 +59,7 @@ for (const [model, offer] of Object.entries(OFFERED)) {
           t.equal(task.status, 'COMPLETED', `${ratio} ${resolution} completed`);
           t.ok(task.started_at && task.completed_at, 'lifecycle times are set');
           const [item] = task.generated;
-          const [width, height] = SIZES[ratio][resolution];
+          const [width, height] = PIXELS[ratio][resolution];
           t.match(item, { width, height, content_type: 'image/png' }, `${ratio} ${resolution} reports ${width}×${height}`);
           const file = await download(h, item.url);
           t.equal(file.statusCode, 200, 'the signed URL downloads without a key');

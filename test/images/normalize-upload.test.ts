@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { deflateSync } from 'node:zlib';
 import sharp from 'sharp';
 import t, { type Test } from 'tap';
 import { normalizeUpload, sniffImageType, UploadRejectedError } from '../../src/images/normalize-upload.js';
+import { pngWithHeader } from '../helpers/images.js';
 
 const MAX_PIXELS = 40_000_000;
 
@@ -187,36 +187,3 @@ function hasGpsIfd(exif: Buffer | undefined): boolean {
  * A hand-made RGB PNG: signature, IHDR with any dimensions, one IDAT holding pixelData
  * (zlib-compressed unless told otherwise), IEND. The pixel data need not match the size.
  */
-function pngWithHeader(width: number, height: number, pixelData = Buffer.alloc(0), opts = { compress: true }): Buffer {
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8); // 8-bit, truecolour, deflate, no filter method, no interlace
-  return Buffer.concat([
-    Buffer.from('89504e470d0a1a0a', 'hex'),
-    pngChunk('IHDR', ihdr),
-    pngChunk('IDAT', opts.compress ? deflateSync(pixelData) : pixelData),
-    pngChunk('IEND', Buffer.alloc(0)),
-  ]);
-}
-
-function pngChunk(type: string, data: Buffer): Buffer {
-  const length = Buffer.alloc(4);
-  length.writeUInt32BE(data.length);
-  const typeAndData = Buffer.concat([Buffer.from(type, 'latin1'), data]);
-  const crc = Buffer.alloc(4);
-  crc.writeUInt32BE(crc32(typeAndData));
-  return Buffer.concat([length, typeAndData, crc]);
-}
-
-const CRC_TABLE = Array.from({ length: 256 }, (_, n) => {
-  let c = n;
-  for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  return c >>> 0;
-});
-
-function crc32(bytes: Buffer): number {
-  let crc = 0xffffffff;
-  for (const byte of bytes) crc = CRC_TABLE[(crc ^ byte) & 0xff] ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
-}

@@ -7,7 +7,7 @@ import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEnt
 import { decodeCursor, encodeCursor } from '../cursor.js';
 import type { IdempotencyClaim, IdempotencyCompletion, StoredResponse } from '../port.js';
 import type { MediaRecord } from '../port.js';
-import type { WebhookAttempt, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
+import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
 import { fromTask, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRow } from './rows.js';
 import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
@@ -627,13 +627,7 @@ export class SqliteStore implements Store {
     return row ? toWebhookDelivery(row) : null;
   }
 
-  async recordWebhookAttempt(input: {
-    deliveryId: string;
-    attempt: WebhookAttempt;
-    status: WebhookDeliveryStatus;
-    nextAttemptAt: Date | null;
-    now: Date;
-  }): Promise<void> {
+  async recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void> {
     const { attempt } = input;
     this.write(() => {
       this.db
