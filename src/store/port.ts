@@ -218,6 +218,18 @@ export type IdempotencyClaim =
  * lease token, so a request whose lease ran out (and was taken over) can no longer complete or
  * release the row that now belongs to its successor.
  */
+export interface IdempotencyClaimRequest {
+  accountId: string;
+  key: string;
+  /** What the key is bound to (method, path, body digest). */
+  fingerprint: string;
+  /** Identifies this holder, so that only it can complete or release the key. */
+  leaseToken: string;
+  now: Date;
+  leaseMs: number;
+  ttlMs: number;
+}
+
 /** A held key and the response that completes it. */
 export interface IdempotencyCompletion {
   accountId: string;
@@ -231,15 +243,7 @@ export interface IdempotencyStore {
    * One transaction: acquires the key when it is new, expired, or held by an in-flight request whose
    * lease ran out; otherwise reports the stored response, a live holder, or a fingerprint mismatch.
    */
-  claimIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    fingerprint: string;
-    leaseToken: string;
-    now: Date;
-    leaseMs: number;
-    ttlMs: number;
-  }): Promise<IdempotencyClaim>;
+  claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim>;
   /** Stores the response for replay; false when the lease was lost to another request. */
   completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */

@@ -31,6 +31,14 @@ export async function insertTask(store: SqliteStore, accountId: string, prompt =
   return task;
 }
 
+/** A fresh runtime with one account of 100 tokens and one queued task of cost 25. */
+export async function oneQueuedTask(t: Test) {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 100);
+  const task = await insertTask(deps.store, accountId);
+  return { deps, accountId, task };
+}
+
 export function testWorker(
   t: Test,
   deps: { store: SqliteStore; blobs: FsBlobStore },

@@ -3,7 +3,7 @@ import t from 'tap';
 import { GenerationError } from '../../src/generators/port.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { GatedGenerator, ScriptedGenerator, insertTask, newAccountWithTokens, openTestRuntime, testWorker } from '../helpers/worker.js';
+import { GatedGenerator, ScriptedGenerator, insertTask, newAccountWithTokens, oneQueuedTask, openTestRuntime, testWorker } from '../helpers/worker.js';
 
 const permanent = new GenerationError('content_rejected', 'The prompt was rejected.', false);
 const transient = new GenerationError('generator_unavailable', 'Try again.', true);
@@ -13,9 +13,7 @@ async function refunds(store: Parameters<typeof assertLedgerInvariant>[1], accou
 }
 
 t.test('a claimed task is rendered, stored as generated media and COMPLETED', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const worker = testWorker(t, deps);
 
   t.equal(await worker.runOnce(), true);
@@ -36,9 +34,7 @@ t.test('a claimed task is rendered, stored as generated media and COMPLETED', as
 });
 
 t.test('a permanent generator error fails the task with its code and refunds once', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const worker = testWorker(t, deps, { generator: new ScriptedGenerator([permanent]) });
 
   await worker.runOnce();
@@ -52,9 +48,7 @@ t.test('a permanent generator error fails the task with its code and refunds onc
 });
 
 t.test('transient errors are retried with backoff; success on the third attempt is not refunded', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const generator = new ScriptedGenerator([transient, transient, 'render']);
   let clock = Date.now();
   const worker = testWorker(t, deps, { generator, retryBaseMs: 60_000, now: () => new Date(clock) });
@@ -75,9 +69,7 @@ t.test('transient errors are retried with backoff; success on the third attempt 
 });
 
 t.test('transient errors past the attempt limit fail the task with one refund', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   let clock = Date.now();
   const worker = testWorker(t, deps, { generator: new ScriptedGenerator([transient]), maxAttempts: 2, now: () => new Date(clock) });
 
@@ -93,9 +85,7 @@ t.test('transient errors past the attempt limit fail the task with one refund', 
 });
 
 t.test('a task past its deadline fails at claim time with one refund', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const worker = testWorker(t, deps, { deadlineMs: 1000, now: () => new Date(Date.now() + 5000) });
 
   t.equal(await worker.runOnce(), false);
@@ -145,9 +135,7 @@ t.test('a task whose lease keeps expiring fails after the attempt limit, refunde
 });
 
 t.test('cancel of a CREATED task: CANCELED, refunded, never run', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const canceled = await deps.store.cancelTask(accountId, task.id, new Date());
   t.equal(canceled.status, 'CANCELED');
   t.ok(canceled.completedAt);
@@ -157,9 +145,7 @@ t.test('cancel of a CREATED task: CANCELED, refunded, never run', async (t) => {
 });
 
 t.test('cancel of an IN_PROGRESS task aborts the generation; double cancel is 409 with still one refund', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const events = new TaskEvents();
   const generator = new GatedGenerator();
   const worker = testWorker(t, deps, { generator, events });
@@ -180,9 +166,7 @@ t.test('cancel of an IN_PROGRESS task aborts the generation; double cancel is 40
 });
 
 t.test('a late result after a cancel is discarded and its images deleted', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const generator = new GatedGenerator({ ignoreAbort: true });
   // No events: the worker only learns of the cancel when it tries to finish.
   const worker = testWorker(t, deps, { generator, events: undefined });
@@ -203,9 +187,7 @@ t.test('a late result after a cancel is discarded and its images deleted', async
 });
 
 t.test('cancel of a COMPLETED task is 409 invalid_state and refunds nothing', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   await testWorker(t, deps).runOnce();
   await t.rejects(deps.store.cancelTask(accountId, task.id, new Date()), { code: 'invalid_state' });
   t.equal(await refunds(deps.store, accountId), 0);
@@ -213,9 +195,7 @@ t.test('cancel of a COMPLETED task is 409 invalid_state and refunds nothing', as
 });
 
 t.test('shutdown lets a task finish within the grace period', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const generator = new GatedGenerator();
   const worker = testWorker(t, deps, { generator });
   worker.start();
@@ -227,9 +207,7 @@ t.test('shutdown lets a task finish within the grace period', async (t) => {
 });
 
 t.test('shutdown releases a task still running after the grace period back to CREATED', async (t) => {
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   const generator = new GatedGenerator();
   const worker = testWorker(t, deps, { generator });
   worker.start();
@@ -244,9 +222,7 @@ t.test('shutdown releases a task still running after the grace period back to CR
 
 t.test("a completed task's images are not swept as orphans; a crashed writer's blob is", async (t) => {
   const { sweepExpiredMedia } = await import('../../src/services/media-sweeper.js');
-  const deps = await openTestRuntime(t);
-  const accountId = await newAccountWithTokens(deps.store, 100);
-  const task = await insertTask(deps.store, accountId);
+  const { deps, accountId, task } = await oneQueuedTask(t);
   await testWorker(t, deps, { resultRetentionMs: 24 * 3600_000 }).runOnce();
   const [item] = (await deps.store.getTaskById(task.id))!.generated;
   const key = (await deps.store.mediaBlobKeys(accountId, [item.media_id])).get(item.media_id)!;
