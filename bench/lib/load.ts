@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 
 export interface LoadRequest {
@@ -5,6 +6,11 @@ export interface LoadRequest {
   path: string;
   headers?: Record<string, string>;
   body?: string | Buffer;
+  /**
+   * Connection i sends these headers (over `headers`) and body instead, cycling: e.g. one API key
+   * per connection, as if each connection were a client of its own.
+   */
+  perConnection?: { headers: Record<string, string>; body?: string }[];
 }
 
 export interface LoadOptions {
@@ -33,21 +39,64 @@ export interface LoadSample {
   /** Bytes/s sent by the client (the request bodies). */
   sentBytesPerSec: number;
   statusCodes: Record<string, number>;
+  /** CPU time (user + system) the server process spent per request during the measured run, µs. */
+  cpuUsPerRequest: number | null;
+  /** Share of one core the server process used during the measured run. */
+  cpuCores: number | null;
 }
 
-export async function runLoad(baseUrl: string, request: LoadRequest, options: LoadOptions): Promise<LoadSample> {
+const CLOCK_TICKS_PER_SEC = 100;
+
+/** utime + stime of a process in seconds, from /proc/<pid>/stat (all its threads). */
+export function cpuSecondsOf(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_SEC;
+  } catch {
+    return null;
+  }
+}
+
+export async function runLoad(
+  baseUrl: string,
+  request: LoadRequest,
+  options: LoadOptions,
+  serverPid?: number,
+  /** Called before the warm-up and again before the measured run. */
+  beforeRun?: () => void,
+): Promise<LoadSample> {
+  const headers = { ...(request.body ? { 'content-type': 'application/json' } : {}), ...request.headers };
   const opts = {
     url: baseUrl + request.path,
     method: request.method,
-    headers: { ...(request.body ? { 'content-type': 'application/json' } : {}), ...request.headers },
+    headers,
     body: request.body,
     connections: options.connections,
     timeout: options.timeoutSec ?? 30,
   };
-  if (options.warmupSec > 0) await autocannon({ ...opts, duration: options.warmupSec });
+  const perConnection = request.perConnection;
+  const setupClient = () => {
+    let next = 0;
+    return perConnection?.length
+      ? (client: autocannon.Client) => {
+          const own = perConnection[next++ % perConnection.length];
+          client.setHeadersAndBody({ ...headers, ...own.headers }, own.body ?? request.body);
+        }
+      : undefined;
+  };
+  if (options.warmupSec > 0) {
+    beforeRun?.();
+    await autocannon({ ...opts, duration: options.warmupSec, setupClient: setupClient() });
+  }
+  beforeRun?.();
   const started = performance.now();
-  const result = await autocannon({ ...opts, ...(options.amount ? { amount: options.amount } : { duration: options.durationSec }) });
+  const cpuBefore = serverPid ? cpuSecondsOf(serverPid) : null;
+  const result = await autocannon({ ...opts, setupClient: setupClient(), ...(options.amount ? { amount: options.amount } : { duration: options.durationSec }) });
   const elapsedSec = (performance.now() - started) / 1000;
+  const cpuAfter = serverPid ? cpuSecondsOf(serverPid) : null;
+  const cpuSec = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
   const requests = result.requests.total;
   const bodyBytes = request.body ? Buffer.byteLength(request.body) : 0;
   const statusCodes: Record<string, number> = {};
@@ -67,6 +116,8 @@ export async function runLoad(baseUrl: string, request: LoadRequest, options: Lo
     durationSec,
     sentBytesPerSec: (requests * bodyBytes) / durationSec,
     statusCodes,
+    cpuUsPerRequest: cpuSec !== null && requests > 0 ? Math.round((cpuSec * 1e6) / requests) : null,
+    cpuCores: cpuSec !== null ? Math.round((cpuSec / elapsedSec) * 100) / 100 : null,
   };
 }
 
@@ -80,6 +131,10 @@ export function median(values: number[]): number {
 export interface Target {
   name: string;
   baseUrl: string;
+  /** The server's process, for its CPU time. */
+  pid?: number;
+  /** Runs before the warm-up and before the measured run of this target. */
+  beforeRun?: () => void;
   request: LoadRequest;
 }
 
@@ -96,7 +151,7 @@ export async function alternate(targets: Target[], rounds: number, options: Load
   const samples: Record<string, LoadSample[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
   for (let round = 0; round < rounds; round++) {
     for (const target of targets) {
-      const sample = await runLoad(target.baseUrl, target.request, options);
+      const sample = await runLoad(target.baseUrl, target.request, options, target.pid, target.beforeRun);
       samples[target.name].push(sample);
       onSample?.(target.name, sample);
     }
@@ -115,6 +170,8 @@ export interface Summary {
   /** Median over rounds of (this round's rps / the reference's rps in the same round). */
   ratio: number | null;
   ratios: number[];
+  /** Median CPU µs per request of the server process. */
+  cpuUsPerRequest: number | null;
 }
 
 export function summarize(samples: LoadSample[], reference?: LoadSample[]): Summary {
@@ -128,5 +185,6 @@ export function summarize(samples: LoadSample[], reference?: LoadSample[]): Summ
     rounds: samples.length,
     ratio: reference ? median(ratios) : null,
     ratios,
+    cpuUsPerRequest: samples.every((s) => s.cpuUsPerRequest !== null) ? median(samples.map((s) => s.cpuUsPerRequest!)) : null,
   };
 }

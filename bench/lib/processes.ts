@@ -31,15 +31,16 @@ export function serviceEnv(dataDir: string, overrides: Record<string, string> = 
   };
 }
 
-export function cliCommand(runtime: ServiceRuntime): { command: string; args: string[] } {
+/** root: the checkout to run (another one, built, lets a run compare two versions side by side). */
+export function cliCommand(runtime: ServiceRuntime, root = REPO_ROOT): { command: string; args: string[] } {
   return runtime === 'dist'
-    ? { command: process.execPath, args: [join(REPO_ROOT, 'dist/src/cli.js')] }
-    : { command: process.execPath, args: ['--import', 'tsx', join(REPO_ROOT, 'src/cli.ts')] };
+    ? { command: process.execPath, args: [join(root, 'dist/src/cli.js')] }
+    : { command: process.execPath, args: ['--import', 'tsx', join(root, 'src/cli.ts')] };
 }
 
 /** Runs a CLI command to completion and returns its stdout. */
-export async function runCli(runtime: ServiceRuntime, args: string[], env: Record<string, string>): Promise<string> {
-  const cli = cliCommand(runtime);
+export async function runCli(runtime: ServiceRuntime, args: string[], env: Record<string, string>, root = REPO_ROOT): Promise<string> {
+  const cli = cliCommand(runtime, root);
   const child = spawn(cli.command, [...cli.args, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
@@ -51,8 +52,8 @@ export async function runCli(runtime: ServiceRuntime, args: string[], env: Recor
 }
 
 /** A new bench account with a large balance; its key is the last line of the CLI's output. */
-export async function createBenchKey(runtime: ServiceRuntime, env: Record<string, string>): Promise<{ key: string; accountId: string }> {
-  const out = (await runCli(runtime, ['keys', 'create', '--name', 'bench', '--tokens', '100000000'], env)).trim().split('\n');
+export async function createBenchKey(runtime: ServiceRuntime, env: Record<string, string>, root = REPO_ROOT): Promise<{ key: string; accountId: string }> {
+  const out = (await runCli(runtime, ['keys', 'create', '--name', 'bench', '--tokens', '100000000'], env, root)).trim().split('\n');
   const key = out[out.length - 1].trim();
   const accountId = /Account (\S+)/.exec(out.join('\n'))?.[1];
   if (!key.startsWith('igk_') || !accountId) throw new Error(`unexpected keys create output: ${out.join('\n')}`);
@@ -142,6 +143,8 @@ export async function startChild(options: StartOptions): Promise<ChildServer> {
 export interface ServiceStartOptions {
   name: string;
   runtime: ServiceRuntime;
+  /** The checkout to run; default this one. */
+  root?: string;
   env: Record<string, string>;
   logFile: string;
   /** Directory for a V8 CPU profile of the whole run of this process (written when it exits). */
@@ -150,7 +153,7 @@ export interface ServiceStartOptions {
 
 export async function startService(options: ServiceStartOptions): Promise<ChildServer> {
   const port = await freePort();
-  const cli = cliCommand(options.runtime);
+  const cli = cliCommand(options.runtime, options.root);
   const profiling = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`, `--cpu-prof-name=${options.name}.cpuprofile`] : [];
   return startChild({
     name: options.name,

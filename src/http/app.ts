@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Redis } from 'ioredis';
 import type { BlobStore } from '../blobs/port.js';
@@ -54,6 +54,23 @@ const JSON_BODY_LIMIT = 1024 * 1024;
 /** A long-poll re-reads the store this often for changes made by worker processes elsewhere. */
 const LONG_POLL_REREAD_MS = 1000;
 
+/**
+ * One info line per request, when it ends. Fastify's default writes two, serialising the request
+ * and the reply, which was the largest cost of a request at LOG_LEVEL=info (BENCHMARKS.md,
+ * "Optimisations"); and it logs the full URL, where a signed media URL carries its signature.
+ */
+class OneLinePerRequest extends LogController {
+  incomingRequest(): void {}
+
+  requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) return super.requestCompleted(error, request, reply);
+    request.log.info(
+      { method: request.method, path: request.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      'request completed',
+    );
+  }
+}
+
 /** Builds the whole HTTP app; never listens (the CLI does, tests use inject). */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const now = deps.now ?? (() => new Date());
@@ -67,7 +84,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
     schemaController: { compilersFactory: { buildValidator: buildValidatorCompilerFactory() } },
-    ajv: undefined,
+    logController: new OneLinePerRequest(),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.addHook('onRequest', async (request, reply) => {

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { API_KEY_CACHE_TTL_MS } from '../../src/http/plugins/auth.js';
 import { issueApiKey } from '../../src/services/api-keys.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
@@ -120,15 +121,17 @@ t.test('account routes need a key', async (t) => {
   }
 });
 
-t.test('a revoked key is refused on its very next request; the account and its other keys are not', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+t.test('a revoked key is refused once the key cache TTL (at most a second) has passed; the account and its other keys are not', async (t) => {
+  let now = Date.now();
+  const { app, store, newAccount } = await buildTestApp(t, {}, { now: () => new Date(now) });
   const { accountId, auth } = await newAccount(100);
-  const other = await issueApiKey(store, accountId, 'other', new Date());
+  const other = await issueApiKey(store, accountId, 'other', new Date(now));
 
   const before = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
   t.equal(before.statusCode, 200);
   const keyId = before.json().data.key.key_id as string;
-  t.equal(await store.revokeApiKey(keyId, new Date()), true);
+  t.equal(await store.revokeApiKey(keyId, new Date(now)), true);
+  now += API_KEY_CACHE_TTL_MS;
 
   const after = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
   t.equal(after.statusCode, 401);

@@ -41,6 +41,15 @@ export interface AuthOptions {
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
+ * A key the store found active is trusted this long without asking again, so a revocation (made
+ * by the CLI, in another process) is refused within this time. Looking the key up on every request
+ * cost about a seventh of a read (BENCHMARKS.md, "Optimisations").
+ */
+export const API_KEY_CACHE_TTL_MS = 1000;
+/** Keys kept at most; past it the oldest entries go first. */
+const API_KEY_CACHE_MAX_ENTRIES = 10_000;
+
+/**
  * Bearer authentication for every route of the scope it is registered in, except that a route
  * configured with `auth: 'bearer-or-signature'` also lets keyless requests through (with `caller`
  * null) for the route to check. Missing, malformed, unknown and revoked keys are all the same 401
@@ -48,6 +57,7 @@ const LAST_USED_RESOLUTION_MS = 60_000;
  */
 export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions): void {
   const lastMarked = new Map<string, number>();
+  const activeKeys = new ActiveKeyCache(options.store, API_KEY_CACHE_TTL_MS, API_KEY_CACHE_MAX_ENTRIES);
   scope.decorateRequest('caller', null as unknown as Caller);
   scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.headers.authorization === undefined && request.routeOptions.config.auth === 'bearer-or-signature') return;
@@ -55,19 +65,48 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
     if (!key) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>.');
     // A shut-out address is refused before its key is even hashed: guessing costs us nothing more.
     await options.failureLimiter?.assertAllowed(request, reply);
-    const found = isWellFormedApiKey(key) ? await options.store.findActiveApiKey(hashApiKey(key)) : null;
-    if (!found) {
+    const now = options.now();
+    const caller = isWellFormedApiKey(key) ? await activeKeys.find(hashApiKey(key), now.getTime()) : null;
+    if (!caller) {
       await options.failureLimiter?.recordFailure(request);
       throw new DomainError('unauthorized', 'The API key is unknown or revoked.');
     }
-    request.caller = { accountId: found.account.id, keyId: found.key.id, keyName: found.key.name, keyPrefix: found.key.prefix };
+    request.caller = caller;
 
-    const now = options.now();
-    if (now.getTime() - (lastMarked.get(found.key.id) ?? 0) >= LAST_USED_RESOLUTION_MS) {
-      lastMarked.set(found.key.id, now.getTime());
-      await options.store.markApiKeyUsed(found.key.id, now);
+    if (now.getTime() - (lastMarked.get(caller.keyId) ?? 0) >= LAST_USED_RESOLUTION_MS) {
+      lastMarked.set(caller.keyId, now.getTime());
+      await options.store.markApiKeyUsed(caller.keyId, now);
     }
   });
+}
+
+/**
+ * Active keys by hash, each for ttlMs after the store last confirmed it. Only keys found active are
+ * kept: an unknown key is asked for every time, so a key issued a moment ago works at once, and
+ * failures stay with the failure limiter. Entries hold the caller only (no balance, nothing that
+ * changes while the key lives).
+ */
+class ActiveKeyCache {
+  private readonly entries = new Map<string, { caller: Caller; expiresAt: number }>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly ttlMs: number,
+    private readonly maxEntries: number,
+  ) {}
+
+  async find(hash: string, now: number): Promise<Caller | null> {
+    const cached = this.entries.get(hash);
+    if (cached && cached.expiresAt > now) return cached.caller;
+    if (cached) this.entries.delete(hash);
+    const found = await this.store.findActiveApiKey(hash);
+    if (!found) return null;
+    const caller: Caller = { accountId: found.account.id, keyId: found.key.id, keyName: found.key.name, keyPrefix: found.key.prefix };
+    // Map order is insertion order and a refreshed entry is re-inserted, so the first is the oldest.
+    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(hash, { caller, expiresAt: now + this.ttlMs });
+    return caller;
+  }
 }
 
 function bearerTokenOf(header: string | undefined): string | null {

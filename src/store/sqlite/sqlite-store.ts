@@ -5,12 +5,14 @@ import { nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, t
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
-import type { IdempotencyClaim, IdempotencyCompletion, StoredResponse } from '../port.js';
+import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, StoredResponse } from '../port.js';
 import type { MediaRecord } from '../port.js';
 import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
-import { fromTask, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRow } from './rows.js';
+import { fromTask, TASK_COLUMNS, taskRowOf, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRow } from './rows.js';
 import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
+
+const TASK_SELECT = TASK_COLUMNS.join(', ');
 
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's lock before SQLITE_BUSY. */
@@ -44,6 +46,32 @@ export class SqliteStore implements Store {
     return this.db;
   }
 
+  private readonly statements = new Map<string, Database.Statement>();
+
+  /**
+   * The prepared statement for sql, compiled on first use and kept: compiling costs more than
+   * running the small queries of the request path (BENCHMARKS.md, "Optimisations").
+   */
+  private statement(sql: string): Database.Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /** Task rows read by `SELECT ${TASK_SELECT} FROM tasks <rest>`, as arrays (raw mode), mapped by taskRowOf. */
+  private taskQuery(rest: string): Database.Statement {
+    const sql = `SELECT ${TASK_SELECT} FROM tasks ${rest}`;
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql).raw(true);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
   async migrate(): Promise<void> {
     this.write(() => {
       const current = this.db.pragma('user_version', { simple: true }) as number;
@@ -75,7 +103,7 @@ export class SqliteStore implements Store {
   }
 
   async getAccount(accountId: string): Promise<Account | null> {
-    const row = this.db.prepare('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow | undefined;
+    const row = this.statement('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow | undefined;
     return row ? toAccount(row) : null;
   }
 
@@ -111,18 +139,16 @@ export class SqliteStore implements Store {
   /** Moves the balance and records why, in the caller's transaction. Returns false when a debit would go negative. */
   private addLedgerEntry(accountId: string, kind: LedgerKind, amount: number, taskId: string | null, note: string | null, now: Date): boolean {
     const delta = kind === 'debit' ? -amount : amount;
-    const updated = this.db
-      .prepare('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
+    const updated = this.statement('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
       .get(delta, accountId, delta) as { balance: number } | undefined;
     if (!updated) return false;
-    this.db
-      .prepare('INSERT INTO ledger (account_id, kind, amount, balance_after, task_id, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+    this.statement('INSERT INTO ledger (account_id, kind, amount, balance_after, task_id, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(accountId, kind, amount, updated.balance, taskId, note, now.getTime());
     return true;
   }
 
   private requireAccount(accountId: string): Account {
-    return toAccount(this.db.prepare('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow);
+    return toAccount(this.statement('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow);
   }
 
   // ── API keys ─────────────────────────────────────────────────────────────────────────────────
@@ -135,13 +161,11 @@ export class SqliteStore implements Store {
   }
 
   async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
-    const row = this.db
-      .prepare(
-        `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
-         FROM api_keys k JOIN accounts a ON a.id = k.account_id
-         WHERE k.hash = ? AND k.revoked_at IS NULL`,
-      )
-      .get(hash) as (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number }) | undefined;
+    const row = this.statement(
+      `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       WHERE k.hash = ? AND k.revoked_at IS NULL`,
+    ).get(hash) as (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number }) | undefined;
     if (!row) return null;
     return {
       key: toApiKey(row),
@@ -164,7 +188,7 @@ export class SqliteStore implements Store {
   }
 
   async markApiKeyUsed(keyId: string, now: Date): Promise<void> {
-    this.db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId);
+    this.statement('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId);
   }
 
   // ── tasks ────────────────────────────────────────────────────────────────────────────────────
@@ -172,23 +196,22 @@ export class SqliteStore implements Store {
   async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void> {
     const row = fromTask(task);
     this.write(() => {
-      const active = this.db
-        .prepare("SELECT count(*) AS n FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS')")
-        .get(task.accountId) as { n: number };
+      // Counting stops at the cap: the check costs the same however long the account's queue is.
+      const active = this.statement(
+        "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS') LIMIT ?)",
+      ).get(task.accountId, limits.maxActiveTasks) as { n: number };
       if (active.n >= limits.maxActiveTasks) {
         throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
       }
       if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
         throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
       }
-      this.db
-        .prepare(
-          `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
-             cost, webhook_url, generated, error_code, error_message, attempt, lease_expires_at, run_after, created_at, started_at, completed_at)
-           VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
-             @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
-        )
-        .run(row);
+      this.statement(
+        `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
+           cost, webhook_url, generated, error_code, error_message, attempt, lease_expires_at, run_after, created_at, started_at, completed_at)
+         VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
+           @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+      ).run(row);
       if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
         throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
       }
@@ -196,8 +219,8 @@ export class SqliteStore implements Store {
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
-    const row = this.db.prepare('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
-    return row ? toTask(row) : null;
+    const values = this.taskQuery('WHERE id = ? AND account_id = ?').get(taskId, accountId) as unknown[] | undefined;
+    return values ? toTask(taskRowOf(values)) : null;
   }
 
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
@@ -221,10 +244,8 @@ export class SqliteStore implements Store {
       conditions.push('model = @model');
       params.model = query.model;
     }
-    const rows = this.db
-      .prepare(`SELECT * FROM tasks WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
-      .all(params) as TaskRow[];
-    return pageOf(rows.map(toTask), query.limit, (t) => t.id);
+    const rows = this.taskQuery(`WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`).all(params) as unknown[][];
+    return pageOf(rows.map((values) => toTask(taskRowOf(values))), query.limit, (t) => t.id);
   }
 
   // ── media ────────────────────────────────────────────────────────────────────────────────────
@@ -232,8 +253,7 @@ export class SqliteStore implements Store {
   async findUsableUploads(accountId: string, mediaIds: string[], now: Date): Promise<Set<string>> {
     if (mediaIds.length === 0) return new Set();
     const placeholders = mediaIds.map(() => '?').join(', ');
-    const rows = this.db
-      .prepare(`SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`)
+    const rows = this.statement(`SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`)
       .all(accountId, now.getTime(), ...mediaIds) as { id: string }[];
     return new Set(rows.map((r) => r.id));
   }
@@ -326,15 +346,7 @@ export class SqliteStore implements Store {
 
   // ── idempotency keys ─────────────────────────────────────────────────────────────────────────
 
-  async claimIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    fingerprint: string;
-    leaseToken: string;
-    now: Date;
-    leaseMs: number;
-    ttlMs: number;
-  }): Promise<IdempotencyClaim> {
+  async claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim> {
     const now = input.now.getTime();
     return this.write((): IdempotencyClaim => {
       const row = this.db
@@ -511,8 +523,8 @@ export class SqliteStore implements Store {
   }
 
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
-    const row = this.db.prepare('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow | undefined;
-    return row ? toTask(row) : null;
+    const values = this.taskQuery('WHERE id = ?').get(taskId) as unknown[] | undefined;
+    return values ? toTask(taskRowOf(values)) : null;
   }
 
   async mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>> {

@@ -1,0 +1,229 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import type { LoadSample, Summary } from './load.js';
+
+export interface HttpRow {
+  id: string;
+  title: string;
+  connections: number;
+  service: Summary;
+  reference: Summary;
+  serviceSamples: LoadSample[];
+  referenceSamples: LoadSample[];
+}
+
+export interface BenchReport {
+  startedAt: string;
+  finishedAt: string;
+  machine: { cpus: number; cpuModel: string; node: string; kernel: string; memoryGiB: number };
+  command: string;
+  settings: { rounds: number; connections: number; warmupSec: number; durationSec: number; runtime: string; sqliteSynchronous: string };
+  http: HttpRow[];
+  listFlatness: {
+    depth: 'first' | 'deep';
+    smallTasks: number;
+    largeTasks: number;
+    /** Median over rounds of rps(large) / rps(small), measured back to back. */
+    rpsRatio: number;
+    p50Small: number;
+    p50Large: number;
+    p99Small: number;
+    p99Large: number;
+  }[];
+  upload: {
+    uploadBytes: number;
+    mbPerSec: number;
+    referenceMbPerSec: number;
+    concurrent: number;
+    concurrentStatuses: Record<string, number>;
+    concurrentElapsedSec: number;
+    rssBaselineMiB: number;
+    rssPeakMiB: number;
+    rssGrowthMiB: number;
+    peakFrom: string;
+  } | null;
+  renderer: { pinnedToOneCpu: boolean; results: { name: string; width: number; height: number; runs: number; best_ms: number; median_ms: number; png_bytes: number }[] } | null;
+  e2e: { tasks: number; resolution: string; p50Ms: number; maxMs: number; minMs: number; notCompleted: number } | null;
+}
+
+export interface BudgetCheck {
+  budget: string;
+  target: string;
+  measured: string;
+  met: boolean | null;
+}
+
+/** A list is "flat" when the large store serves at least this share of the small store's rate. */
+export const LIST_FLAT_MIN_RATIO = 0.8;
+
+const pct = (r: number | null) => (r === null || Number.isNaN(r) ? '–' : `${(r * 100).toFixed(0)} %`);
+const ms = (n: number) => (Number.isInteger(n) ? `${n}` : n.toFixed(1));
+
+export function checkBudgets(report: BenchReport): BudgetCheck[] {
+  const checks: BudgetCheck[] = [];
+  const row = (id: string) => report.http.find((r) => r.id === id);
+  for (const [id, name] of [
+    ['create', 'Create text-to-image (embedded, durable)'],
+    ['create-i2i', 'Create image-to-image, 8 references (same budget)'],
+  ] as const) {
+    const r = row(id);
+    if (!r) continue;
+    const ratio = r.service.ratio ?? 0;
+    checks.push({
+      budget: name,
+      target: `≥ 50 % of reference req/s, p99 ≤ 25 ms at ${r.connections} connections`,
+      measured: `${pct(ratio)} (${r.service.rps.toFixed(0)} vs ${r.reference.rps.toFixed(0)} req/s), p99 ${ms(r.service.p99)} ms${r.service.non2xx ? `, ${r.service.non2xx} non-2xx` : ''}`,
+      met: ratio >= 0.5 && r.service.p99 <= 25 && r.service.non2xx === 0 && r.service.errors === 0,
+    });
+  }
+  const read = row('read');
+  if (read) {
+    checks.push({
+      budget: 'Read a task',
+      target: '≥ 70 % of reference req/s',
+      measured: `${pct(read.service.ratio)} (${read.service.rps.toFixed(0)} vs ${read.reference.rps.toFixed(0)} req/s), p99 ${ms(read.service.p99)} ms`,
+      met: (read.service.ratio ?? 0) >= 0.7 && read.service.non2xx === 0,
+    });
+  }
+  for (const flat of report.listFlatness) {
+    checks.push({
+      budget: `List, ${flat.depth === 'first' ? 'first page' : 'deep cursor'}: flat from ${count(flat.smallTasks)} to ${count(flat.largeTasks)} tasks`,
+      target: `req/s at ${count(flat.largeTasks)} ≥ ${pct(LIST_FLAT_MIN_RATIO)} of req/s at ${count(flat.smallTasks)}`,
+      measured: `${pct(flat.rpsRatio)}; p50 ${ms(flat.p50Small)} → ${ms(flat.p50Large)} ms, p99 ${ms(flat.p99Small)} → ${ms(flat.p99Large)} ms`,
+      met: flat.rpsRatio >= LIST_FLAT_MIN_RATIO,
+    });
+  }
+  if (report.upload) {
+    const u = report.upload;
+    const all201 = Object.keys(u.concurrentStatuses).every((s) => s === '201');
+    checks.push({
+      budget: `Upload: ${u.concurrent} concurrent ${mibText(u.uploadBytes)} uploads add < 150 MiB RSS`,
+      target: '< 150 MiB',
+      measured: `+${u.rssGrowthMiB} MiB (${u.rssBaselineMiB} → ${u.rssPeakMiB} MiB)${all201 ? '' : `, statuses ${JSON.stringify(u.concurrentStatuses)}`}`,
+      met: u.rssGrowthMiB < 150 && all201,
+    });
+  }
+  if (report.renderer) {
+    for (const [name, limit] of [
+      ['1K', 150],
+      ['4K', 1500],
+      ['4K 21:9', 1500],
+    ] as const) {
+      const r = report.renderer.results.find((x) => x.name === name);
+      if (!r) continue;
+      checks.push({
+        budget: `Local renderer ${name} (${r.width}×${r.height}), one core`,
+        target: `< ${limit} ms`,
+        measured: `${ms(r.best_ms)} ms best of ${r.runs} (median ${ms(r.median_ms)} ms)`,
+        met: r.best_ms < limit,
+      });
+    }
+  }
+  return checks;
+}
+
+const count = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000} M` : `${n / 1000} k`);
+const mibText = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+const BEGIN = '<!-- bench:begin (generated by `npm run bench`; edit outside these markers) -->';
+const END = '<!-- bench:end -->';
+
+export function renderGenerated(report: BenchReport): string {
+  const m = report.machine;
+  const s = report.settings;
+  const lines: string[] = [];
+  lines.push(`Measured ${report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node.js ${m.node}, Linux ${m.kernel}.`);
+  lines.push(`Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per scenario, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`);
+  lines.push('');
+  lines.push('### Budgets (DESIGN 5)');
+  lines.push('');
+  lines.push('| budget | target | measured | |');
+  lines.push('|---|---|---|---|');
+  for (const c of checkBudgets(report)) lines.push(`| ${c.budget} | ${c.target} | ${c.measured} | ${c.met === null ? '–' : c.met ? '**met**' : '**not met**'} |`);
+  lines.push('');
+  lines.push('### HTTP scenarios');
+  lines.push('');
+  lines.push('Medians over the rounds; ratio = median of the per-round ratios service / reference (same round, back to back).');
+  lines.push('CPU µs/req = user + system CPU time of the server process during the measured run, per request: it does not depend');
+  lines.push('on how busy the rest of the machine was, so it is the figure to compare between runs.');
+  lines.push('');
+  lines.push('| scenario | conn. | req/s | p50 ms | p99 ms | non-2xx | errors | CPU µs/req | reference req/s | reference p99 ms | reference CPU µs/req | ratio | per-round ratios |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  const cpu = (us: number | null) => (us === null ? '–' : us >= 10_000 ? `${(us / 1000).toFixed(0)} ms` : us.toFixed(0));
+  for (const r of report.http) {
+    lines.push(
+      `| ${r.title} | ${r.connections} | ${r.service.rps.toFixed(0)} | ${ms(r.service.p50)} | ${ms(r.service.p99)} | ${r.service.non2xx} | ${r.service.errors} | ${cpu(r.service.cpuUsPerRequest)} | ${r.reference.rps.toFixed(0)} | ${ms(r.reference.p99)} | ${cpu(r.reference.cpuUsPerRequest)} | ${pct(r.service.ratio)} | ${r.service.ratios.map((x) => pct(x)).join(', ')} |`,
+    );
+  }
+  if (report.listFlatness.length) {
+    lines.push('');
+    lines.push('### List: 10 k vs 1 M stored tasks');
+    lines.push('');
+    lines.push('Both stores run at once (two service processes) and are loaded in alternation with the reference.');
+    lines.push('');
+    lines.push('| page | req/s large / small | p50 small → large (ms) | p99 small → large (ms) |');
+    lines.push('|---|---:|---|---|');
+    for (const f of report.listFlatness) {
+      lines.push(`| ${f.depth === 'first' ? 'first page' : 'deep cursor (half way down)'} | ${pct(f.rpsRatio)} | ${ms(f.p50Small)} → ${ms(f.p50Large)} | ${ms(f.p99Small)} → ${ms(f.p99Large)} |`);
+    }
+  }
+  if (report.upload) {
+    const u = report.upload;
+    lines.push('');
+    lines.push('### Upload');
+    lines.push('');
+    lines.push(`- One ${mibText(u.uploadBytes)} PNG (random pixels, so it does not compress) at a time: **${u.mbPerSec.toFixed(1)} MB/s** (the reference, which only reads and drops the body: ${u.referenceMbPerSec.toFixed(0)} MB/s). Every upload is fully decoded, re-encoded without metadata and stored before its 201.`);
+    lines.push(`- ${u.concurrent} at once: statuses ${JSON.stringify(u.concurrentStatuses)} in ${u.concurrentElapsedSec.toFixed(1)} s; RSS of the service process ${u.rssBaselineMiB} MiB before, ${u.rssPeakMiB} MiB at peak: **+${u.rssGrowthMiB} MiB** (${u.peakFrom}).`);
+  }
+  if (report.renderer) {
+    lines.push('');
+    lines.push(`### Local renderer (one core${report.renderer.pinnedToOneCpu ? ': taskset -c 0, ' : ': '}libvips concurrency 1, UV_THREADPOOL_SIZE=1)`);
+    lines.push('');
+    lines.push('| image | pixels | best ms | median ms | PNG bytes |');
+    lines.push('|---|---|---:|---:|---:|');
+    for (const r of report.renderer.results) lines.push(`| ${r.name} | ${r.width}×${r.height} | ${ms(r.best_ms)} | ${ms(r.median_ms)} | ${r.png_bytes} |`);
+  }
+  if (report.e2e) {
+    const e = report.e2e;
+    lines.push('');
+    lines.push('### End to end');
+    lines.push('');
+    lines.push(`Create → COMPLETED at light load (one task at a time, \`serve\` with WORKER_CONCURRENCY=1, long-poll \`?wait=30\`), ${e.resolution}, ${e.tasks} tasks: p50 **${ms(e.p50Ms)} ms**, min ${ms(e.minMs)} ms, max ${ms(e.maxMs)} ms${e.notCompleted ? `, ${e.notCompleted} not completed` : ''}.`);
+  }
+  return lines.join('\n');
+}
+
+const SKELETON = `# Benchmarks
+
+\`npm run bench\` measures the service against the budgets of DESIGN section 5 and rewrites the
+section between the markers below. Raw results of every run: \`bench/results/\` (not committed).
+
+## Method
+
+- The **reference** is a bare fastify server (\`bench/reference-server.ts\`) on the same routes: the
+  create route validates the same \`GenerationRequest\` schema with the same Ajv configuration and
+  answers a constant; the read and list routes answer a constant task / page of 20.
+- The **service** is \`node dist/src/cli.js serve\` (built first) on the embedded default, in a fresh
+  temp \`DATA_DIR\`, with a key made by \`keys create\`; rate limits and the active-task cap are raised
+  so they never answer; \`WORKER_CONCURRENCY=0\` for the HTTP scenarios so rendering takes no CPU.
+- Reference and service are separate child processes; autocannon runs in the parent. Each
+  scenario alternates them (R S R S R S, warm-up before each run) and reports the **median of the
+  per-round ratios**, so drift on a noisy machine cancels.
+
+${BEGIN}
+${END}
+
+## Optimisations
+
+(hand-written; kept by \`npm run bench\`)
+`;
+
+/** Rewrites the generated section of BENCHMARKS.md and keeps everything outside the markers. */
+export function writeBenchmarksMd(path: string, report: BenchReport): void {
+  const current = existsSync(path) ? readFileSync(path, 'utf8') : SKELETON;
+  const start = current.indexOf(BEGIN);
+  const end = current.indexOf(END);
+  const base = start === -1 || end === -1 || end < start ? SKELETON : current;
+  const s = base.indexOf(BEGIN);
+  const e = base.indexOf(END);
+  writeFileSync(path, `${base.slice(0, s + BEGIN.length)}\n${renderGenerated(report)}\n${base.slice(e)}`);
+}

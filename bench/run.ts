@@ -1,0 +1,550 @@
+/**
+ * `npm run bench`: measures the service against DESIGN 5's budgets and writes BENCHMARKS.md.
+ *
+ * Every throughput figure is a ratio to a reference measured in the same run: a bare fastify
+ * server (bench/reference-server.ts) with the same body schema that answers a constant. Reference
+ * and service run as separate child processes and are loaded in alternating rounds (R S R S R S),
+ * so that drift on a noisy machine falls on both; the ratio reported is the median of the
+ * per-round ratios. The service runs as production runs it: the compiled CLI (`npm run build`),
+ * `serve` on the embedded default (SQLite in WAL with synchronous=FULL, files, in-process workers)
+ * in a fresh temp DATA_DIR, with a key made by the CLI.
+ *
+ *   npm run bench                          everything (< 10 min on 2 cores), writes BENCHMARKS.md
+ *   npm run bench -- --only create,read    some scenarios (BENCHMARKS.md is not touched)
+ *   npm run bench -- --quick               shorter rounds, for trying things
+ *   npm run bench -- --only create --profile   also writes a V8 CPU profile of the service
+ *                                              (bench/results/profiles; see bench/profile-summary.ts)
+ *   npm run bench -- --runtime tsx         run the service from the sources instead of dist
+ *   npm run bench -- --only read --compare-root /tmp/a,/tmp/b
+ *                                          also runs other built checkouts (named by their directory)
+ *                                          in the same rounds (create, create-i2i, read, create-info-log,
+ *                                          list at 10k): A/B figures with the drift cancelled
+ *
+ * Scenarios: create, create-i2i, read, list, create-info-log, read-info-log, upload, renderer, e2e.
+ */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { cpus, totalmem, release, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { createAccountWithKey } from '../src/services/api-keys.js';
+import { encodeCursor } from '../src/store/cursor.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { incompressiblePng, multipartBody, smallPng } from './lib/images.js';
+import { alternate, median, runLoad, summarize, type LoadOptions, type LoadRequest, type LoadSample, type Summary, type Target } from './lib/load.js';
+import { memoryOf, mib, resetPeak, sampleRss } from './lib/memory.js';
+import {
+  REPO_ROOT,
+  createBenchKey,
+  serviceEnv,
+  startReference,
+  startService,
+  type ChildServer,
+  type ServiceRuntime,
+} from './lib/processes.js';
+import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
+import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
+
+const ALL_SCENARIOS = ['create', 'create-i2i', 'read', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
+type Scenario = (typeof ALL_SCENARIOS)[number];
+
+const { values: flags } = parseArgs({
+  options: {
+    only: { type: 'string' },
+    quick: { type: 'boolean', default: false },
+    profile: { type: 'boolean', default: false },
+    runtime: { type: 'string', default: 'dist' },
+    'no-build': { type: 'boolean', default: false },
+    rounds: { type: 'string' },
+    duration: { type: 'string' },
+    connections: { type: 'string', default: '50' },
+    'list-size': { type: 'string', default: '1000000' },
+    'compare-root': { type: 'string' },
+  },
+});
+
+/** Run by default; read-info-log only on request (--only), to keep a full run well under 10 minutes. */
+const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'read-info-log');
+const selected = new Set<Scenario>(flags.only ? (flags.only.split(',') as Scenario[]) : DEFAULT_SCENARIOS);
+for (const s of selected) if (!ALL_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; one of ${ALL_SCENARIOS.join(', ')}`);
+const fullRun = !flags.only && !flags.quick && !flags.profile && !flags['compare-root'];
+const runtime = flags.runtime as ServiceRuntime;
+const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 3));
+const CONNECTIONS = Number(flags.connections);
+const LOAD: LoadOptions = { connections: CONNECTIONS, warmupSec: flags.quick ? 1 : 2, durationSec: Number(flags.duration ?? (flags.quick ? 3 : 5)) };
+const LIST_SMALL = 10_000;
+const LIST_LARGE = Number(flags['list-size']);
+const UPLOAD_BYTES = 10 * 1024 * 1024;
+const CONCURRENT_UPLOADS = 10;
+const E2E_TASKS = flags.quick ? 8 : 20;
+
+const PROMPT = 'a lighthouse at dawn, seen from the sea, in watercolour';
+const startedAt = new Date();
+const resultsDir = join(REPO_ROOT, 'bench/results');
+const profileDir = join(resultsDir, 'profiles');
+mkdirSync(resultsDir, { recursive: true });
+const work = await mkdtemp(join(tmpdir(), 'imagegen-bench-'));
+const log = (line: string) => process.stderr.write(`[bench ${((Date.now() - startedAt.getTime()) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+
+const report: BenchReport = {
+  startedAt: startedAt.toISOString(),
+  finishedAt: '',
+  machine: {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    kernel: release(),
+    memoryGiB: Math.round(totalmem() / 1024 ** 3),
+  },
+  command: process.argv.slice(2).length ? `npm run bench -- ${process.argv.slice(2).join(' ')}` : 'npm run bench',
+  settings: { rounds: ROUNDS, connections: CONNECTIONS, warmupSec: LOAD.warmupSec, durationSec: LOAD.durationSec, runtime, sqliteSynchronous: 'FULL (WAL)' },
+  http: [],
+  listFlatness: [],
+  upload: null,
+  renderer: null,
+  e2e: null,
+};
+
+const children: ChildServer[] = [];
+async function stopAll(): Promise<void> {
+  await Promise.all(children.splice(0).map((c) => c.stop()));
+}
+process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
+
+try {
+  if (runtime === 'dist' && !flags['no-build']) await build();
+  const needsReference = [...selected].some((s) => s !== 'renderer' && s !== 'e2e');
+  const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
+  if (reference) children.push(reference);
+
+  if (selected.has('create') || selected.has('create-i2i') || selected.has('read')) await apiScenarios(reference!);
+  if (selected.has('create-info-log') || selected.has('read-info-log')) await withInfoLogging(reference!);
+  if (selected.has('list')) await listScenarios(reference!);
+  if (selected.has('upload')) await uploadScenario(reference!);
+  if (selected.has('renderer')) await rendererScenario();
+  if (selected.has('e2e')) await endToEndScenario();
+
+  await stopAll();
+  report.finishedAt = new Date().toISOString();
+  const stamp = startedAt.toISOString().replace(/[:.]/g, '-');
+  writeFileSync(join(resultsDir, `bench-${stamp}.json`), `${JSON.stringify(report, null, 2)}\n`);
+  writeFileSync(join(resultsDir, 'latest.json'), `${JSON.stringify(report, null, 2)}\n`);
+  if (fullRun) {
+    writeBenchmarksMd(join(REPO_ROOT, 'BENCHMARKS.md'), report);
+    log('BENCHMARKS.md written');
+  } else {
+    log('partial run: BENCHMARKS.md left as it is (results in bench/results/latest.json)');
+  }
+  printSummary();
+  log(`done in ${((Date.now() - startedAt.getTime()) / 1000).toFixed(0)} s`);
+} finally {
+  await stopAll();
+  await rm(work, { recursive: true, force: true });
+}
+
+// ── scenarios ────────────────────────────────────────────────────────────────────────────────
+
+/** A running service under test: the working tree, or with --compare-root another checkout ("before"). */
+interface Instance {
+  name: string;
+  server: ChildServer;
+  auth: Record<string, string>;
+  dataDir: string;
+}
+
+async function launchInstances(label: string, overrides: Record<string, string> = {}): Promise<Instance[]> {
+  // Each compared checkout is named after its directory.
+  const compared: [string, string | undefined][] = (flags['compare-root']?.split(',') ?? []).map((dir) => [basename(dir), dir]);
+  const roots: [string, string | undefined][] = [...compared, ['service', undefined]];
+  const instances: Instance[] = [];
+  for (const [name, root] of roots) {
+    const dataDir = join(work, `${label}-${name}`);
+    const env = serviceEnv(dataDir, overrides);
+    const { key } = await createBenchKey(runtime, env, root);
+    const server = await launch(`${label}-${name}`, env, root);
+    instances.push({ name, server, auth: { authorization: `Bearer ${key}` }, dataDir });
+  }
+  return instances;
+}
+
+async function apiScenarios(reference: ChildServer): Promise<void> {
+  const instances = await launchInstances('service-api');
+  const createPath = '/api/v1/images/generations';
+
+  if (selected.has('create')) {
+    const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
+    const targets = [];
+    for (const instance of instances) {
+      const perConnection = (await clientKeys(instance)).map((headers) => ({ headers }));
+      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
+    }
+    await measure('create', 'Create text-to-image', reference, { method: 'POST', path: createPath, body }, targets);
+  }
+  if (selected.has('create-i2i')) {
+    const targets = [];
+    for (const instance of instances) {
+      // Each client references its own uploads (a reference must be an upload of the same account).
+      const perConnection = [];
+      for (const headers of await clientKeys(instance)) {
+        const mediaIds: string[] = [];
+        for (let n = 0; n < 8; n++) mediaIds.push(await uploadSmall(instance.server, headers, n));
+        const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, image_reference: mediaIds, parameters: { aspect_ratio: '1:1', resolution: '2K' } });
+        perConnection.push({ headers, body });
+      }
+      targets.push({ ...instance, perConnection, body: perConnection[0].body, beforeRun: drain(instance.dataDir) });
+    }
+    await measure('create-i2i', 'Create image-to-image, 8 references', reference, { method: 'POST', path: createPath, body: targets[0].body }, targets);
+  }
+  if (selected.has('read')) {
+    const targets = [];
+    for (const instance of instances) {
+      const created = await postJson(instance.server, createPath, instance.auth, { model: 'beta-v5-pro', prompt: PROMPT });
+      const taskId = (created.body as { data: { task_id: string } }).data.task_id;
+      targets.push({ ...instance, path: `${createPath}/${taskId}` });
+    }
+    await measure('read', 'Read one task (GET by id)', reference, { method: 'GET', path: targets[0].path }, targets);
+  }
+  for (const instance of instances) await stop(instance.server);
+}
+
+/**
+ * Create and read again with the service at LOG_LEVEL=info (its default; its log goes to a file):
+ * what request logging costs.
+ */
+async function withInfoLogging(reference: ChildServer): Promise<void> {
+  const instances = await launchInstances('service-info-log', { LOG_LEVEL: 'info' });
+  const createPath = '/api/v1/images/generations';
+  if (selected.has('create-info-log')) {
+    const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
+    const targets = [];
+    for (const instance of instances) {
+      const perConnection = (await clientKeys(instance)).map((headers) => ({ headers }));
+      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
+    }
+    await measure('create-info-log', 'Create text-to-image, LOG_LEVEL=info', reference, { method: 'POST', path: createPath, body }, targets);
+  }
+  if (selected.has('read-info-log')) {
+    const targets = [];
+    for (const instance of instances) {
+      const created = await postJson(instance.server, createPath, instance.auth, { model: 'beta-v5-pro', prompt: PROMPT });
+      targets.push({ ...instance, path: `${createPath}/${(created.body as { data: { task_id: string } }).data.task_id}` });
+    }
+    await measure('read-info-log', 'Read one task, LOG_LEVEL=info', reference, { method: 'GET', path: targets[0].path }, targets);
+  }
+  for (const instance of instances) await stop(instance.server);
+}
+
+async function listScenarios(reference: ChildServer): Promise<void> {
+  const smallDir = join(work, 'list-small');
+  const largeDir = join(work, 'list-large');
+  const smallEnv = serviceEnv(smallDir);
+  const { key, accountId } = await createBenchKey(runtime, smallEnv);
+  const deepSmall = LIST_SMALL / 2;
+  const deepLarge = LIST_LARGE / 2;
+  const seededSmall = seedCompletedTasks(join(smallDir, 'imagegen.sqlite'), accountId, 0, LIST_SMALL, [deepSmall]);
+  log(`seeded ${LIST_SMALL} tasks in ${(seededSmall.elapsedMs / 1000).toFixed(1)} s`);
+  // The large store is the small one plus the rest: same account, same key, same first rows.
+  mkdirSync(largeDir, { recursive: true });
+  copyFileSync(join(smallDir, 'imagegen.sqlite'), join(largeDir, 'imagegen.sqlite'));
+  const seededLarge = seedCompletedTasks(join(largeDir, 'imagegen.sqlite'), accountId, LIST_SMALL, LIST_LARGE, [deepLarge]);
+  log(`seeded ${LIST_LARGE - LIST_SMALL} more tasks (${LIST_LARGE} in all) in ${(seededLarge.elapsedMs / 1000).toFixed(1)} s`);
+
+  // Compared checkouts (--compare-root) serve a copy of the small store: same rows, same key.
+  const compared: { name: string; server: ChildServer }[] = [];
+  for (const dir of flags['compare-root']?.split(',') ?? []) {
+    const copyDir = join(work, `list-small-${basename(dir)}`);
+    mkdirSync(copyDir, { recursive: true });
+    copyFileSync(join(smallDir, 'imagegen.sqlite'), join(copyDir, 'imagegen.sqlite'));
+    compared.push({ name: basename(dir), server: await launch(`service-list-10k-${basename(dir)}`, serviceEnv(copyDir), dir) });
+  }
+  const small = await launch('service-list-10k', smallEnv);
+  const large = await launch('service-list-1m', serviceEnv(largeDir));
+  const auth = { authorization: `Bearer ${key}` };
+  const cursors = { small: encodeCursor(seededSmall.sampleIds.get(deepSmall)!), large: encodeCursor(seededLarge.sampleIds.get(deepLarge)!) };
+  const sizeName = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000}M` : `${n / 1000}k`);
+
+  for (const depth of ['first', 'deep'] as const) {
+    const pathFor = (which: 'small' | 'large') => `/api/v1/images/generations?limit=20${depth === 'deep' ? `&cursor=${cursors[which]}` : ''}`;
+    const targets: Target[] = [
+      { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { method: 'GET', path: '/api/v1/images/generations' } },
+      ...compared.map((c) => ({ name: c.name, baseUrl: c.server.url, pid: c.server.pid, request: { method: 'GET' as const, path: pathFor('small'), headers: auth } })),
+      { name: 'small', baseUrl: small.url, pid: small.pid, request: { method: 'GET', path: pathFor('small'), headers: auth } },
+      { name: 'large', baseUrl: large.url, pid: large.pid, request: { method: 'GET', path: pathFor('large'), headers: auth } },
+    ];
+    const where = depth === 'first' ? 'first page' : 'deep cursor (half way)';
+    log(`list, ${where}: ${ROUNDS} rounds of reference / ${sizeName(LIST_SMALL)} / ${sizeName(LIST_LARGE)}`);
+    const { samples } = await alternate(targets, ROUNDS, LOAD, (name, s) => log(`  ${name}: ${fmtSample(s)}`));
+    const refSummary = summarize(samples.reference);
+    const smallSummary = summarize(samples.small, samples.reference);
+    const largeSummary = summarize(samples.large, samples.reference);
+    for (const c of compared) {
+      report.http.push(
+        httpRow(`list-${depth}-${sizeName(LIST_SMALL)}@${c.name}`, `List, ${where}, ${sizeName(LIST_SMALL)} tasks stored [${c.name}]`, summarize(samples[c.name], samples.reference), refSummary, samples[c.name], samples.reference),
+      );
+    }
+    report.http.push(
+      httpRow(`list-${depth}-${sizeName(LIST_SMALL)}`, `List, ${where}, ${sizeName(LIST_SMALL)} tasks stored`, smallSummary, refSummary, samples.small, samples.reference),
+      httpRow(`list-${depth}-${sizeName(LIST_LARGE)}`, `List, ${where}, ${sizeName(LIST_LARGE)} tasks stored`, largeSummary, refSummary, samples.large, samples.reference),
+    );
+    const perRound = samples.large.map((s, i) => s.rps / samples.small[i].rps);
+    report.listFlatness.push({
+      depth,
+      smallTasks: LIST_SMALL,
+      largeTasks: LIST_LARGE,
+      rpsRatio: median(perRound),
+      p50Small: smallSummary.p50,
+      p50Large: largeSummary.p50,
+      p99Small: smallSummary.p99,
+      p99Large: largeSummary.p99,
+    });
+  }
+  for (const c of compared) await stop(c.server);
+  await stop(small);
+  await stop(large);
+}
+
+async function uploadScenario(reference: ChildServer): Promise<void> {
+  const dataDir = join(work, 'upload');
+  const env = serviceEnv(dataDir);
+  const { key } = await createBenchKey(runtime, env);
+  const service = await launch('service-upload', env);
+  const auth = { authorization: `Bearer ${key}` };
+  const png = await incompressiblePng(UPLOAD_BYTES);
+  const { body, contentType } = multipartBody(png);
+  const request = { method: 'POST' as const, path: '/api/v1/media', headers: { ...auth, 'content-type': contentType }, body };
+
+  // Memory first, on a fresh process warmed by one upload (as bench/upload-memory.ts does): 10
+  // uploads at once. VmHWM is reset before the burst where the kernel allows, and RSS is also
+  // sampled every 10 ms, so the peak is caught either way.
+  const warmUp = await runLoad(service.url, request, { connections: 1, warmupSec: 0, durationSec: 0, amount: 1, timeoutSec: 60 });
+  if (warmUp.non2xx || warmUp.errors) throw new Error(`warm-up upload failed: ${JSON.stringify(warmUp.statusCodes)}`);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const baseline = memoryOf(service.pid).rss;
+  const hwmReset = resetPeak(service.pid);
+  const sampler = sampleRss(service.pid, 10);
+  const burst = await runLoad(service.url, request, { connections: CONCURRENT_UPLOADS, warmupSec: 0, durationSec: 0, amount: CONCURRENT_UPLOADS, timeoutSec: 120 });
+  const sampled = sampler.stop().peak;
+  const afterBurst = memoryOf(service.pid);
+  const peak = Math.max(sampled, hwmReset ? afterBurst.hwm : 0);
+  log(`  ${CONCURRENT_UPLOADS} at once: RSS ${mib(baseline)} → ${mib(peak)} MiB (+${mib(peak - baseline)} MiB), statuses ${JSON.stringify(burst.statusCodes)}`);
+
+  // Throughput: one upload at a time, back to back.
+  const options: LoadOptions = { connections: 1, warmupSec: 1, durationSec: flags.quick ? 3 : 5, timeoutSec: 60 };
+  log(`upload ${mib(png.length)} MiB PNG, one at a time: ${ROUNDS} rounds of reference / service`);
+  const { samples } = await alternate(
+    [
+      { name: 'reference', baseUrl: reference.url, pid: reference.pid, request },
+      { name: 'service', baseUrl: service.url, pid: service.pid, request },
+    ],
+    ROUNDS,
+    options,
+    (name, s) => log(`  ${name}: ${fmtSample(s)}, ${(s.sentBytesPerSec / 1e6).toFixed(1)} MB/s`),
+  );
+  const refSummary = summarize(samples.reference);
+  const serviceSummary = summarize(samples.service, samples.reference);
+  report.http.push(httpRow('upload', `Upload one ${mib(png.length)} MiB PNG at a time`, serviceSummary, refSummary, samples.service, samples.reference, 1));
+  report.upload = {
+    uploadBytes: png.length,
+    mbPerSec: median(samples.service.map((s) => s.sentBytesPerSec)) / 1e6,
+    referenceMbPerSec: median(samples.reference.map((s) => s.sentBytesPerSec)) / 1e6,
+    concurrent: CONCURRENT_UPLOADS,
+    concurrentStatuses: burst.statusCodes,
+    concurrentElapsedSec: burst.durationSec,
+    rssBaselineMiB: mib(baseline),
+    rssPeakMiB: mib(peak),
+    rssGrowthMiB: mib(peak - baseline),
+    peakFrom: hwmReset ? 'VmHWM (reset before the burst) and 10 ms VmRSS samples' : '10 ms VmRSS samples',
+  };
+  log(`  ${CONCURRENT_UPLOADS} concurrent: ${JSON.stringify(report.upload)}`);
+  await stop(service);
+}
+
+async function rendererScenario(): Promise<void> {
+  log('renderer: LocalRenderer directly, one core (taskset -c 0, libvips and libuv pool at 1 thread)');
+  const args = ['--import', 'tsx', join(REPO_ROOT, 'bench/renderer.ts'), ...(flags.quick ? ['--quick'] : [])];
+  const pinned = existsSync('/usr/bin/taskset') || existsSync('/bin/taskset');
+  const child = spawn(pinned ? 'taskset' : process.execPath, pinned ? ['-c', '0', process.execPath, ...args] : args, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, UV_THREADPOOL_SIZE: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  const [code] = (await once(child, 'exit')) as [number];
+  if (code !== 0) throw new Error(`renderer bench exited with ${code}`);
+  const parsed = JSON.parse(out.trim().split('\n').pop()!) as { results: NonNullable<BenchReport['renderer']>['results'] };
+  report.renderer = { pinnedToOneCpu: pinned, results: parsed.results };
+  for (const r of parsed.results) log(`  ${r.name} ${r.width}×${r.height}: best ${r.best_ms} ms, median ${r.median_ms} ms`);
+}
+
+async function endToEndScenario(): Promise<void> {
+  const dataDir = join(work, 'e2e');
+  const env = serviceEnv(dataDir, { WORKER_CONCURRENCY: '1' });
+  const { key } = await createBenchKey(runtime, env);
+  const service = await launch('service-e2e', env);
+  const auth = { authorization: `Bearer ${key}` };
+  log(`end to end: ${E2E_TASKS} tasks one after another, create → GET ?wait=30 until COMPLETED (1 worker)`);
+  const timings: number[] = [];
+  let failures = 0;
+  for (let i = 0; i < E2E_TASKS + 1; i++) {
+    const started = performance.now();
+    const created = await postJson(service, '/api/v1/images/generations', auth, {
+      model: 'alpha-pro',
+      prompt: `${PROMPT} #${i}`,
+      parameters: { aspect_ratio: '1:1', resolution: '1K' },
+    });
+    const taskId = (created.body as { data: { task_id: string } }).data.task_id;
+    const res = await fetch(`${service.url}/api/v1/images/generations/${taskId}?wait=30`, { headers: auth });
+    const task = ((await res.json()) as { data: { status: string } }).data;
+    const elapsed = performance.now() - started;
+    if (task.status !== 'COMPLETED') failures++;
+    if (i > 0) timings.push(elapsed); // the first warms the worker and the renderer
+  }
+  timings.sort((a, b) => a - b);
+  report.e2e = {
+    tasks: E2E_TASKS,
+    resolution: '1K 1:1',
+    p50Ms: round1(median(timings)),
+    maxMs: round1(timings[timings.length - 1]),
+    minMs: round1(timings[0]),
+    notCompleted: failures,
+  };
+  log(`  ${JSON.stringify(report.e2e)}`);
+  await stop(service);
+}
+
+// ── helpers ──────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * Alternates the reference and each instance; the reference route gets the same method, body and
+ * path (without the query). An instance may override the path or body (its own ids).
+ */
+async function measure(
+  id: string,
+  title: string,
+  reference: ChildServer,
+  request: { method: 'GET' | 'POST'; path: string; body?: string },
+  instances: (Instance & { path?: string; body?: string; beforeRun?: () => void; perConnection?: LoadRequest['perConnection'] })[],
+): Promise<void> {
+  const referencePath = request.path.split('?')[0];
+  log(`${title}: ${ROUNDS} rounds of reference / ${instances.map((i) => i.name).join(' / ')}, ${CONNECTIONS} connections, ${LOAD.warmupSec} s warm-up + ${LOAD.durationSec} s`);
+  const { samples } = await alternate(
+    [
+      { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { ...request, path: referencePath } },
+      ...instances.map((i) => ({
+        name: i.name,
+        baseUrl: i.server.url,
+        pid: i.server.pid,
+        request: { ...request, path: i.path ?? request.path, body: i.body ?? request.body, headers: i.auth, perConnection: i.perConnection },
+        beforeRun: i.beforeRun,
+      })),
+    ],
+    ROUNDS,
+    LOAD,
+    (name, s) => log(`  ${name}: ${fmtSample(s)}`),
+  );
+  for (const instance of instances) {
+    const suffix = instance.name === 'service' ? '' : ` [${instance.name}]`;
+    report.http.push(
+      httpRow(`${id}${suffix ? `@${instance.name}` : ''}`, `${title}${suffix}`, summarize(samples[instance.name], samples.reference), summarize(samples.reference), samples[instance.name], samples.reference),
+    );
+  }
+}
+
+function httpRow(id: string, title: string, service: Summary, reference: Summary, serviceSamples: LoadSample[], referenceSamples: LoadSample[], connections = CONNECTIONS) {
+  return { id, title, connections, service, reference, serviceSamples, referenceSamples };
+}
+
+/**
+ * One key per connection: the bench key (made by the CLI) and CONNECTIONS - 1 more accounts with a
+ * key each, written through the store while the service idles. The creates of 50 clients then
+ * spread over 50 accounts, as they would in use, instead of one account whose queue of CREATED
+ * tasks (counted by every create against MAX_ACTIVE_TASKS) grows without bound.
+ */
+async function clientKeys(instance: Instance): Promise<Record<string, string>[]> {
+  const store = new SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
+  try {
+    const keys = [instance.auth];
+    for (let i = 1; i < CONNECTIONS; i++) {
+      const { key } = await createAccountWithKey(store, { name: `bench-client-${i}`, tokens: 100_000_000, now: new Date() });
+      keys.push({ authorization: `Bearer ${key}` });
+    }
+    return keys;
+  } finally {
+    await store.close();
+  }
+}
+
+/** Between runs, completes the CREATED tasks of the service in dataDir (see drainCreatedTasks). */
+function drain(dataDir: string): () => void {
+  return () => {
+    drainCreatedTasks(join(dataDir, 'imagegen.sqlite'));
+  };
+}
+
+async function launch(name: string, env: Record<string, string>, root?: string): Promise<ChildServer> {
+  const child = await startService({
+    name,
+    runtime,
+    root,
+    env,
+    logFile: join(work, `${name}.log`),
+    cpuProfileDir: flags.profile ? profileDir : undefined,
+  });
+  children.push(child);
+  return child;
+}
+
+async function stop(child: ChildServer): Promise<void> {
+  await child.stop();
+  children.splice(children.indexOf(child), 1);
+}
+
+async function postJson(server: ChildServer, path: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(server.url + path, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const parsed = await res.json();
+  if (!res.ok) throw new Error(`POST ${path}: ${res.status} ${JSON.stringify(parsed)}`);
+  return { status: res.status, body: parsed };
+}
+
+async function uploadSmall(server: ChildServer, headers: Record<string, string>, seed: number): Promise<string> {
+  const { body, contentType } = multipartBody(await smallPng(seed));
+  const res = await fetch(`${server.url}/api/v1/media`, { method: 'POST', headers: { ...headers, 'content-type': contentType }, body: new Uint8Array(body) });
+  const parsed = (await res.json()) as { data: { media_id: string } };
+  if (res.status !== 201) throw new Error(`upload: ${res.status} ${JSON.stringify(parsed)}`);
+  return parsed.data.media_id;
+}
+
+async function build(): Promise<void> {
+  log('building dist (tsc -p tsconfig.json)');
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (c) => (out += c));
+  child.stderr.on('data', (c) => (out += c));
+  const [code] = (await once(child, 'exit')) as [number];
+  // tsc emits despite type errors; a type error elsewhere in the tree is not the bench's to judge.
+  if (code !== 0) log(`warning: tsc reported errors (dist was still emitted):\n${out.trim()}`);
+  if (!existsSync(join(REPO_ROOT, 'dist/src/cli.js'))) throw new Error('dist/src/cli.js is missing after the build');
+}
+
+function fmtSample(s: LoadSample): string {
+  const bad = s.non2xx || s.errors ? `, non-2xx ${s.non2xx}, errors ${s.errors} ${JSON.stringify(s.statusCodes)}` : '';
+  const cpu = s.cpuUsPerRequest === null ? '' : `, ${s.cpuUsPerRequest} µs CPU/req (${s.cpuCores} cores)`;
+  return `${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms${cpu}${bad}`;
+}
+
+function round1(n: number): number {
+  return Math.round(n * 10) / 10;
+}
+
+function printSummary(): void {
+  const lines = ['', 'scenario                                      req/s   p50   p99  non2xx  ratio'];
+  for (const row of report.http) {
+    lines.push(
+      `${row.title.padEnd(44)} ${row.service.rps.toFixed(0).padStart(6)} ${String(row.service.p50).padStart(5)} ${String(row.service.p99).padStart(5)} ${String(row.service.non2xx).padStart(7)}  ${row.service.ratio === null ? '' : `${(row.service.ratio * 100).toFixed(0)} %`}`,
+    );
+  }
+  process.stderr.write(`${lines.join('\n')}\n\n`);
+}
