@@ -1,9 +1,10 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { spawnTsChild, waitForOutput } from './helpers/processes.js';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 const run = promisify(execFile);
@@ -23,22 +24,8 @@ async function freePort(): Promise<number> {
 t.test('serve on an empty install prints a development key, serves /docs and the API, and exits 0 on SIGTERM', async (t) => {
   const dataDir = t.testdir({});
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', cli, 'serve'], {
-    env: { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', WORKER_CONCURRENCY: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  let stdout = '';
-  child.stdout.setEncoding('utf8');
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (chunk: string) => {
-      stdout += chunk;
-      if (stdout.includes('API docs:')) resolve();
-    });
-    child.once('exit', () => reject(new Error(`serve exited early:\n${stdout}`)));
-  });
+  const child = spawnTsChild(t, cli, ['serve'], { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', WORKER_CONCURRENCY: '1' });
+  const stdout = await waitForOutput(child, 'API docs:');
   const key = /(igk_[A-Za-z0-9_-]{43})/.exec(stdout)?.[1];
   t.ok(key, 'the development key is printed');
   t.match(stdout, /curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/images\/generations/, 'with a ready-to-paste curl example');

@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { spawnTsChild, waitForOutput } from '../helpers/processes.js';
 import { insertTask, newAccountWithTokens, openTestRuntime, testWorker } from '../helpers/worker.js';
 
 const hangingWorker = fileURLToPath(new URL('../fixtures/hanging-worker.ts', import.meta.url));
@@ -13,19 +13,8 @@ t.test('a worker process killed with SIGKILL mid-task: the task is claimed again
   const task = await insertTask(deps.store, accountId);
   const leaseMs = 2000;
 
-  const child = spawn(process.execPath, ['--import', 'tsx', hangingWorker, deps.dir, String(leaseMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  t.teardown(() => {
-    if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  let output = '';
-  child.stdout.setEncoding('utf8');
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (chunk: string) => {
-      output += chunk;
-      if (output.includes('started')) resolve();
-    });
-    child.once('exit', () => reject(new Error('worker exited before starting the task')));
-  });
+  const child = spawnTsChild(t, hangingWorker, [deps.dir, String(leaseMs)]);
+  await waitForOutput(child, 'started');
   const claimed = await deps.store.getTaskById(task.id);
   t.equal(claimed?.status, 'IN_PROGRESS', 'the child holds the task');
   t.equal(claimed?.attempt, 1);

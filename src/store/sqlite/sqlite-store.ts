@@ -226,8 +226,7 @@ export class SqliteStore implements Store {
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     // Time bounds become id bounds (UUIDv7 ids start with their creation millisecond), so every
     // filter walks one index in id order and a page costs the same at any depth.
-    const conditions = ['account_id = @accountId', 'id < @before'];
-    const params: Record<string, unknown> = { accountId, before: query.cursor ? decodeCursor(query.cursor) : 'g', limit: query.limit + 1 };
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, query.limit, { status: query.status, model: query.model });
     if (query.createdBefore) {
       conditions.push('id < @createdBefore');
       params.createdBefore = uuidv7Floor(query.createdBefore);
@@ -235,14 +234,6 @@ export class SqliteStore implements Store {
     if (query.createdAfter) {
       conditions.push('id >= @createdAfter');
       params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
-    }
-    if (query.status) {
-      conditions.push('status = @status');
-      params.status = query.status;
-    }
-    if (query.model) {
-      conditions.push('model = @model');
-      params.model = query.model;
     }
     const rows = this.taskQuery(`WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`).all(params) as unknown[][];
     return pageOf(rows.map((values) => toTask(taskRowOf(values))), query.limit, (t) => t.id);
@@ -658,18 +649,8 @@ export class SqliteStore implements Store {
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
   ): Promise<Page<WebhookDeliveryWithAttempts>> {
-    const conditions = ['account_id = @accountId', 'id < @before'];
-    const params: Record<string, unknown> = { accountId, before: query.cursor ? decodeCursor(query.cursor) : 'g', limit: query.limit + 1 };
-    if (query.taskId) {
-      conditions.push('task_id = @taskId');
-      params.taskId = query.taskId;
-    }
-    if (query.status) {
-      conditions.push('status = @status');
-      params.status = query.status;
-    }
-    const rows = this.db
-      .prepare(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, query.limit, { task_id: query.taskId, status: query.status });
+    const rows = this.statement(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
       .all(params) as WebhookDeliveryRow[];
     const page = pageOf(rows, query.limit, (r) => r.id);
     return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
@@ -730,6 +711,23 @@ class BlobReservationLapsedError extends Error {
   constructor(blobKey: string) {
     super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
   }
+}
+
+/**
+ * Conditions and parameters of a newest-first page of one account's rows keyed by UUIDv7 id, with
+ * equality filters on the given columns (undefined = no filter). One more row than the page is
+ * fetched; see pageOf.
+ */
+function newestFirstKeyset(accountId: string, cursor: string | undefined, limit: number, equals: Record<string, string | undefined>) {
+  const conditions = ['account_id = @accountId', 'id < @before'];
+  // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
+  const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g', limit: limit + 1 };
+  for (const [column, value] of Object.entries(equals)) {
+    if (value === undefined) continue;
+    conditions.push(`${column} = @${column}`);
+    params[column] = value;
+  }
+  return { conditions, params };
 }
 
 /** Rows were fetched with limit + 1 so that the presence of a next page needs no extra query. */
