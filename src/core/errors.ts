@@ -25,6 +25,3 @@ export class DomainError extends Error {
 }
 
 export const notFound = (what: string) => new DomainError('not_found', `${what} not found.`);
-
-export const invalidField = (code: ErrorCode, pointer: string, fieldCode: string, detail: string) =>
-  new DomainError(code, detail, [{ pointer, location: 'body', code: fieldCode, detail }]);
