@@ -18,6 +18,11 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   /** Throws when the store is not usable (readiness probe). */
   ping(): Promise<void>;
+  /**
+   * Removes what writes interrupted by a crash left behind (never a finished blob, never a write
+   * still running elsewhere); the housekeeper calls it. Returns how many leftovers went.
+   */
+  sweepTemp(): Promise<number>;
 }
 
 /** A key that could escape the store's root or name something other than a blob: a bug, not user input. */

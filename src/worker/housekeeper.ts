@@ -46,6 +46,8 @@ export class Housekeeper {
       more = result.more;
       if (result.expiredMedia || result.blobsDeleted) log?.info({ ...result }, 'expired media swept');
     }
+    const leftovers = await blobs.sweepTemp();
+    if (leftovers) log?.info({ removed: leftovers }, 'interrupted blob writes swept');
     const keys = await store.deleteExpiredIdempotencyKeys(this.now());
     if (keys) log?.info({ deleted: keys }, 'expired idempotency keys swept');
   }
