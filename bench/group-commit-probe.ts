@@ -1,9 +1,9 @@
 /**
- * What group commit of task inserts would buy (not built: see BENCHMARKS.md, "Create: group
- * commit"). Runs the statements of one create — active-task count, balance update, ledger row,
+ * What group commit of task inserts buys, without HTTP (BENCHMARKS.md, "Create: group commit";
+ * the store does it in `SqliteStore.insertTaskWithDebit`). Runs the statements of one create — active-task count, balance update, ledger row,
  * task row — on the real schema in WAL mode, committing every `batch` tasks, each task in its own
  * SAVEPOINT (so one refused task would not undo the others), and reports the main-thread time and
- * CPU per task. synchronous=FULL throughout, and NORMAL once to show what FULL costs.
+ * CPU per task. synchronous=FULL throughout, and NORMAL to show what FULL costs at each batch size.
  *
  *   npx tsx bench/group-commit-probe.ts
  */
@@ -24,6 +24,9 @@ const RUNS: [number, 'FULL' | 'NORMAL'][] = [
   [16, 'FULL'],
   [64, 'FULL'],
   [1, 'NORMAL'],
+  [4, 'NORMAL'],
+  [16, 'NORMAL'],
+  [64, 'NORMAL'],
 ];
 
 const dir = mkdtempSync(join(tmpdir(), 'imagegen-group-commit-'));

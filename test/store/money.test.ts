@@ -14,14 +14,15 @@ import { assertLedgerInvariant } from '../helpers/ledger.js';
  */
 interface Adapter {
   name: string;
-  open(t: Test): Promise<Store>;
+  /** A store on dir (a new one by default); opening the same dir again sees what was committed. */
+  open(t: Test, dir?: string): Promise<Store>;
 }
 
 const ADAPTERS: Adapter[] = [
   {
     name: 'sqlite',
-    async open(t) {
-      const store = new SqliteStore(`${t.testdir({})}/store.sqlite`);
+    async open(t, dir = t.testdir({})) {
+      const store = new SqliteStore(`${dir}/store.sqlite`);
       await store.migrate();
       t.teardown(() => store.close());
       return store;
@@ -98,6 +99,49 @@ for (const adapter of ADAPTERS) {
       t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
       t.equal(await store.refundTask(task.id, new Date()), false, 'a later call refunds nothing');
       await assertLedgerInvariant(t, store, accountId);
+    });
+
+    t.test('creates started together settle one by one: a refused or failing one changes nothing for the others', async (t) => {
+      const store = await adapter.open(t);
+      const rich = await newAccount(store, 1000);
+      const poor = await newAccount(store, 30);
+      const stored = newTask(rich);
+      await store.insertTaskWithDebit(stored, { maxActiveTasks: 100 });
+
+      // Started in the same turn, so an adapter that commits them together must still keep them apart.
+      const attempts = [
+        newTask(rich),
+        newTask(poor),
+        newTask(poor), // 30 tokens cover one 25-token task
+        { ...newTask(rich), id: stored.id }, // a duplicate id fails on the primary key
+        newTask(rich),
+      ];
+      const results = await Promise.allSettled(attempts.map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 100 })));
+      t.same(
+        results.map((r) => r.status),
+        ['fulfilled', 'fulfilled', 'rejected', 'rejected', 'fulfilled'],
+      );
+      t.equal(codeOf((results[2] as PromiseRejectedResult).reason), 'insufficient_tokens');
+      t.notOk((results[3] as PromiseRejectedResult).reason instanceof DomainError, 'the duplicate fails as a storage error');
+      t.same(await store.ledgerTotals(rich), { grant: 1000, debit: 3 * 25, refund: 0 }, 'the duplicate was not charged');
+      t.same(await store.ledgerTotals(poor), { grant: 30, debit: 25, refund: 0 });
+      for (const i of [0, 1, 4]) t.ok(await store.getTask(attempts[i].accountId, attempts[i].id), `task ${i} stored`);
+      t.equal((await store.getTask(rich, stored.id))!.prompt, stored.prompt, 'the stored task is untouched');
+      await assertLedgerInvariant(t, store, rich);
+      await assertLedgerInvariant(t, store, poor);
+    });
+
+    t.test('a create queued when the store closes is committed before it closes', async (t) => {
+      const dir = t.testdir({});
+      const store = await adapter.open(t, dir);
+      const accountId = await newAccount(store, 100);
+      const task = newTask(accountId);
+      const inserted = store.insertTaskWithDebit(task, { maxActiveTasks: 10 });
+      await store.close();
+      await inserted;
+      const reopened = await adapter.open(t, dir);
+      t.ok(await reopened.getTask(accountId, task.id));
+      t.equal((await reopened.getAccount(accountId))!.balance, 75);
     });
 
     t.test('refundTask of an unknown task does nothing', async (t) => {

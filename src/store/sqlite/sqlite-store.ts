@@ -14,6 +14,17 @@ import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
 const TASK_SELECT = TASK_COLUMNS.join(', ');
 
+/** Creates per group commit: bounds how long one batch holds the event loop. */
+const MAX_CREATES_PER_COMMIT = 64;
+
+interface PendingCreate {
+  task: TaskRecord;
+  limits: TaskCreationLimits;
+  completesKey: IdempotencyCompletion | undefined;
+  resolve: () => void;
+  reject: (reason: unknown) => void;
+}
+
 export interface SqliteStoreOptions {
   /** How long a writer waits for another process's lock before SQLITE_BUSY. */
   busyTimeoutMs?: number;
@@ -35,7 +46,11 @@ export class SqliteStore implements Store {
     this.db.pragma('synchronous = FULL');
     this.db.pragma('foreign_keys = ON');
     this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
+    // Called inside the batch's transaction, a better-sqlite3 transaction function is a SAVEPOINT.
+    this.insertTaskInSavepoint = this.db.transaction((entry: PendingCreate) => this.insertTask(entry));
   }
+
+  private readonly insertTaskInSavepoint: (entry: PendingCreate) => void;
 
   /** Runs fn in a BEGIN IMMEDIATE transaction. */
   protected write<T>(fn: () => T): T {
@@ -87,6 +102,8 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
+    // Creates already queued for the next group commit are committed (or refused), not dropped.
+    while (this.pendingCreates.length > 0 && this.db.open) this.flushCreates();
     if (this.db.open) this.db.close();
   }
 
@@ -193,29 +210,71 @@ export class SqliteStore implements Store {
 
   // ── tasks ────────────────────────────────────────────────────────────────────────────────────
 
+  /**
+   * Group commit: creates that reach the store in the same turn of the event loop share one
+   * transaction and so one fsync (the cost of a create under synchronous=FULL; BENCHMARKS.md). Each
+   * runs in its own savepoint, so a refused create (402, 429, 409) rolls back alone and later ones
+   * see earlier ones' writes; the promises settle only after COMMIT, so a 202 still means on disk.
+   */
   async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void> {
-    const row = fromTask(task);
-    this.write(() => {
-      // Counting stops at the cap: the check costs the same however long the account's queue is.
-      const active = this.statement(
-        "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS') LIMIT ?)",
-      ).get(task.accountId, limits.maxActiveTasks) as { n: number };
-      if (active.n >= limits.maxActiveTasks) {
-        throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
-      }
-      if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
-        throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
-      }
-      this.statement(
-        `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
-           cost, webhook_url, generated, error_code, error_message, attempt, lease_expires_at, run_after, created_at, started_at, completed_at)
-         VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
-           @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
-      ).run(row);
-      if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
-        throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
-      }
+    return new Promise((resolve, reject) => {
+      if (this.pendingCreates.push({ task, limits, completesKey, resolve, reject }) === 1) setImmediate(this.flushCreates);
     });
+  }
+
+  private readonly pendingCreates: PendingCreate[] = [];
+
+  private readonly flushCreates = (): void => {
+    const batch = this.pendingCreates.splice(0, MAX_CREATES_PER_COMMIT);
+    if (this.pendingCreates.length > 0) setImmediate(this.flushCreates);
+    if (!this.db.open) {
+      for (const entry of batch) entry.reject(new Error('The store is closed.'));
+      return;
+    }
+    const refusals = new Map<PendingCreate, unknown>();
+    try {
+      this.write(() => {
+        for (const entry of batch) {
+          try {
+            this.insertTaskInSavepoint(entry);
+          } catch (error) {
+            // An error that ended the whole transaction (I/O, disk full) undid the entries before
+            // this one too: it fails the batch. Otherwise only this entry's savepoint was undone.
+            if (!this.db.inTransaction) throw error;
+            refusals.set(entry, error);
+          }
+        }
+      });
+    } catch (error) {
+      for (const entry of batch) entry.reject(error);
+      return;
+    }
+    for (const entry of batch) {
+      if (refusals.has(entry)) entry.reject(refusals.get(entry));
+      else entry.resolve();
+    }
+  };
+
+  private insertTask({ task, limits, completesKey }: PendingCreate): void {
+    // Counting stops at the cap: the check costs the same however long the account's queue is.
+    const active = this.statement(
+      "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS') LIMIT ?)",
+    ).get(task.accountId, limits.maxActiveTasks) as { n: number };
+    if (active.n >= limits.maxActiveTasks) {
+      throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
+    }
+    if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
+      throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
+    }
+    this.statement(
+      `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
+         cost, webhook_url, generated, error_code, error_message, attempt, lease_expires_at, run_after, created_at, started_at, completed_at)
+       VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
+         @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+    ).run(fromTask(task));
+    if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
+      throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
+    }
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
@@ -392,8 +451,8 @@ export class SqliteStore implements Store {
   }
 
   private completeIdempotencyKeyInTransaction(input: IdempotencyCompletion): boolean {
-    const result = this.db
-      .prepare(
+    const result = this
+      .statement(
         `UPDATE idempotency_keys
          SET status = 'completed', lease_token = NULL, lease_expires_at = NULL,
              response_status = ?, response_headers = ?, response_body = ?
