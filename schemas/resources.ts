@@ -1,10 +1,9 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { StringEnum } from './model-entry.js';
+import { Nullable, Timestamp } from './primitives.js';
 
 /** Shared response schemas; each has an `$id`, which names its OpenAPI component. */
 
-const Timestamp = Type.String({ format: 'date-time' });
-const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const TASK_STATUSES = ['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'] as const;
 export const TaskStatus = StringEnum(TASK_STATUSES, { $id: 'TaskStatus', description: 'Task state; COMPLETED, FAILED and CANCELED are terminal.' });

@@ -1,8 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { StringEnum } from './model-entry.js';
+import { Nullable, Timestamp } from './primitives.js';
 
-const Timestamp = Type.String({ format: 'date-time' });
-const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const WEBHOOK_EVENT_TYPES = ['image.generation.completed', 'image.generation.failed', 'image.generation.canceled'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
