@@ -17,10 +17,10 @@
  *   npm run bench -- --runtime tsx         run the service from the sources instead of dist
  *   npm run bench -- --only read --compare-root /tmp/a,/tmp/b
  *                                          also runs other built checkouts (named by their directory)
- *                                          in the same rounds (create, create-i2i, read, create-info-log,
+ *                                          in the same rounds (create, create-i2i, create-idem, read, create-info-log,
  *                                          list at 10k): A/B figures with the drift cancelled
  *
- * Scenarios: create, create-i2i, read, list, create-info-log, read-info-log, upload, renderer, e2e.
+ * Scenarios: create, create-i2i, create-idem, read, list, create-info-log, read-info-log, upload, renderer, e2e.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -47,7 +47,7 @@ import {
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 
-const ALL_SCENARIOS = ['create', 'create-i2i', 'read', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
+const ALL_SCENARIOS = ['create', 'create-i2i', 'create-idem', 'read', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 
 const { values: flags } = parseArgs({
@@ -119,7 +119,7 @@ try {
   const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
   if (reference) children.push(reference);
 
-  if (selected.has('create') || selected.has('create-i2i') || selected.has('read')) await apiScenarios(reference!);
+  if ((['create', 'create-i2i', 'create-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
   if (selected.has('create-info-log') || selected.has('read-info-log')) await withInfoLogging(reference!);
   if (selected.has('list')) await listScenarios(reference!);
   if (selected.has('upload')) await uploadScenario(reference!);
@@ -196,6 +196,17 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
       targets.push({ ...instance, perConnection, body: perConnection[0].body, beforeRun: drain(instance.dataDir) });
     }
     await measure('create-i2i', 'Create image-to-image, 8 references', reference, { method: 'POST', path: createPath, body: targets[0].body }, targets);
+  }
+  if (selected.has('create-idem')) {
+    // What a careful client sends: a new Idempotency-Key with every create (claimed, then completed
+    // in the create's own transaction).
+    const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
+    const targets = [];
+    for (const instance of instances) {
+      const perConnection = (await clientKeys(instance)).map((headers) => ({ headers: { ...headers, 'idempotency-key': 'bench-[<id>]' } }));
+      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
+    }
+    await measure('create-idem', 'Create text-to-image, new Idempotency-Key each', reference, { method: 'POST', path: createPath, body, uniqueIds: true }, targets);
   }
   if (selected.has('read')) {
     const targets = [];
@@ -425,7 +436,7 @@ async function measure(
   id: string,
   title: string,
   reference: ChildServer,
-  request: { method: 'GET' | 'POST'; path: string; body?: string },
+  request: { method: 'GET' | 'POST'; path: string; body?: string; uniqueIds?: boolean },
   instances: (Instance & { path?: string; body?: string; beforeRun?: () => void; perConnection?: LoadRequest['perConnection'] })[],
 ): Promise<void> {
   const referencePath = request.path.split('?')[0];

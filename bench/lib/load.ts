@@ -11,6 +11,8 @@ export interface LoadRequest {
    * per connection, as if each connection were a client of its own.
    */
   perConnection?: { headers: Record<string, string>; body?: string }[];
+  /** Every `[<id>]` in the request (headers included) becomes a new unique id per request. */
+  uniqueIds?: boolean;
 }
 
 export interface LoadOptions {
@@ -75,6 +77,7 @@ export async function runLoad(
     body: request.body,
     connections: options.connections,
     timeout: options.timeoutSec ?? 30,
+    idReplacement: request.uniqueIds ?? false,
   };
   const perConnection = request.perConnection;
   const setupClient = () => {

@@ -64,6 +64,7 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
   for (const [id, name] of [
     ['create', 'Create text-to-image (embedded, durable)'],
     ['create-i2i', 'Create image-to-image, 8 references (same budget)'],
+    ['create-idem', 'Create text-to-image with an Idempotency-Key (same budget)'],
   ] as const) {
     const r = row(id);
     if (!r) continue;

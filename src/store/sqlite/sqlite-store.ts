@@ -14,14 +14,15 @@ import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
 const TASK_SELECT = TASK_COLUMNS.join(', ');
 
-/** Creates per group commit: bounds how long one batch holds the event loop. */
-const MAX_CREATES_PER_COMMIT = 64;
+/** Writes per group commit: bounds how long one batch holds the event loop. */
+const MAX_WRITES_PER_COMMIT = 64;
 
-interface PendingCreate {
-  task: TaskRecord;
-  limits: TaskCreationLimits;
-  completesKey: IdempotencyCompletion | undefined;
-  resolve: () => void;
+/** A write waiting for the next group commit (SqliteStore.groupCommit). */
+interface QueuedWrite {
+  run: () => unknown;
+  /** Whether the caller is promised the write is on disk when it resolves (see writeUnsynced). */
+  durable: boolean;
+  resolve: (value: unknown) => void;
   reject: (reason: unknown) => void;
 }
 
@@ -42,20 +43,90 @@ export class SqliteStore implements Store {
   constructor(filename: string, options: SqliteStoreOptions = {}) {
     this.db = new Database(filename);
     this.db.pragma('journal_mode = WAL');
-    // FULL: a 202 promises the task exists, so its commit must survive power loss, not only a crash.
+    // FULL: what a client is told (a 202 promises the task exists and was paid for) must survive
+    // power loss, not only a crash. Claims and leases opt out: writeUnsynced.
     this.db.pragma('synchronous = FULL');
     this.db.pragma('foreign_keys = ON');
     this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 10_000}`);
     // Called inside the batch's transaction, a better-sqlite3 transaction function is a SAVEPOINT.
-    this.insertTaskInSavepoint = this.db.transaction((entry: PendingCreate) => this.insertTask(entry));
+    this.inSavepoint = this.db.transaction((run: () => unknown) => run());
   }
 
-  private readonly insertTaskInSavepoint: (entry: PendingCreate) => void;
+  private readonly inSavepoint: (run: () => unknown) => unknown;
 
-  /** Runs fn in a BEGIN IMMEDIATE transaction. */
+  /** Runs fn in a BEGIN IMMEDIATE transaction whose COMMIT returns once it is on disk. */
   protected write<T>(fn: () => T): T {
     return this.db.transaction(fn).immediate();
   }
+
+  /**
+   * Runs fn in a BEGIN IMMEDIATE transaction whose COMMIT does not wait for the disk, for
+   * bookkeeping that no client is told about: claims and leases. It survives a crash of the process
+   * (the write is in the OS's cache); it reaches the disk with the next synced commit of any
+   * process, since the WAL is synced in order; and if power fails before that, it is lost whole and
+   * simply happens again (a task or key is claimed anew, a webhook sent again). A create's claim of
+   * its Idempotency-Key is completed in the create's own synced transaction. claimNextTask also fails
+   * tasks past their deadline: a client may read that before it is synced, and after a power failure
+   * the task fails again at the next claim, with the same outcome.
+   */
+  protected writeUnsynced<T>(fn: () => T): T {
+    this.statement('PRAGMA synchronous = NORMAL').run();
+    try {
+      return this.write(fn);
+    } finally {
+      this.statement('PRAGMA synchronous = FULL').run();
+    }
+  }
+
+  /**
+   * Group commit: writes that reach the store in the same turn of the event loop share one
+   * transaction and so one WAL sync, the largest cost of a create under synchronous = FULL
+   * (BENCHMARKS.md). Each runs in its own savepoint, so one that throws (a 402, 429 or 409, a
+   * constraint) rolls back alone, and later ones see earlier ones' writes. The promises settle after
+   * COMMIT: a durable write resolves once it is on disk, so a 202 still means on disk. The batch
+   * syncs if any of its writes is durable; a batch of claims only commits as writeUnsynced does.
+   */
+  private groupCommit<T>(run: () => T, options: { durable: boolean }): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const queued: QueuedWrite = { run, durable: options.durable, resolve: resolve as (value: unknown) => void, reject };
+      if (this.queuedWrites.push(queued) === 1) setImmediate(this.flushQueuedWrites);
+    });
+  }
+
+  private readonly queuedWrites: QueuedWrite[] = [];
+
+  private readonly flushQueuedWrites = (): void => {
+    const batch = this.queuedWrites.splice(0, MAX_WRITES_PER_COMMIT);
+    if (this.queuedWrites.length > 0) setImmediate(this.flushQueuedWrites);
+    if (!this.db.open) {
+      for (const write of batch) write.reject(new Error('The store is closed.'));
+      return;
+    }
+    const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
+    const commit = batch.some((write) => write.durable) ? (fn: () => void) => this.write(fn) : (fn: () => void) => this.writeUnsynced(fn);
+    try {
+      commit(() => {
+        for (const write of batch) {
+          try {
+            outcomes.push({ ok: true, value: this.inSavepoint(write.run) });
+          } catch (error) {
+            // An error that ended the whole transaction (I/O, disk full) undid the writes before
+            // this one too: it fails the batch. Otherwise only this write's savepoint was undone.
+            if (!this.db.inTransaction) throw error;
+            outcomes.push({ ok: false, error });
+          }
+        }
+      });
+    } catch (error) {
+      for (const write of batch) write.reject(error);
+      return;
+    }
+    batch.forEach((write, i) => {
+      const outcome = outcomes[i];
+      if (outcome.ok) write.resolve(outcome.value);
+      else write.reject(outcome.error);
+    });
+  };
 
   protected get database(): Database.Database {
     return this.db;
@@ -102,8 +173,8 @@ export class SqliteStore implements Store {
   }
 
   async close(): Promise<void> {
-    // Creates already queued for the next group commit are committed (or refused), not dropped.
-    while (this.pendingCreates.length > 0 && this.db.open) this.flushCreates();
+    // Writes already queued for the next group commit are committed (or refused), not dropped.
+    while (this.queuedWrites.length > 0 && this.db.open) this.flushQueuedWrites();
     if (this.db.open) this.db.close();
   }
 
@@ -205,57 +276,16 @@ export class SqliteStore implements Store {
   }
 
   async markApiKeyUsed(keyId: string, now: Date): Promise<void> {
-    this.statement('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId);
+    this.writeUnsynced(() => this.statement('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId));
   }
 
   // ── tasks ────────────────────────────────────────────────────────────────────────────────────
 
-  /**
-   * Group commit: creates that reach the store in the same turn of the event loop share one
-   * transaction and so one fsync (the cost of a create under synchronous=FULL; BENCHMARKS.md). Each
-   * runs in its own savepoint, so a refused create (402, 429, 409) rolls back alone and later ones
-   * see earlier ones' writes; the promises settle only after COMMIT, so a 202 still means on disk.
-   */
   async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (this.pendingCreates.push({ task, limits, completesKey, resolve, reject }) === 1) setImmediate(this.flushCreates);
-    });
+    return this.groupCommit(() => this.insertTask(task, limits, completesKey), { durable: true });
   }
 
-  private readonly pendingCreates: PendingCreate[] = [];
-
-  private readonly flushCreates = (): void => {
-    const batch = this.pendingCreates.splice(0, MAX_CREATES_PER_COMMIT);
-    if (this.pendingCreates.length > 0) setImmediate(this.flushCreates);
-    if (!this.db.open) {
-      for (const entry of batch) entry.reject(new Error('The store is closed.'));
-      return;
-    }
-    const refusals = new Map<PendingCreate, unknown>();
-    try {
-      this.write(() => {
-        for (const entry of batch) {
-          try {
-            this.insertTaskInSavepoint(entry);
-          } catch (error) {
-            // An error that ended the whole transaction (I/O, disk full) undid the entries before
-            // this one too: it fails the batch. Otherwise only this entry's savepoint was undone.
-            if (!this.db.inTransaction) throw error;
-            refusals.set(entry, error);
-          }
-        }
-      });
-    } catch (error) {
-      for (const entry of batch) entry.reject(error);
-      return;
-    }
-    for (const entry of batch) {
-      if (refusals.has(entry)) entry.reject(refusals.get(entry));
-      else entry.resolve();
-    }
-  };
-
-  private insertTask({ task, limits, completesKey }: PendingCreate): void {
+  private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined): void {
     // Counting stops at the cap: the check costs the same however long the account's queue is.
     const active = this.statement(
       "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS') LIMIT ?)",
@@ -398,9 +428,9 @@ export class SqliteStore implements Store {
 
   async claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim> {
     const now = input.now.getTime();
-    return this.write((): IdempotencyClaim => {
-      const row = this.db
-        .prepare('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
+    return this.groupCommit((): IdempotencyClaim => {
+      const row = this
+        .statement('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
         .get(input.accountId, input.key) as IdempotencyKeyRow | undefined;
       // An expired row is as good as swept: the key starts a new life.
       const live = row && row.expires_at > now ? row : undefined;
@@ -419,13 +449,13 @@ export class SqliteStore implements Store {
         if ((live.lease_expires_at ?? 0) > now) return { outcome: 'in_progress' };
         // The holder's lease ran out (its process died, most likely): this request takes over, and
         // the old token can no longer complete or release the row. expires_at stays: 24 h from first use.
-        this.db
-          .prepare('UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?')
+        this
+          .statement('UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?')
           .run(input.leaseToken, now + input.leaseMs, input.accountId, input.key);
         return { outcome: 'acquired' };
       }
-      this.db
-        .prepare(
+      this
+        .statement(
           `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
            VALUES (@accountId, @key, @fingerprint, 'in_flight', @leaseToken, @leaseExpiresAt, @now, @expiresAt)
            ON CONFLICT (account_id, key) DO UPDATE SET
@@ -443,7 +473,7 @@ export class SqliteStore implements Store {
           expiresAt: now + input.ttlMs,
         });
       return { outcome: 'acquired' };
-    });
+    }, { durable: false });
   }
 
   async completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean> {
@@ -483,7 +513,7 @@ export class SqliteStore implements Store {
 
   async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
     const now = policy.now.getTime();
-    return this.write(() => {
+    return this.writeUnsynced(() => {
       const expired = this.db
         .prepare("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
         .all(now) as { id: string; attempt: number }[];
@@ -519,9 +549,10 @@ export class SqliteStore implements Store {
   }
 
   async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
-    const result = this.db
-      .prepare("UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
-      .run(now.getTime() + leaseMs, taskId, attempt);
+    const result = this.writeUnsynced(() =>
+      this.statement("UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
+        .run(now.getTime() + leaseMs, taskId, attempt),
+    );
     return result.changes === 1;
   }
 
@@ -676,7 +707,7 @@ export class SqliteStore implements Store {
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
-    const row = this.write(
+    const row = this.writeUnsynced(
       () =>
         this.db
           .prepare(

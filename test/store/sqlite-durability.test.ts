@@ -1,0 +1,76 @@
+import Database from 'better-sqlite3';
+import t from 'tap';
+import type { Test } from 'tap';
+import { createTask } from '../../src/core/task.js';
+import { newIdAt } from '../../src/ids.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+
+/**
+ * Claims and leases commit without waiting for the disk (SqliteStore.writeUnsynced); everything a
+ * client is promised commits with synchronous = FULL. These pin the one way that could go wrong
+ * silently: the connection left in NORMAL after an unsynced write, so that later 202s would no
+ * longer be durable.
+ */
+
+const FULL = 2;
+
+class InspectableStore extends SqliteStore {
+  synchronousMode(): number {
+    return this.database.pragma('synchronous', { simple: true }) as number;
+  }
+  runUnsynced<T>(fn: () => T): T {
+    return this.writeUnsynced(fn);
+  }
+  exec(sql: string): void {
+    this.database.exec(sql);
+  }
+}
+
+async function openStore(t: Test) {
+  const path = `${t.testdir({})}/store.sqlite`;
+  const store = new InspectableStore(path);
+  await store.migrate();
+  t.teardown(() => store.close());
+  return { store, path };
+}
+
+t.test('every claim and lease leaves the connection committing with FULL', async (t) => {
+  const { store, path } = await openStore(t);
+  t.equal(store.synchronousMode(), FULL, 'FULL from the start');
+  const now = new Date();
+  const account = await store.createAccount({ id: newIdAt(now), name: 'durability', initialTokens: 1000, now });
+  const task = createTask({ model: 'alpha-pro', prompt: 'a lighthouse at dawn', parameters: {} } as never, { accountId: account.id, now, newId: () => newIdAt(now) });
+  await store.insertTaskWithDebit(task, { maxActiveTasks: 10 });
+
+  const claim = await store.claimIdempotencyKey({ accountId: account.id, key: 'k1', fingerprint: 'f', leaseToken: 'l', now, leaseMs: 60_000, ttlMs: 86_400_000 });
+  t.same(claim, { outcome: 'acquired' });
+  t.equal(store.synchronousMode(), FULL, 'after an Idempotency-Key claim');
+  const claimed = await store.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
+  t.equal(claimed?.id, task.id);
+  t.equal(store.synchronousMode(), FULL, 'after a task claim');
+  t.ok(await store.renewLease(task.id, 1, now, 60_000));
+  t.equal(store.synchronousMode(), FULL, 'after a lease renewal');
+  t.equal(await store.claimDueWebhookDelivery(now, 60_000), null);
+  t.equal(store.synchronousMode(), FULL, 'after a webhook claim');
+
+  // The unsynced commits are commits: another connection sees them.
+  const reader = new Database(path, { readonly: true });
+  t.teardown(() => reader.close());
+  t.match(reader.prepare('SELECT status, attempt FROM tasks WHERE id = ?').get(task.id), { status: 'IN_PROGRESS', attempt: 1 });
+  t.match(reader.prepare('SELECT status FROM idempotency_keys WHERE key = ?').get('k1'), { status: 'in_flight' });
+});
+
+t.test('an unsynced write that throws rolls back and still restores FULL', async (t) => {
+  const { store, path } = await openStore(t);
+  store.exec('CREATE TABLE scratch (n INTEGER)');
+  t.throws(() =>
+    store.runUnsynced(() => {
+      store.exec('INSERT INTO scratch VALUES (1)');
+      throw new Error('midway');
+    }),
+  );
+  t.equal(store.synchronousMode(), FULL);
+  const reader = new Database(path, { readonly: true });
+  t.teardown(() => reader.close());
+  t.equal((reader.prepare('SELECT count(*) AS n FROM scratch').get() as { n: number }).n, 0, 'rolled back');
+});
