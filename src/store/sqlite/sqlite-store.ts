@@ -343,7 +343,7 @@ export class SqliteStore implements Store {
   }
 
   async insertMedia(media: MediaRecord, now: Date): Promise<boolean> {
-    return this.write(() => this.insertMediaInTransaction(media, now));
+    return this.groupCommit(() => this.insertMediaInTransaction(media, now), { durable: true });
   }
 
   /** Takes back the blob's reservation and inserts the row; false (nothing written) without a live reservation. */
@@ -558,15 +558,15 @@ export class SqliteStore implements Store {
 
   async completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
     try {
-      return this.completeTaskInTransaction(input);
+      return await this.commitCompletion(input);
     } catch (error) {
       if (error instanceof BlobReservationLapsedError) return false;
       throw error;
     }
   }
 
-  private completeTaskInTransaction(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): boolean {
-    return this.write(() => {
+  private commitCompletion(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
+    return this.groupCommit(() => {
       const owner = this.db.prepare('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
       if (!owner) return false;
       const generated: GeneratedMediaRef[] = input.media.map((m) => ({
@@ -582,25 +582,25 @@ export class SqliteStore implements Store {
         }
       }
       return true;
-    });
+    }, { durable: true });
   }
 
   async failTask(input: { taskId: string; attempt: number; error: { code: string; message: string }; now: Date }): Promise<boolean> {
-    return this.write(() => this.finishInTransaction(input.taskId, input.attempt, 'fail', input.now, { error: input.error }));
+    return this.groupCommit(() => this.finishInTransaction(input.taskId, input.attempt, 'fail', input.now, { error: input.error }), { durable: true });
   }
 
   async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
-    return this.write(() => this.requeueInTransaction(input.taskId, input.attempt, input.runAfter.getTime()));
+    return this.groupCommit(() => this.requeueInTransaction(input.taskId, input.attempt, input.runAfter.getTime()), { durable: true });
   }
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
-    return this.write(() => {
+    return this.groupCommit(() => {
       const row = this.db.prepare('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
       if (!row) throw new DomainError('not_found', 'Task not found.');
       nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
       this.finishInTransaction(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
       return toTask(this.db.prepare('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow);
-    });
+    }, { durable: true });
   }
 
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
