@@ -1,9 +1,9 @@
 /**
- * What group commit of task inserts buys, without HTTP (BENCHMARKS.md, "Create: group commit";
- * the store does it in `SqliteStore.insertTaskWithDebit`). Runs the statements of one create — active-task count, balance update, ledger row,
- * task row — on the real schema in WAL mode, committing every `batch` tasks, each task in its own
- * SAVEPOINT (so one refused task would not undo the others), and reports the main-thread time and
- * CPU per task. synchronous=FULL throughout, and NORMAL to show what FULL costs at each batch size.
+ * What group commit of task inserts buys, without HTTP (BENCHMARKS.md; the store does it in
+ * `SqliteStore.groupCommit`). Runs the statements of one create — active-task count, balance
+ * update, ledger row, task row — on the real schema in WAL mode, committing every `batch` tasks,
+ * each task in its own SAVEPOINT (so one refused task would not undo the others), and reports the
+ * main-thread time and CPU per task. synchronous=FULL throughout, and NORMAL to show what FULL costs at each batch size.
  *
  *   npx tsx bench/group-commit-probe.ts
  */
