@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
+import ipaddr from 'ipaddr.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -14,6 +15,12 @@ const Bool = (description: string) => Type.Boolean({ default: false, description
 export const ConfigSchema = Type.Object({
   PORT: Int({ maximum: 65535, default: 3000, description: 'Port the API listens on.' }),
   HOST: Type.String({ default: '127.0.0.1', description: 'Interface the API listens on.' }),
+  TRUST_PROXY: Type.Optional(
+    Type.String({
+      description:
+        'Reverse proxies whose X-Forwarded-For names the client (for per-address limits and logs): comma-separated addresses or CIDR ranges (also loopback, linklocal, uniquelocal). Unset = the connection\'s address is the client.',
+    }),
+  ),
   DATA_DIR: Type.String({ default: './data', description: 'Embedded database, blobs and generated secrets.' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^(postgres|postgresql)://', description: 'postgres://… selects PostgreSQL; unset = SQLite in DATA_DIR.' })),
   BLOB_STORE: Type.Union([Type.Literal('fs'), Type.Literal('s3')], { default: 'fs', description: 'Object storage adapter.' }),
@@ -65,7 +72,38 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     const variable = firstError.path.replace(/^\//, '');
     throw new ConfigError(`Invalid environment variable ${variable}=${JSON.stringify(env[variable] ?? '')}: ${firstError.message}`);
   }
-  return candidate as Config;
+  const config = candidate as Config;
+  if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
+  return config;
+}
+
+const NAMED_PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);
+
+/** Dotted-quad IPv4 or IPv6, with or without a prefix length ("2" would be a valid IPv4 to ipaddr.js). */
+function isAddressOrRange(entry: string): boolean {
+  return (
+    ipaddr.IPv4.isValidFourPartDecimal(entry) ||
+    ipaddr.IPv4.isValidCIDRFourPartDecimal(entry) ||
+    ipaddr.IPv6.isValid(entry) ||
+    ipaddr.IPv6.isValidCIDR(entry)
+  );
+}
+
+/**
+ * TRUST_PROXY as fastify's `trustProxy`: the addresses and ranges of the proxies whose
+ * X-Forwarded-For is believed. Neither "trust everything" nor a hop count is offered: both let a
+ * client that reaches the service directly choose its own address and escape the per-address
+ * limits (fastify ignores hop counts for that reason).
+ */
+export function trustProxyOption(value: string): string[] {
+  const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const invalid = entries.find((entry) => !NAMED_PROXY_RANGES.has(entry) && !isAddressOrRange(entry));
+  if (entries.length === 0 || invalid !== undefined) {
+    throw new ConfigError(
+      `Invalid environment variable TRUST_PROXY=${JSON.stringify(value)}: expected comma-separated addresses, CIDR ranges, loopback, linklocal or uniquelocal${invalid ? ` (not one: ${JSON.stringify(invalid)})` : ''}`,
+    );
+  }
+  return entries;
 }
 
 export function publicBaseUrl(config: Config): string {

@@ -7,7 +7,7 @@ import type { BlobStore } from '../blobs/port.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
 import type { Config } from '../config.js';
-import { publicBaseUrl } from '../config.js';
+import { publicBaseUrl, trustProxyOption } from '../config.js';
 import { IdempotencyService } from '../services/idempotency.js';
 import { MediaService } from '../services/media-service.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
@@ -77,6 +77,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const app = Fastify({
     logger: deps.logger ?? { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization'] },
     bodyLimit: JSON_BODY_LIMIT,
+    trustProxy: deps.config.TRUST_PROXY === undefined ? false : trustProxyOption(deps.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     // A caller's own request id is kept so that both sides can find the same request in their logs.
     genReqId: (req) => {

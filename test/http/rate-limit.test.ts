@@ -155,6 +155,32 @@ t.test('malformed keys count as failures; a missing header and successes do not'
   t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode, 429, 'two malformed keys used the budget');
 });
 
+t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client X-Forwarded-For names', async (t) => {
+  const proxy = '10.0.0.5';
+  const wrong = { authorization: `Bearer igk_${'A'.repeat(43)}` };
+  const via = (client: string) => ({ remoteAddress: proxy, headers: { ...wrong, 'x-forwarded-for': client } });
+
+  await t.test('trusted: one client is shut out, another behind the same proxy is not', async (t) => {
+    const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2', TRUST_PROXY: '10.0.0.0/8, loopback' });
+    for (let i = 0; i < 2; i++) t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 401);
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 429, 'the guessing client is shut out');
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('198.51.100.1') })).statusCode, 401, 'another client is not');
+  });
+
+  await t.test('untrusted: X-Forwarded-For is ignored, so a client cannot pick its own address', async (t) => {
+    const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
+    for (let i = 0; i < 2; i++) t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via(`203.0.113.${i}`) })).statusCode, 401);
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.99') })).statusCode, 429, 'a new X-Forwarded-For does not escape the limit');
+  });
+
+  await t.test('a bad TRUST_PROXY stops the process at start, naming the entry', async (t) => {
+    for (const value of ['true', '2', '10.0.0.0/8, not-an-address', ',']) {
+      t.throws(() => loadConfig({ TRUST_PROXY: value }), { message: /TRUST_PROXY/ }, value);
+    }
+    t.same(loadConfig({ TRUST_PROXY: '192.0.2.1, 10.0.0.0/8, ::1, fd00::/8, uniquelocal' }).TRUST_PROXY, '192.0.2.1, 10.0.0.0/8, ::1, fd00::/8, uniquelocal');
+  });
+});
+
 // ── shared counters in Redis ────────────────────────────────────────────────────────────────────
 
 /** Whether a Redis answers at REDIS_URL; its tests are skipped, not failed, without one. */
