@@ -1,24 +1,15 @@
 import { execFile } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
-import { spawnTsChild, waitForOutput } from './helpers/processes.js';
+import { freePort, spawnTsChild, waitForOutput } from './helpers/processes.js';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 const run = promisify(execFile);
 
 function runCli(dataDir: string, args: string[]) {
   return run(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' } });
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 t.test('serve on an empty install prints a development key, serves /docs and the API, and exits 0 on SIGTERM', async (t) => {

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { createServer } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Test } from 'tap';
 
@@ -25,4 +26,13 @@ export function waitForOutput(child: ChildProcessByStdio<null, Readable, null>, 
     });
     child.once('exit', () => reject(new Error(`the process exited before printing "${marker}":\n${output}`)));
   });
+}
+
+/** A loopback port nothing listens on right now. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
