@@ -136,7 +136,9 @@ export class SqliteStore implements Store {
 
   /**
    * The prepared statement for sql, compiled on first use and kept: compiling costs more than
-   * running the small queries of the request path (BENCHMARKS.md, "Optimisations").
+   * running the small queries of the request path (BENCHMARKS.md, "Optimisations"). Every query of
+   * the store goes through here; the SQL texts are fixed or built from bounded lists (IN with one
+   * placeholder per reference), so the map stays small.
    */
   private statement(sql: string): Database.Statement {
     let statement = this.statements.get(sql);
@@ -169,7 +171,7 @@ export class SqliteStore implements Store {
   }
 
   async ping(): Promise<void> {
-    this.db.prepare('SELECT 1').get();
+    this.statement('SELECT 1').get();
   }
 
   async close(): Promise<void> {
@@ -182,8 +184,7 @@ export class SqliteStore implements Store {
 
   async createAccount(input: { id: string; name: string; initialTokens: number; now: Date }): Promise<Account> {
     return this.write(() => {
-      this.db
-        .prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, 0, ?)')
+      this.statement('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, 0, ?)')
         .run(input.id, input.name, input.now.getTime());
       if (input.initialTokens > 0) this.addLedgerEntry(input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
       return this.requireAccount(input.id);
@@ -196,12 +197,12 @@ export class SqliteStore implements Store {
   }
 
   async countAccounts(): Promise<number> {
-    return (this.db.prepare('SELECT count(*) AS n FROM accounts').get() as { n: number }).n;
+    return (this.statement('SELECT count(*) AS n FROM accounts').get() as { n: number }).n;
   }
 
   async grantTokens(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<Account> {
     return this.write(() => {
-      if (!this.db.prepare('SELECT 1 FROM accounts WHERE id = ?').get(input.accountId)) throw new DomainError('not_found', 'Account not found.');
+      if (!this.statement('SELECT 1 FROM accounts WHERE id = ?').get(input.accountId)) throw new DomainError('not_found', 'Account not found.');
       this.addLedgerEntry(input.accountId, 'grant', input.amount, null, input.note, input.now);
       return this.requireAccount(input.accountId);
     });
@@ -209,15 +210,13 @@ export class SqliteStore implements Store {
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
     const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
-    const rows = this.db
-      .prepare('SELECT * FROM ledger WHERE account_id = ? AND id < ? ORDER BY id DESC LIMIT ?')
+    const rows = this.statement('SELECT * FROM ledger WHERE account_id = ? AND id < ? ORDER BY id DESC LIMIT ?')
       .all(accountId, before, query.limit + 1) as LedgerRow[];
     return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
   }
 
   async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
-    const rows = this.db
-      .prepare('SELECT kind, sum(amount) AS total FROM ledger WHERE account_id = ? GROUP BY kind')
+    const rows = this.statement('SELECT kind, sum(amount) AS total FROM ledger WHERE account_id = ? GROUP BY kind')
       .all(accountId) as { kind: LedgerKind; total: number }[];
     const totals: Record<LedgerKind, number> = { grant: 0, debit: 0, refund: 0 };
     for (const row of rows) totals[row.kind] = row.total;
@@ -242,10 +241,9 @@ export class SqliteStore implements Store {
   // ── API keys ─────────────────────────────────────────────────────────────────────────────────
 
   async insertApiKey(input: { id: string; accountId: string; name: string; prefix: string; hash: string; now: Date }): Promise<ApiKeyRecord> {
-    this.db
-      .prepare('INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+    this.statement('INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)')
       .run(input.id, input.accountId, input.name, input.prefix, input.hash, input.now.getTime());
-    return toApiKey(this.db.prepare('SELECT * FROM api_keys WHERE id = ?').get(input.id) as ApiKeyRow);
+    return toApiKey(this.statement('SELECT * FROM api_keys WHERE id = ?').get(input.id) as ApiKeyRow);
   }
 
   async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
@@ -263,14 +261,13 @@ export class SqliteStore implements Store {
 
   async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
     const rows = accountId
-      ? this.db.prepare('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at').all(accountId)
-      : this.db.prepare('SELECT * FROM api_keys ORDER BY created_at').all();
+      ? this.statement('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at').all(accountId)
+      : this.statement('SELECT * FROM api_keys ORDER BY created_at').all();
     return (rows as ApiKeyRow[]).map(toApiKey);
   }
 
   async revokeApiKey(idOrPrefix: string, now: Date): Promise<boolean> {
-    const result = this.db
-      .prepare('UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL')
+    const result = this.statement('UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL')
       .run(now.getTime(), idOrPrefix, idOrPrefix);
     return result.changes > 0;
   }
@@ -348,10 +345,9 @@ export class SqliteStore implements Store {
 
   /** Takes back the blob's reservation and inserts the row; false (nothing written) without a live reservation. */
   private insertMediaInTransaction(media: MediaRecord, now: Date): boolean {
-    const reserved = this.db.prepare('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(media.blobKey, now.getTime());
+    const reserved = this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(media.blobKey, now.getTime());
     if (reserved.changes === 0) return false;
-    this.db
-      .prepare(
+    this.statement(
         `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
          VALUES (@id, @account_id, @source, @content_type, @width, @height, @size_bytes, @sha256, @blob_key, @task_id, @created_at, @expires_at)`,
       )
@@ -360,21 +356,19 @@ export class SqliteStore implements Store {
   }
 
   async getMedia(accountId: string, mediaId: string, now: Date): Promise<MediaRecord | null> {
-    const row = this.db
-      .prepare('SELECT * FROM media WHERE id = ? AND account_id = ? AND expires_at > ?')
+    const row = this.statement('SELECT * FROM media WHERE id = ? AND account_id = ? AND expires_at > ?')
       .get(mediaId, accountId, now.getTime()) as MediaRow | undefined;
     return row ? toMedia(row) : null;
   }
 
   async getMediaById(mediaId: string, now: Date): Promise<MediaRecord | null> {
-    const row = this.db.prepare('SELECT * FROM media WHERE id = ? AND expires_at > ?').get(mediaId, now.getTime()) as MediaRow | undefined;
+    const row = this.statement('SELECT * FROM media WHERE id = ? AND expires_at > ?').get(mediaId, now.getTime()) as MediaRow | undefined;
     return row ? toMedia(row) : null;
   }
 
   async deleteMedia(accountId: string, mediaId: string, now: Date): Promise<string | null> {
     return this.write(() => {
-      const row = this.db
-        .prepare('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key')
+      const row = this.statement('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key')
         .get(mediaId, accountId, now.getTime()) as { blob_key: string } | undefined;
       if (!row) return null;
       this.queueBlobDeletion(row.blob_key, now.getTime());
@@ -384,8 +378,7 @@ export class SqliteStore implements Store {
 
   async deleteExpiredMedia(now: Date, limit: number): Promise<number> {
     return this.write(() => {
-      const rows = this.db
-        .prepare(
+      const rows = this.statement(
           `DELETE FROM media WHERE id IN (SELECT id FROM media WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
            RETURNING blob_key`,
         )
@@ -396,19 +389,17 @@ export class SqliteStore implements Store {
   }
 
   async listDueBlobDeletions(now: Date, limit: number): Promise<string[]> {
-    const rows = this.db
-      .prepare('SELECT blob_key FROM blob_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?')
+    const rows = this.statement('SELECT blob_key FROM blob_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?')
       .all(now.getTime(), limit) as { blob_key: string }[];
     return rows.map((r) => r.blob_key);
   }
 
   async completeBlobDeletion(blobKey: string, now: Date): Promise<void> {
-    this.db.prepare('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
+    this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
   }
 
   private queueBlobDeletion(blobKey: string, dueAt: number): void {
-    this.db
-      .prepare('INSERT INTO blob_deletions (blob_key, due_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at')
+    this.statement('INSERT INTO blob_deletions (blob_key, due_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at')
       .run(blobKey, dueAt);
   }
 
@@ -417,10 +408,10 @@ export class SqliteStore implements Store {
   }
 
   private refundInTransaction(taskId: string, now: Date): boolean {
-    const task = this.db.prepare('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as { account_id: string; cost: number } | undefined;
+    const task = this.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as { account_id: string; cost: number } | undefined;
     if (!task) return false;
     // The unique (task_id, kind) index is the once-only guard; checking first keeps the balance untouched.
-    if (this.db.prepare("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
+    if (this.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
     return this.addLedgerEntry(task.account_id, 'refund', task.cost, taskId, null, now);
   }
 
@@ -429,8 +420,7 @@ export class SqliteStore implements Store {
   async claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim> {
     const now = input.now.getTime();
     return this.groupCommit((): IdempotencyClaim => {
-      const row = this
-        .statement('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
+      const row = this.statement('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
         .get(input.accountId, input.key) as IdempotencyKeyRow | undefined;
       // An expired row is as good as swept: the key starts a new life.
       const live = row && row.expires_at > now ? row : undefined;
@@ -449,13 +439,11 @@ export class SqliteStore implements Store {
         if ((live.lease_expires_at ?? 0) > now) return { outcome: 'in_progress' };
         // The holder's lease ran out (its process died, most likely): this request takes over, and
         // the old token can no longer complete or release the row. expires_at stays: 24 h from first use.
-        this
-          .statement('UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?')
+        this.statement('UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?')
           .run(input.leaseToken, now + input.leaseMs, input.accountId, input.key);
         return { outcome: 'acquired' };
       }
-      this
-        .statement(
+      this.statement(
           `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
            VALUES (@accountId, @key, @fingerprint, 'in_flight', @leaseToken, @leaseExpiresAt, @now, @expiresAt)
            ON CONFLICT (account_id, key) DO UPDATE SET
@@ -481,8 +469,7 @@ export class SqliteStore implements Store {
   }
 
   private completeIdempotencyKeyInTransaction(input: IdempotencyCompletion): boolean {
-    const result = this
-      .statement(
+    const result = this.statement(
         `UPDATE idempotency_keys
          SET status = 'completed', lease_token = NULL, lease_expires_at = NULL,
              response_status = ?, response_headers = ?, response_body = ?
@@ -500,13 +487,12 @@ export class SqliteStore implements Store {
   }
 
   async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
-    this.db
-      .prepare("DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
+    this.statement("DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
       .run(input.accountId, input.key, input.leaseToken);
   }
 
   async deleteExpiredIdempotencyKeys(now: Date): Promise<number> {
-    return this.db.prepare('DELETE FROM idempotency_keys WHERE expires_at <= ?').run(now.getTime()).changes;
+    return this.statement('DELETE FROM idempotency_keys WHERE expires_at <= ?').run(now.getTime()).changes;
   }
 
   // ── task execution (the tasks table is the queue) ────────────────────────────────────────────
@@ -514,8 +500,7 @@ export class SqliteStore implements Store {
   async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
     const now = policy.now.getTime();
     return this.writeUnsynced(() => {
-      const expired = this.db
-        .prepare("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
+      const expired = this.statement("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
         .all(now) as { id: string; attempt: number }[];
       for (const lost of expired) {
         if (lost.attempt >= policy.maxAttempts) {
@@ -527,7 +512,7 @@ export class SqliteStore implements Store {
         }
       }
 
-      const next = this.db.prepare("SELECT * FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
+      const next = this.statement("SELECT * FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
       for (let row = next.get(now) as TaskRow | undefined; row; row = next.get(now) as TaskRow | undefined) {
         if (row.created_at + policy.deadlineMs <= now) {
           this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, {
@@ -536,8 +521,7 @@ export class SqliteStore implements Store {
           });
           continue;
         }
-        const claimed = this.db
-          .prepare(
+        const claimed = this.statement(
             `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
              WHERE id = ? RETURNING *`,
           )
@@ -567,7 +551,7 @@ export class SqliteStore implements Store {
 
   private commitCompletion(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
     return this.groupCommit(() => {
-      const owner = this.db.prepare('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
+      const owner = this.statement('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
       if (!owner) return false;
       const generated: GeneratedMediaRef[] = input.media.map((m) => ({
         media_id: m.id, content_type: m.contentType, width: m.width, height: m.height, size_bytes: m.sizeBytes,
@@ -595,11 +579,11 @@ export class SqliteStore implements Store {
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
     return this.groupCommit(() => {
-      const row = this.db.prepare('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
+      const row = this.statement('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
       if (!row) throw new DomainError('not_found', 'Task not found.');
       nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
       this.finishInTransaction(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
-      return toTask(this.db.prepare('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow);
+      return toTask(this.statement('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow);
     }, { durable: true });
   }
 
@@ -610,15 +594,13 @@ export class SqliteStore implements Store {
 
   async mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>> {
     if (mediaIds.length === 0) return new Map();
-    const rows = this.db
-      .prepare(`SELECT id, blob_key FROM media WHERE account_id = ? AND id IN (${mediaIds.map(() => '?').join(', ')})`)
+    const rows = this.statement(`SELECT id, blob_key FROM media WHERE account_id = ? AND id IN (${mediaIds.map(() => '?').join(', ')})`)
       .all(accountId, ...mediaIds) as { id: string; blob_key: string }[];
     return new Map(rows.map((r) => [r.id, r.blob_key]));
   }
 
   private requeueInTransaction(taskId: string, attempt: number, runAfter: number): boolean {
-    const result = this.db
-      .prepare("UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
+    const result = this.statement("UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
       .run(runAfter, taskId, attempt);
     return result.changes === 1;
   }
@@ -641,8 +623,7 @@ export class SqliteStore implements Store {
   ): boolean {
     const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
     const target = nextStatus(fromStatuses[0], event);
-    const updated = this.db
-      .prepare(
+    const updated = this.statement(
         `UPDATE tasks SET status = ?, generated = coalesce(?, generated), error_code = ?, error_message = ?,
            completed_at = ?, lease_expires_at = NULL
          WHERE id = ? AND status IN (${fromStatuses.map(() => '?').join(', ')}) ${details.anyAttempt ? '' : 'AND attempt = ?'}
@@ -661,8 +642,7 @@ export class SqliteStore implements Store {
     if (!updated) return false;
     if (refundsOnEntry(target)) this.refundInTransaction(taskId, now);
     if (updated.webhook_url) {
-      this.db
-        .prepare(
+      this.statement(
           `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
            VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
         )
@@ -678,8 +658,7 @@ export class SqliteStore implements Store {
     if (existing) return existing;
     return this.write(() => {
       // Two first calls may race; the unique index on the current secret lets one insert win.
-      this.db
-        .prepare('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING')
+      this.statement('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING')
         .run(accountId, newSecret(), now.getTime());
       return this.readWebhookSecrets(accountId, now)!;
     });
@@ -687,18 +666,16 @@ export class SqliteStore implements Store {
 
   async rotateWebhookSecret(accountId: string, now: Date, graceMs: number, newSecret: () => string): Promise<WebhookSecrets> {
     return this.write(() => {
-      this.db.prepare('DELETE FROM webhook_secrets WHERE account_id = ? AND retired_at IS NOT NULL').run(accountId);
-      this.db
-        .prepare('UPDATE webhook_secrets SET retired_at = ?, expires_at = ? WHERE account_id = ? AND retired_at IS NULL')
+      this.statement('DELETE FROM webhook_secrets WHERE account_id = ? AND retired_at IS NOT NULL').run(accountId);
+      this.statement('UPDATE webhook_secrets SET retired_at = ?, expires_at = ? WHERE account_id = ? AND retired_at IS NULL')
         .run(now.getTime(), now.getTime() + graceMs, accountId);
-      this.db.prepare('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?)').run(accountId, newSecret(), now.getTime());
+      this.statement('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?)').run(accountId, newSecret(), now.getTime());
       return this.readWebhookSecrets(accountId, now)!;
     });
   }
 
   private readWebhookSecrets(accountId: string, now: Date): WebhookSecrets | null {
-    const rows = this.db
-      .prepare('SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)')
+    const rows = this.statement('SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)')
       .all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
     const current = rows.find((r) => r.retired_at === null);
     if (!current) return null;
@@ -709,8 +686,7 @@ export class SqliteStore implements Store {
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
     const row = this.writeUnsynced(
       () =>
-        this.db
-          .prepare(
+        this.statement(
             `UPDATE webhook_deliveries SET next_attempt_at = ?, updated_at = ?
              WHERE id = (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 1)
              RETURNING *`,
@@ -723,11 +699,9 @@ export class SqliteStore implements Store {
   async recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void> {
     const { attempt } = input;
     this.write(() => {
-      this.db
-        .prepare('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)')
+      this.statement('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)')
         .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
-      this.db
-        .prepare(
+      this.statement(
           `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
            WHERE id = ?`,
         )
@@ -749,8 +723,7 @@ export class SqliteStore implements Store {
   async replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts> {
     const row = this.write(
       () =>
-        this.db
-          .prepare(
+        this.statement(
             `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, updated_at = ?
              WHERE id = ? AND account_id = ? RETURNING *`,
           )
@@ -761,8 +734,7 @@ export class SqliteStore implements Store {
   }
 
   private withAttempts(row: WebhookDeliveryRow): WebhookDeliveryWithAttempts {
-    const attempts = this.db
-      .prepare('SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY id')
+    const attempts = this.statement('SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY id')
       .all(row.id) as { attempted_at: number; status_code: number | null; error: string | null; duration_ms: number }[];
     return {
       ...toWebhookDelivery(row),
