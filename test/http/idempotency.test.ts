@@ -34,6 +34,10 @@ t.test('the same key 20 times concurrently: one task, one debit; each answer is 
   t.equal(retry.statusCode, 202);
   t.equal(retry.headers['idempotent-replayed'], 'true');
   t.equal(retry.json().data.task_id, created[0].json().data.task_id);
+  const original = created.find((r) => r.headers['idempotent-replayed'] === undefined)!;
+  t.equal(retry.payload, original.payload, 'the replay is the original 202, byte for byte');
+  t.equal(retry.headers.location, original.headers.location);
+  t.equal(retry.headers['content-type'], original.headers['content-type']);
   await assertLedgerInvariant(t, store, accountId);
 });
 

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
 import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
@@ -36,6 +37,7 @@ function abortOnDisconnect(raw: IncomingMessage): AbortSignal {
  * response closed, cost over a third of a plain read (BENCHMARKS.md, "Optimisations").
  */
 const NEVER_ABORTED = new AbortController().signal;
+const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 const ListQuery = Type.Object(
   {
@@ -73,19 +75,24 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       const envelope = (task: TaskRecord) => ({ data: toTaskResource(task, signer, now()) });
       // With an Idempotency-Key, the 202 to replay is stored in the transaction that charges for
       // the task, so a crash right after the charge cannot let a retry charge again.
+      // The body is serialised once, by this route's response schema, and the same bytes are sent
+      // now and on every replay.
       const held = request.idempotency?.held ?? undefined;
+      let stored: StoredResponse | undefined;
       const idempotency = held && {
         held,
-        responseFor: (task: TaskRecord): StoredResponse => ({
-          statusCode: 202,
-          headers: { location: location(task), 'content-type': 'application/json; charset=utf-8' },
-          body: Buffer.from(JSON.stringify(envelope(task))),
-        }),
+        responseFor: (task: TaskRecord): StoredResponse =>
+          (stored = {
+            statusCode: 202,
+            headers: { location: location(task), 'content-type': JSON_CONTENT_TYPE },
+            body: Buffer.from(reply.code(202).serialize(envelope(task)) as string),
+          }),
       };
       const task = await tasks.create(request.caller.accountId, request.body, idempotency);
       if (held) request.idempotency!.settle();
-      reply.header('location', location(task));
-      return reply.code(202).send(envelope(task));
+      reply.code(202).header('location', location(task));
+      // Already serialised bytes skip the schema's serializer (the typed reply only knows objects).
+      return stored ? (reply as FastifyReply).type(JSON_CONTENT_TYPE).send(stored.body) : reply.send(envelope(task));
     },
   );
 
