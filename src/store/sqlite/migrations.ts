@@ -156,4 +156,13 @@ export const SQLITE_MIGRATIONS: string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX blob_deletions_due ON blob_deletions(due_at);
   `,
+  `
+  -- The account's CREATED + IN_PROGRESS tasks, kept by the transactions that create a task and
+  -- that make one terminal, so that the MAX_ACTIVE_TASKS check on every create is one row read
+  -- instead of a count that grows with the cap.
+  ALTER TABLE accounts ADD COLUMN active_tasks INTEGER NOT NULL DEFAULT 0;
+  UPDATE accounts SET active_tasks = (
+    SELECT count(*) FROM tasks WHERE tasks.account_id = accounts.id AND tasks.status IN ('CREATED', 'IN_PROGRESS')
+  );
+  `,
 ];

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import { nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import { isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -283,11 +283,8 @@ export class SqliteStore implements Store {
   }
 
   private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined): void {
-    // Counting stops at the cap: the check costs the same however long the account's queue is.
-    const active = this.statement(
-      "SELECT count(*) AS n FROM (SELECT 1 FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS') LIMIT ?)",
-    ).get(task.accountId, limits.maxActiveTasks) as { n: number };
-    if (active.n >= limits.maxActiveTasks) {
+    const active = this.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(task.accountId) as { active_tasks: number } | undefined;
+    if (active && active.active_tasks >= limits.maxActiveTasks) {
       throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
     }
     if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
@@ -302,6 +299,7 @@ export class SqliteStore implements Store {
     if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
       throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
     }
+    if (!isTerminal(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
@@ -640,6 +638,9 @@ export class SqliteStore implements Store {
         ...(details.anyAttempt ? [] : [attempt]),
       ) as { account_id: string; webhook_url: string | null } | undefined;
     if (!updated) return false;
+    // Every status a task can finish from is active (terminal states are final), so the account
+    // has one active task fewer. Floored at 0 so that no drift could ever stop a task finishing.
+    this.statement('UPDATE accounts SET active_tasks = max(active_tasks - 1, 0) WHERE id = ?').run(updated.account_id);
     if (refundsOnEntry(target)) this.refundInTransaction(taskId, now);
     if (updated.webhook_url) {
       this.statement(
