@@ -41,21 +41,24 @@ try {
     const accountId = newIdAt(new Date());
     db.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)').run(accountId, 'probe', 1e12, Date.now());
 
-    const count = db.prepare("SELECT count(*) AS n FROM tasks WHERE account_id = ? AND status IN ('CREATED', 'IN_PROGRESS')");
+    const active = db.prepare('SELECT active_tasks FROM accounts WHERE id = ?');
+    const countIn = db.prepare('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?');
     const debit = db.prepare('UPDATE accounts SET balance = balance - ? WHERE id = ? AND balance - ? >= 0 RETURNING balance');
     const ledger = db.prepare('INSERT INTO ledger (account_id, kind, amount, balance_after, task_id, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
     const columns = Object.keys(fromTask(newTask(accountId)));
     const insert = db.prepare(`INSERT INTO tasks (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`);
     const drain = db.prepare("UPDATE tasks SET status = 'COMPLETED' WHERE status = 'CREATED'");
+    const uncount = db.prepare('UPDATE accounts SET active_tasks = 0');
     const [begin, commit, savepoint, release] = ['BEGIN IMMEDIATE', 'COMMIT', 'SAVEPOINT task', 'RELEASE task'].map((sql) => db.prepare(sql));
 
     const createOne = () => {
       const task = newTask(accountId);
       savepoint.run();
-      count.get(accountId);
+      active.get(accountId);
       const { balance } = debit.get(task.cost, accountId, task.cost) as { balance: number };
       ledger.run(accountId, 'debit', task.cost, balance, task.id, null, task.createdAt.getTime());
       insert.run(fromTask(task));
+      countIn.run(accountId);
       release.run();
     };
 
@@ -66,7 +69,10 @@ try {
       begin.run();
       for (let i = 0; i < batch; i++, done++) createOne();
       commit.run();
-      if (done % 500 < batch) drain.run();
+      if (done % 500 < batch) {
+        drain.run();
+        uncount.run();
+      }
     }
     const wallUs = ((performance.now() - t0) * 1000) / TASKS_PER_RUN;
     const cpu = process.cpuUsage(cpu0);
