@@ -81,6 +81,8 @@ const CONCURRENT_UPLOADS = 10;
 const E2E_TASKS = flags.quick ? 8 : 20;
 
 const PROMPT = 'a lighthouse at dawn, seen from the sea, in watercolour';
+const CREATE_PATH = '/api/v1/images/generations';
+const TEXT_TO_IMAGE = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
 const startedAt = new Date();
 const resultsDir = join(REPO_ROOT, 'bench/results');
 const profileDir = join(resultsDir, 'profiles');
@@ -171,16 +173,9 @@ async function launchInstances(label: string, overrides: Record<string, string> 
 
 async function apiScenarios(reference: ChildServer): Promise<void> {
   const instances = await launchInstances('service-api');
-  const createPath = '/api/v1/images/generations';
 
   if (selected.has('create')) {
-    const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
-    const targets = [];
-    for (const instance of instances) {
-      const perConnection = (await clientKeys(instance)).map((headers) => ({ headers }));
-      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
-    }
-    await measure('create', 'Create text-to-image', reference, { method: 'POST', path: createPath, body }, targets);
+    await measure('create', 'Create text-to-image', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE }, await createTargets(instances));
   }
   if (selected.has('create-i2i')) {
     const targets = [];
@@ -195,26 +190,16 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
       }
       targets.push({ ...instance, perConnection, body: perConnection[0].body, beforeRun: drain(instance.dataDir) });
     }
-    await measure('create-i2i', 'Create image-to-image, 8 references', reference, { method: 'POST', path: createPath, body: targets[0].body }, targets);
+    await measure('create-i2i', 'Create image-to-image, 8 references', reference, { method: 'POST', path: CREATE_PATH, body: targets[0].body }, targets);
   }
   if (selected.has('create-idem')) {
     // What a careful client sends: a new Idempotency-Key with every create (claimed, then completed
     // in the create's own transaction).
-    const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
-    const targets = [];
-    for (const instance of instances) {
-      const perConnection = (await clientKeys(instance)).map((headers) => ({ headers: { ...headers, 'idempotency-key': 'bench-[<id>]' } }));
-      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
-    }
-    await measure('create-idem', 'Create text-to-image, new Idempotency-Key each', reference, { method: 'POST', path: createPath, body, uniqueIds: true }, targets);
+    const targets = await createTargets(instances, { 'idempotency-key': 'bench-[<id>]' });
+    await measure('create-idem', 'Create text-to-image, new Idempotency-Key each', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE, uniqueIds: true }, targets);
   }
   if (selected.has('read')) {
-    const targets = [];
-    for (const instance of instances) {
-      const created = await postJson(instance.server, createPath, instance.auth, { model: 'beta-v5-pro', prompt: PROMPT });
-      const taskId = (created.body as { data: { task_id: string } }).data.task_id;
-      targets.push({ ...instance, path: `${createPath}/${taskId}` });
-    }
+    const targets = await readTargets(instances);
     await measure('read', 'Read one task (GET by id)', reference, { method: 'GET', path: targets[0].path }, targets);
   }
   for (const instance of instances) await stop(instance.server);
@@ -226,22 +211,11 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
  */
 async function withInfoLogging(reference: ChildServer): Promise<void> {
   const instances = await launchInstances('service-info-log', { LOG_LEVEL: 'info' });
-  const createPath = '/api/v1/images/generations';
   if (selected.has('create-info-log')) {
-    const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
-    const targets = [];
-    for (const instance of instances) {
-      const perConnection = (await clientKeys(instance)).map((headers) => ({ headers }));
-      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
-    }
-    await measure('create-info-log', 'Create text-to-image, LOG_LEVEL=info', reference, { method: 'POST', path: createPath, body }, targets);
+    await measure('create-info-log', 'Create text-to-image, LOG_LEVEL=info', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE }, await createTargets(instances));
   }
   if (selected.has('read-info-log')) {
-    const targets = [];
-    for (const instance of instances) {
-      const created = await postJson(instance.server, createPath, instance.auth, { model: 'beta-v5-pro', prompt: PROMPT });
-      targets.push({ ...instance, path: `${createPath}/${(created.body as { data: { task_id: string } }).data.task_id}` });
-    }
+    const targets = await readTargets(instances);
     await measure('read-info-log', 'Read one task, LOG_LEVEL=info', reference, { method: 'GET', path: targets[0].path }, targets);
   }
   for (const instance of instances) await stop(instance.server);
@@ -279,7 +253,7 @@ async function listScenarios(reference: ChildServer): Promise<void> {
   for (const depth of ['first', 'deep'] as const) {
     const pathFor = (which: 'small' | 'large') => `/api/v1/images/generations?limit=20${depth === 'deep' ? `&cursor=${cursors[which]}` : ''}`;
     const targets: Target[] = [
-      { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { method: 'GET', path: '/api/v1/images/generations' } },
+      { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { method: 'GET', path: CREATE_PATH } },
       ...compared.map((c) => ({ name: c.name, baseUrl: c.server.url, pid: c.server.pid, request: { method: 'GET' as const, path: pathFor('small'), headers: auth } })),
       { name: 'small', baseUrl: small.url, pid: small.pid, request: { method: 'GET', path: pathFor('small'), headers: auth } },
       { name: 'large', baseUrl: large.url, pid: large.pid, request: { method: 'GET', path: pathFor('large'), headers: auth } },
@@ -401,7 +375,7 @@ async function endToEndScenario(): Promise<void> {
   let failures = 0;
   for (let i = 0; i < E2E_TASKS + 1; i++) {
     const started = performance.now();
-    const created = await postJson(service, '/api/v1/images/generations', auth, {
+    const created = await postJson(service, CREATE_PATH, auth, {
       model: 'alpha-pro',
       prompt: `${PROMPT} #${i}`,
       parameters: { aspect_ratio: '1:1', resolution: '1K' },
@@ -466,6 +440,26 @@ async function measure(
 
 function httpRow(id: string, title: string, service: Summary, reference: Summary, serviceSamples: LoadSample[], referenceSamples: LoadSample[], connections = CONNECTIONS) {
   return { id, title, connections, service, reference, serviceSamples, referenceSamples };
+}
+
+/** Create targets: one client key per connection (plus extraHeaders), drained between runs. */
+async function createTargets(instances: Instance[], extraHeaders: Record<string, string> = {}) {
+  const targets = [];
+  for (const instance of instances) {
+    const perConnection = (await clientKeys(instance)).map((headers) => ({ headers: { ...headers, ...extraHeaders } }));
+    targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
+  }
+  return targets;
+}
+
+/** Read targets: one task created in each instance, read by id. */
+async function readTargets(instances: Instance[]) {
+  const targets = [];
+  for (const instance of instances) {
+    const created = await postJson(instance.server, CREATE_PATH, instance.auth, { model: 'beta-v5-pro', prompt: PROMPT });
+    targets.push({ ...instance, path: `${CREATE_PATH}/${(created.body as { data: { task_id: string } }).data.task_id}` });
+  }
+  return targets;
 }
 
 /**
