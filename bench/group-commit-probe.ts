@@ -37,6 +37,7 @@ try {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${synchronous}`);
     db.pragma('foreign_keys = ON');
+    db.pragma('temp_store = MEMORY'); // as the store: savepoint sub-journals in memory
     for (const migration of SQLITE_MIGRATIONS) db.exec(migration);
     const accountId = newIdAt(new Date());
     db.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)').run(accountId, 'probe', 1e12, Date.now());

@@ -132,7 +132,7 @@ function parseTokens(text: string): number {
 }
 
 async function serve(config: Config, options: { workers: number }): Promise<number> {
-  const runtime = await openRuntime(config);
+  const runtime = await openRuntime(config, { longRunning: true });
   if (runtime.store.kind === 'sqlite' && (await runtime.store.countAccounts()) === 0) {
     await printDevelopmentKey(runtime, config);
   }
@@ -162,7 +162,7 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
 
 async function workerCommand(config: Config): Promise<number> {
   if (config.WORKER_CONCURRENCY === 0) throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
-  const runtime = await openRuntime(config);
+  const runtime = await openRuntime(config, { longRunning: true });
   const log = pino({ level: config.LOG_LEVEL });
   const worker = buildBackgroundWork(config, runtime, { log });
   worker.start();

@@ -17,12 +17,20 @@ export interface Runtime {
 
 export class UnsupportedConfigurationError extends Error {}
 
-export function openStore(config: Config): Store {
+/**
+ * @param longRunning serve and worker: checkpoints move to a thread of their own. A one-shot CLI
+ * command makes a handful of commits and needs no thread.
+ */
+export function openStore(config: Config, options: { longRunning?: boolean } = {}): Store {
   if (config.DATABASE_URL) {
     throw new UnsupportedConfigurationError('DATABASE_URL (PostgreSQL) is not supported by this build yet; unset it to use the embedded SQLite store.');
   }
   fs.mkdirSync(config.DATA_DIR, { recursive: true });
-  return new SqliteStore(sqlitePath(config));
+  return new SqliteStore(sqlitePath(config), {
+    checkpointInBackground: options.longRunning
+      ? { onCheckpointError: (message) => process.emitWarning(`SQLite checkpoint failed: ${message}`) }
+      : undefined,
+  });
 }
 
 export function openBlobStore(config: Config): BlobStore {
@@ -32,8 +40,8 @@ export function openBlobStore(config: Config): BlobStore {
   return new FsBlobStore(path.join(config.DATA_DIR, 'blobs'));
 }
 
-export async function openRuntime(config: Config): Promise<Runtime> {
-  const store = openStore(config);
+export async function openRuntime(config: Config, options: { longRunning?: boolean } = {}): Promise<Runtime> {
+  const store = openStore(config, options);
   await store.migrate();
   const blobs = openBlobStore(config);
   const mediaSigningSecret = config.MEDIA_SIGNING_SECRET ?? loadOrCreateSecret(config.DATA_DIR, 'media-signing-secret');

@@ -1,0 +1,51 @@
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import type { CheckpointerMessage, CheckpointerReport } from './checkpoint-worker.js';
+
+/**
+ * WAL checkpoints on a thread of their own. A checkpoint copies the pages committed to the WAL back
+ * into the database file and syncs it; run by the committing connection (SQLite's default, every
+ * 1000 pages) it held the event loop for about a tenth of a create's time under load (BENCHMARKS.md,
+ * "Optimisations"). Here the store only posts a message after each commit, and a PASSIVE checkpoint
+ * runs beside the next requests: it never blocks the writer nor readers.
+ */
+export class BackgroundCheckpointer {
+  private readonly worker: Worker;
+  private readonly exited: Promise<void>;
+  private requested = false;
+
+  constructor(filename: string, onError: (message: string) => void) {
+    // The worker is the sibling module, as TypeScript under a loader or as compiled JavaScript.
+    const ownExtension = extname(fileURLToPath(import.meta.url));
+    this.worker = new Worker(new URL(`./checkpoint-worker${ownExtension}`, import.meta.url), { workerData: { filename } });
+    this.worker.unref();
+    this.worker.on('message', (report: CheckpointerReport) => {
+      if ('checkpointError' in report) onError(report.checkpointError);
+    });
+    this.exited = new Promise((resolve) => {
+      this.worker.once('exit', () => resolve());
+      this.worker.once('error', (error) => {
+        onError(error.message);
+        resolve();
+      });
+    });
+  }
+
+  /** After a commit: one message per turn of the event loop at most. */
+  committed(): void {
+    if (this.requested) return;
+    this.requested = true;
+    queueMicrotask(() => {
+      this.requested = false;
+      this.worker.postMessage('committed' satisfies CheckpointerMessage);
+    });
+  }
+
+  async stop(): Promise<void> {
+    // Unreferenced so far so that a store left open does not keep a process alive; a close waits.
+    this.worker.ref();
+    this.worker.postMessage('stop' satisfies CheckpointerMessage);
+    await this.exited;
+  }
+}
