@@ -88,6 +88,17 @@ for (const adapter of ADAPTERS) {
       await assertLedgerInvariant(t, store, accountId);
     });
 
+    t.test('an account both at its cap and short of tokens is refused for the cap', async (t) => {
+      // The cap is the one a client can wait out (429 with Retry-After); a 402 would send it to top up.
+      const store = await adapter.open(t);
+      const accountId = await newAccount(store, 50);
+      await store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 1 });
+      await t.rejects(store.insertTaskWithDebit(newTask(accountId, '4K'), { maxActiveTasks: 1 }), { code: 'too_many_active_tasks' }, 'at the cap, 25 tokens for a 50-token task');
+      await t.rejects(store.insertTaskWithDebit(newTask(accountId, '4K'), { maxActiveTasks: 2 }), { code: 'insufficient_tokens' }, 'under the cap: the balance refuses');
+      t.equal((await store.getAccount(accountId))!.balance, 25, 'neither refusal debited');
+      await assertLedgerInvariant(t, store, accountId);
+    });
+
     t.test('refundTask called 10 times concurrently refunds once', async (t) => {
       const store = await adapter.open(t);
       const accountId = await newAccount(store, 100);
