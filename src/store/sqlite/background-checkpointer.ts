@@ -8,7 +8,7 @@ import type { CheckpointerMessage, CheckpointerReport } from './checkpoint-worke
  * into the database file and syncs it; run by the committing connection (SQLite's default, every
  * 1000 pages) it held the event loop for about a tenth of a create's time under load (BENCHMARKS.md,
  * "Optimisations"). Here the store only posts a message after each commit, and a PASSIVE checkpoint
- * runs beside the next requests: it never blocks the writer nor readers.
+ * runs beside the next requests: it blocks neither the writer nor readers.
  */
 export class BackgroundCheckpointer {
   private readonly worker: Worker;
@@ -20,9 +20,7 @@ export class BackgroundCheckpointer {
     const ownExtension = extname(fileURLToPath(import.meta.url));
     this.worker = new Worker(new URL(`./checkpoint-worker${ownExtension}`, import.meta.url), { workerData: { filename } });
     this.worker.unref();
-    this.worker.on('message', (report: CheckpointerReport) => {
-      if ('checkpointError' in report) onError(report.checkpointError);
-    });
+    this.worker.on('message', (report: CheckpointerReport) => onError(report.checkpointError));
     this.exited = new Promise((resolve) => {
       this.worker.once('exit', () => resolve());
       this.worker.once('error', (error) => {

@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { parentPort, workerData } from 'node:worker_threads';
 
 export type CheckpointerMessage = 'committed' | 'stop';
-export type CheckpointerReport = { checkpointError: string } | { stopped: true };
+export type CheckpointerReport = { checkpointError: string };
 
 const { filename } = workerData as { filename: string };
 const port = parentPort!;
@@ -20,7 +20,7 @@ db.pragma('busy_timeout = 100');
  * every commit in that time at once: the hot pages of a busy store (the tail of each index, the
  * accounts' rows) are then written to the database file and synced once, not once per commit.
  * Checkpointing at once after each commit gained 2–8 % more creates per second over SQLite's
- * checkpoints in the commits; waiting 50 ms, 28–34 % (BENCHMARKS.md, "Optimisations").
+ * checkpoints in the commits; waiting 50 ms, 26–36 % (BENCHMARKS.md, "Optimisations").
  */
 const COALESCE_MS = 50;
 
@@ -39,7 +39,7 @@ port.on('message', (message: CheckpointerMessage) => {
   if (message === 'stop') {
     if (pending) clearTimeout(pending);
     db.close();
-    port.postMessage({ stopped: true } satisfies CheckpointerReport);
+    // With the port closed the thread has nothing left to do and exits, which stop() awaits.
     port.close();
     return;
   }
