@@ -1,9 +1,8 @@
 import { existsSync, statSync } from 'node:fs';
 import t from 'tap';
 import type { Test } from 'tap';
-import { createTask } from '../../src/core/task.js';
-import { newIdAt } from '../../src/ids.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 
 /**
  * With checkpointInBackground (serve and worker processes), WAL checkpoints run on a thread of
@@ -18,17 +17,9 @@ async function storeWithTasks(t: Test, options: ConstructorParameters<typeof Sql
   const store = new SqliteStore(path, options);
   await store.migrate();
   const sizeBefore = statSync(path).size;
-  const now = new Date();
-  const account = await store.createAccount({ id: newIdAt(now), name: 'checkpoints', initialTokens: 1_000_000, now });
-  await Promise.all(
-    Array.from({ length: 200 }, () =>
-      store.insertTaskWithDebit(
-        createTask({ model: 'alpha-pro', prompt: 'a lighthouse at dawn, seen from the sea', parameters: {} } as never, { accountId: account.id, now, newId: () => newIdAt(now) }),
-        { maxActiveTasks: 1000 },
-      ),
-    ),
-  );
-  return { store, path, sizeBefore, accountId: account.id };
+  const accountId = await newAccountWithTokens(store, 1_000_000);
+  await Promise.all(Array.from({ length: 200 }, () => insertTask(store, accountId)));
+  return { store, path, sizeBefore, accountId };
 }
 
 async function waitUntil(condition: () => boolean, ms: number): Promise<boolean> {

@@ -1,9 +1,8 @@
 import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Test } from 'tap';
-import { createTask } from '../../src/core/task.js';
-import { newIdAt } from '../../src/ids.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 
 /**
  * Claims and leases commit without waiting for the disk (SqliteStore.writeUnsynced); everything a
@@ -40,12 +39,11 @@ async function openStore(t: Test) {
 t.test('every claim and lease leaves the connection committing with FULL', async (t) => {
   const { store, path } = await openStore(t);
   t.equal(store.synchronousMode(), FULL, 'FULL from the start');
+  const accountId = await newAccountWithTokens(store, 1000);
+  const task = await insertTask(store, accountId);
   const now = new Date();
-  const account = await store.createAccount({ id: newIdAt(now), name: 'durability', initialTokens: 1000, now });
-  const task = createTask({ model: 'alpha-pro', prompt: 'a lighthouse at dawn', parameters: {} } as never, { accountId: account.id, now, newId: () => newIdAt(now) });
-  await store.insertTaskWithDebit(task, { maxActiveTasks: 10 });
 
-  const claim = await store.claimIdempotencyKey({ accountId: account.id, key: 'k1', fingerprint: 'f', leaseToken: 'l', now, leaseMs: 60_000, ttlMs: 86_400_000 });
+  const claim = await store.claimIdempotencyKey({ accountId, key: 'k1', fingerprint: 'f', leaseToken: 'l', now, leaseMs: 60_000, ttlMs: 86_400_000 });
   t.same(claim, { outcome: 'acquired' });
   t.equal(store.synchronousMode(), FULL, 'after an Idempotency-Key claim');
   const claimed = await store.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
