@@ -13,7 +13,6 @@ import type { CheckpointerMessage, CheckpointerReport } from './checkpoint-worke
 export class BackgroundCheckpointer {
   private readonly worker: Worker;
   private readonly exited: Promise<void>;
-  private requested = false;
 
   constructor(filename: string, onError: (message: string) => void) {
     // The worker is the sibling module, as TypeScript under a loader or as compiled JavaScript.
@@ -30,14 +29,9 @@ export class BackgroundCheckpointer {
     });
   }
 
-  /** After a commit: one message per turn of the event loop at most. */
+  /** After a commit; the thread gathers the commits of its next 50 ms into one checkpoint. */
   committed(): void {
-    if (this.requested) return;
-    this.requested = true;
-    queueMicrotask(() => {
-      this.requested = false;
-      this.worker.postMessage('committed' satisfies CheckpointerMessage);
-    });
+    this.worker.postMessage('committed' satisfies CheckpointerMessage);
   }
 
   async stop(): Promise<void> {
