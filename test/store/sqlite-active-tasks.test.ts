@@ -3,10 +3,10 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
-import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
 import { fromTask } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 
 /**
  * The SQLite store keeps each account's number of CREATED + IN_PROGRESS tasks in
@@ -83,13 +83,8 @@ t.test('the count follows create, claim, requeue, complete, fail, cancel and the
 
 t.test('an existing database is counted when the column is added', async (t) => {
   const path = `${t.testdir({})}/store.sqlite`;
-  const before = new Database(path);
-  before.pragma('journal_mode = WAL');
-  // The schema as it was before the column, with tasks in every kind of state.
-  for (const [version, migration] of SQLITE_MIGRATIONS.slice(0, -1).entries()) {
-    before.exec(migration);
-    before.pragma(`user_version = ${version + 1}`);
-  }
+  // The schema as it was before the column (migration 4), with tasks in every kind of state.
+  const before = openAtSchemaVersion(path, 3);
   const now = new Date();
   const accountId = newIdAt(now);
   before.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)').run(accountId, 'old', 1000, now.getTime());

@@ -165,4 +165,33 @@ export const SQLITE_MIGRATIONS: string[] = [
     SELECT count(*) FROM tasks WHERE tasks.account_id = accounts.id AND tasks.status IN ('CREATED', 'IN_PROGRESS')
   );
   `,
+  `
+  -- Idempotency keys move out of a WITHOUT ROWID table keyed by (account_id, key). There every row,
+  -- with the response it replays, went to a random place in one B-tree: a few rows per page, so each
+  -- new key dirtied a page of its own (and often split it), and a lookup read pages that no cache
+  -- of bounded size keeps. In a rowid table the rows are appended, so the keys a batch records
+  -- share their pages, and only the (account_id, key) index, a tenth of the bytes, takes a random
+  -- insert and serves lookups.
+  CREATE TABLE idempotency_keys_by_rowid (
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('in_flight', 'completed')),
+    lease_token TEXT,
+    lease_expires_at INTEGER,
+    response_status INTEGER,
+    response_headers TEXT,
+    response_body BLOB,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  );
+  INSERT INTO idempotency_keys_by_rowid
+    SELECT account_id, key, fingerprint, status, lease_token, lease_expires_at, response_status, response_headers,
+           response_body, created_at, expires_at
+    FROM idempotency_keys ORDER BY created_at;
+  DROP TABLE idempotency_keys;
+  ALTER TABLE idempotency_keys_by_rowid RENAME TO idempotency_keys;
+  CREATE UNIQUE INDEX idempotency_keys_account_key ON idempotency_keys(account_id, key);
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys(expires_at);
+  `,
 ];
