@@ -28,6 +28,7 @@ import { healthRoutes } from './routes/health.js';
 import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { parseJsonBody } from './json-body.js';
 import { buildValidatorCompilerFactory } from './validation.js';
 
 export interface AppDependencies {
@@ -95,6 +96,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // Fastify parses text/plain by default; this API speaks JSON (and multipart where declared), so a
   // text body must be refused with 415 rather than reach the schema as a string.
   app.removeContentTypeParser('text/plain');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
 
   for (const schema of [...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);

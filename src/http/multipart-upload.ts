@@ -7,6 +7,7 @@ import { pipeline } from 'node:stream/promises';
 import type { FastifyMultipartBaseOptions, Multipart } from '@fastify/multipart';
 import type { FastifyRequest } from 'fastify';
 import { DomainError, type FieldError } from '../core/errors.js';
+import { escapePointer } from './problem.js';
 
 /** The one part an upload body may have. */
 export const UPLOAD_FIELD = 'file';
@@ -151,8 +152,4 @@ function malformedBody(cause: unknown): DomainError {
   return new DomainError('invalid_request', `The multipart/form-data body could not be parsed${reason}.`, [
     { pointer: '', location: 'body', code: 'malformed_multipart', detail: `The body is not well-formed multipart/form-data${reason}.` },
   ]);
-}
-
-function escapePointer(segment: string): string {
-  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
 }

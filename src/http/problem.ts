@@ -41,3 +41,8 @@ export function problemBody(code: ErrorCode, detail: string, requestId: string, 
 export function codesForStatus(status: number): ErrorCode[] {
   return (Object.keys(PROBLEM_BY_CODE) as ErrorCode[]).filter((c) => PROBLEM_BY_CODE[c].status === status);
 }
+
+/** One segment of a JSON Pointer (RFC 6901): "~" and "/" in a key are written "~0" and "~1". */
+export function escapePointer(segment: string): string {
+  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
+}

@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
 import type { FieldError } from '../core/errors.js';
+import { escapePointer } from './problem.js';
 
 /**
  * Two explicitly configured Ajv instances (DESIGN 6). Bodies are validated exactly as sent: no
@@ -116,8 +117,4 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
       detail = error.message ?? 'Invalid value.';
   }
   return { pointer, location, code, detail };
-}
-
-function escapePointer(segment: string): string {
-  return segment.replace(/~/g, '~0').replace(/\//g, '~1');
 }

@@ -299,6 +299,27 @@ for (const url of [CREATE, ESTIMATE]) {
     t.equal(res.json().code, 'invalid_json');
   });
 
+  t.test(`${url}: a "__proto__" key, or "constructor" holding "prototype", is 400 invalid_request pointing at it`, async (t) => {
+    const cases: [string, string][] = [
+      [`{"model": "alpha-pro", "prompt": "${PROMPT}", "__proto__": {"cost": 0}}`, '/__proto__'],
+      [`{"model": "alpha-pro", "prompt": "${PROMPT}", "parameters": {"constructor": {"prototype": {"cost": 0}}}}`, '/parameters/constructor'],
+      [`{"model": "alpha-pro", "prompt": "${PROMPT}", "image_reference": [{"__proto__": null}]}`, '/image_reference/0/__proto__'],
+    ];
+    for (const [body, pointer] of cases) {
+      const res = await rawPost(t, url, body, 'application/json');
+      t.equal(res.statusCode, 400);
+      t.match(res.headers['content-type'], /^application\/problem\+json/);
+      t.match(res.json(), { code: 'invalid_request', errors: [{ pointer, location: 'body', code: 'forbidden_key' }] }, pointer);
+    }
+  });
+
+  t.test(`${url}: a "constructor" key without "prototype" is an ordinary unknown field`, async (t) => {
+    const res = await rawPost(t, url, `{"model": "alpha-pro", "prompt": "${PROMPT}", "constructor": 1}`, 'application/json');
+    t.equal(res.statusCode, 400);
+    t.equal(res.json().code, 'invalid_request');
+    t.notMatch(res.json(), { errors: [{ code: 'forbidden_key' }] });
+  });
+
   t.test(`${url}: an empty JSON body is 400 invalid_json`, async (t) => {
     const res = await rawPost(t, url, '', 'application/json');
     t.equal(res.statusCode, 400);

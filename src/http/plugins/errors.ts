@@ -40,8 +40,6 @@ interface Classified {
 const CODE_BY_FASTIFY_ERROR: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
-  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
-  FST_ERR_CTP_INVALID_JSON_BODY: 'invalid_json',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
 };
 
@@ -91,10 +89,6 @@ function classify(error: FastifyError | DomainError, request: FastifyRequest): C
   if (multipartProblem) return multipartProblem;
   const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
   if (fastifyCode) return { code: fastifyCode, detail: publicDetail(fastifyCode, error, request) };
-  // The JSON parser's own SyntaxError and prototype-poisoning refusals.
-  if (error.statusCode === 400 && (error instanceof SyntaxError || /JSON|prototype|constructor/i.test(error.message))) {
-    return { code: 'invalid_json', detail: 'The body is not valid JSON.' };
-  }
   const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
   if (byStatus) return { code: byStatus, detail: error.message };
   if (error.statusCode === 503) return { code: 'unavailable', detail: 'The service is temporarily unavailable.' };
@@ -107,8 +101,6 @@ function publicDetail(code: ErrorCode, error: FastifyError, request: FastifyRequ
       return `This endpoint accepts ${(request.routeOptions.schema?.consumes ?? ['application/json']).join(' or ')} bodies.`;
     case 'payload_too_large':
       return 'The request body is larger than this endpoint accepts.';
-    case 'invalid_json':
-      return 'The body is empty or not valid JSON.';
     default:
       return error.message;
   }
