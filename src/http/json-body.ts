@@ -24,7 +24,7 @@ export function parseJsonBody(_request: FastifyRequest, body: string, done: (err
   }
   const forbidden = value === null ? forbiddenKeyPointer(JSON.parse(body)) : null;
   if (forbidden !== null) {
-    const detail = 'Keys named "__proto__", and "constructor" holding "prototype", are no field of any request.';
+    const detail = 'A key named "__proto__" (or "constructor" holding "prototype") is not a field of any request.';
     done(new DomainError('invalid_request', `body ${forbidden}: ${detail}`, [{ pointer: forbidden, location: 'body', code: 'forbidden_key', detail }]));
     return;
   }
