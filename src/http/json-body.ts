@@ -11,7 +11,7 @@ import { escapePointer } from './problem.js';
  */
 export function parseJsonBody(_request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
   if (body.length === 0) {
-    done(new DomainError('invalid_json', 'The body is empty; this endpoint takes a JSON object.'));
+    done(new DomainError('invalid_json', 'The body is empty, but its Content-Type says JSON: send a JSON body, or no Content-Type.'));
     return;
   }
   let value: unknown;
