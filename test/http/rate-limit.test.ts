@@ -71,6 +71,16 @@ t.test('creates and other requests have separate budgets', async (t) => {
   t.equal(estimate.statusCode, 429, 'every other /api/v1 route shares the request budget');
 });
 
+t.test('a HEAD request (fastify adds one per GET route) spends one request, as its GET does', async (t) => {
+  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_REQUESTS_PER_MIN: '3' });
+  const { auth } = await newAccount(100);
+  const head = await app.inject({ method: 'HEAD', url: ACCOUNT, headers: auth });
+  t.equal(head.statusCode, 200);
+  t.equal(head.headers['ratelimit-remaining'], '2');
+  const get = await app.inject({ method: 'GET', url: ACCOUNT, headers: auth });
+  t.equal(get.headers['ratelimit-remaining'], '1');
+});
+
 t.test('limits are per API key, not per account', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1' });
   const { accountId, auth } = await newAccount(1000);

@@ -4,6 +4,12 @@ import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.j
 import { fieldErrorOf } from '../validation.js';
 
 /**
+ * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
+ * 429 that has no window to wait out, rather than a promise.
+ */
+const UNTIMED_429_RETRY_AFTER_SECONDS = 5;
+
+/**
  * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
  * (DESIGN 3.7). 5xx bodies say nothing about the cause; the log has it with the request id.
  */
@@ -28,6 +34,9 @@ export function sendProblem(
 ): FastifyReply {
   const body = problemBody(code, detail, String(request.id), fieldErrors);
   if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+  // Every 429 tells the client when to come back. The rate limits set their window's end; the rest
+  // (too_many_active_tasks) have no window to wait for.
+  if (body.status === 429 && !reply.hasHeader('retry-after')) reply.header('retry-after', UNTIMED_429_RETRY_AFTER_SECONDS);
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 

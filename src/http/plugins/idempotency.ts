@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAsyncHookHandler } from 'fastify';
 import { DomainError } from '../../core/errors.js';
 import {
   IDEMPOTENCY_KEY_MAX_LENGTH,
@@ -10,6 +10,7 @@ import {
   type IdempotencyService,
 } from '../../services/idempotency.js';
 import type { StoredResponse } from '../../store/port.js';
+import { withRouteHook } from '../route-hooks.js';
 
 /**
  * Idempotency-Key (DESIGN 3.8) as a per-route opt-in:
@@ -96,30 +97,32 @@ export interface IdempotencyPluginOptions {
   service: IdempotencyService;
 }
 
-/** Registers the hooks in an authenticated scope (they need `request.caller`). */
+/**
+ * Registers the hooks in an authenticated scope (they need `request.caller`). They are attached to
+ * the routes that opt in, not to the scope: every other request (reads above all) would otherwise
+ * pay two async hooks that have nothing to do (BENCHMARKS.md, "Optimisations").
+ */
 export function registerIdempotency(scope: FastifyInstance, { service }: IdempotencyPluginOptions): void {
   scope.decorateRequest('idempotency', null);
 
   // preHandler: after authentication, rate limiting and validation, so that a refused request
   // never takes a key and the fingerprint is computed from a body known to be well-formed.
-  scope.addHook('preHandler', async (request, reply) => {
-    const mode = request.routeOptions.config.idempotent;
-    if (!mode) return;
+  const claimKey: preHandlerAsyncHookHandler = async function (request, reply) {
     const header = request.headers[IDEMPOTENCY_KEY_HEADER];
     if (header === undefined) return;
     const key = Array.isArray(header) ? header.join(', ') : header;
     assertValidIdempotencyKey(key);
     const idempotency = new IdempotentRequest(key, request, service);
     request.idempotency = idempotency;
-    if (mode === true) {
+    if (request.routeOptions.config.idempotent === true) {
       const fingerprint = jsonRequestFingerprint(request.method, request.url.split('?')[0], request.body);
       if (!(await idempotency.claim(reply, fingerprint))) return reply;
     }
-  });
+  };
 
   // onSend runs for every response, errors included, and before any byte leaves: the key is
   // settled before the client can retry.
-  scope.addHook('onSend', async (request, reply, payload) => {
+  const settleKey: onSendAsyncHookHandler = async function (request, reply, payload) {
     const held = request.idempotency?.held;
     if (!held) return payload;
     request.idempotency!.held = null;
@@ -137,6 +140,12 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
       request.log.error({ err }, 'could not settle the idempotency key');
     }
     return payload;
+  };
+
+  scope.addHook('onRoute', (route) => {
+    if (!route.config?.idempotent) return;
+    route.preHandler = withRouteHook(route.preHandler, claimKey);
+    route.onSend = withRouteHook(route.onSend, settleKey);
   });
 }
 

@@ -23,11 +23,14 @@ export function registerMetrics(app: FastifyInstance): Registry {
     registers: [registry],
   });
 
-  app.addHook('onResponse', async (request, reply) => {
+  // A callback hook, not async: it never waits, and it runs on every request (see app.ts).
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    if (route === '/metrics') return;
-    duration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
-    if (reply.statusCode >= 400) problems.inc({ status: String(reply.statusCode) });
+    if (route !== '/metrics') {
+      duration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+      if (reply.statusCode >= 400) problems.inc({ status: String(reply.statusCode) });
+    }
+    done();
   });
 
   app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {

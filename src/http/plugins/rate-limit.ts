@@ -1,7 +1,8 @@
 import rateLimit, { normalizeIP, type errorResponseBuilderContext } from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { Redis } from 'ioredis';
 import { DomainError } from '../../core/errors.js';
+import { withRouteHook } from '../route-hooks.js';
 import type { AuthFailureLimiter } from './auth.js';
 
 /**
@@ -9,8 +10,9 @@ import type { AuthFailureLimiter } from './auth.js';
  * other request, and a budget of failed authentications per client address. Counters live in
  * process memory, or in Redis when a client is given so that every API process shares them.
  *
- * The per-key budgets need `request.caller`, so their hook is added by the app after
- * authentication; a route joins the creates budget with `config: { rateLimitBudget: 'creates' }`.
+ * The per-key budgets need `request.caller`: each route of the scope gets its budget's hook as a
+ * route-level onRequest hook, which fastify runs after the scope's own (authentication). A route
+ * joins the creates budget with `config: { rateLimitBudget: 'creates' }`.
  */
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -21,11 +23,6 @@ declare module 'fastify' {
 const WINDOW_MS = 60_000;
 /** In-memory counters kept at most; past it the oldest windows are forgotten first. */
 const MEMORY_STORE_MAX_KEYS = 100_000;
-/**
- * A 429 for too many active tasks has no window to wait for; tasks of the local renderer finish in
- * well under this, so it is a sensible first retry rather than a promise.
- */
-const ACTIVE_TASKS_RETRY_AFTER_SECONDS = 5;
 
 export interface RateLimitSettings {
   createsPerMin: number;
@@ -38,12 +35,10 @@ export interface RateLimitSettings {
 }
 
 export interface RateLimits {
-  /** The onRequest hook of the per-key budgets; add it after authentication. */
-  limitPerKey: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   authFailures: AuthFailureLimiter;
 }
 
-type LimitHandler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
+type LimitHandler = onRequestAsyncHookHandler;
 
 export async function registerRateLimits(scope: FastifyInstance, settings: RateLimitSettings): Promise<RateLimits> {
   await scope.register(rateLimit, {
@@ -75,17 +70,14 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
     keyGenerator: (request) => `auth-failures:${normalizeIP(request.ip)}`,
   });
 
-  // Every 429 tells the client when to come back, including too_many_active_tasks.
-  scope.addHook('onSend', async (_request, reply, payload) => {
-    if (reply.statusCode === 429 && !reply.hasHeader('retry-after')) reply.header('retry-after', ACTIVE_TASKS_RETRY_AFTER_SECONDS);
-    return payload;
+  // Each route gets its own budget's limiter as it is, rather than a hook on the scope that picks one
+  // per request: one async hook less on every request (BENCHMARKS.md, "Optimisations").
+  scope.addHook('onRoute', (route) => {
+    const limit = route.config?.rateLimitBudget === 'creates' ? creates : requests;
+    route.onRequest = withRouteHook(route.onRequest, limit);
   });
 
   return {
-    async limitPerKey(request, reply) {
-      const limit = request.routeOptions.config.rateLimitBudget === 'creates' ? creates : requests;
-      await limit.call(scope, request, reply);
-    },
     authFailures: {
       async assertAllowed(request, reply) {
         const state = await authFailureCounter(request, { increment: false });
