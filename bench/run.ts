@@ -71,9 +71,12 @@ const selected = new Set<Scenario>(flags.only ? (flags.only.split(',') as Scenar
 for (const s of selected) if (!ALL_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; one of ${ALL_SCENARIOS.join(', ')}`);
 const fullRun = !flags.only && !flags.quick && !flags.profile && !flags['compare-root'];
 const runtime = flags.runtime as ServiceRuntime;
-const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 3));
+// Five short rounds rather than three long ones in the same time: the per-round ratios of one run
+// on a shared 2-core machine scatter by ±5 points, and a median of five holds against one or two
+// rounds that a neighbour spoiled.
+const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 5));
 const CONNECTIONS = Number(flags.connections);
-const LOAD: LoadOptions = { connections: CONNECTIONS, warmupSec: flags.quick ? 1 : 2, durationSec: Number(flags.duration ?? (flags.quick ? 3 : 5)) };
+const LOAD: LoadOptions = { connections: CONNECTIONS, warmupSec: 1, durationSec: Number(flags.duration ?? (flags.quick ? 3 : 4)) };
 const LIST_SMALL = 10_000;
 const LIST_LARGE = Number(flags['list-size']);
 const UPLOAD_BYTES = 10 * 1024 * 1024;
@@ -316,7 +319,7 @@ async function uploadScenario(reference: ChildServer): Promise<void> {
   log(`  ${CONCURRENT_UPLOADS} at once: RSS ${mib(baseline)} → ${mib(peak)} MiB (+${mib(peak - baseline)} MiB), statuses ${JSON.stringify(burst.statusCodes)}`);
 
   // Throughput: one upload at a time, back to back.
-  const options: LoadOptions = { connections: 1, warmupSec: 1, durationSec: flags.quick ? 3 : 5, timeoutSec: 60 };
+  const options: LoadOptions = { connections: 1, warmupSec: 1, durationSec: LOAD.durationSec, timeoutSec: 60 };
   log(`upload ${mib(png.length)} MiB PNG, one at a time: ${ROUNDS} rounds of reference / service`);
   const { samples } = await alternate(
     [
