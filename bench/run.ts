@@ -20,7 +20,8 @@
  *                                          in the same rounds (create, create-i2i, create-idem, read, create-info-log,
  *                                          list at 10k): A/B figures with the drift cancelled
  *
- * Scenarios: create, create-i2i, create-idem, read, list, create-info-log, read-info-log, upload, renderer, e2e.
+ * Scenarios: create, create-i2i, create-idem, read, list, create-info-log, upload, renderer, e2e; on request
+ * only: read-info-log, create-refused-idem.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -47,7 +48,7 @@ import {
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 
-const ALL_SCENARIOS = ['create', 'create-i2i', 'create-idem', 'read', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
+const ALL_SCENARIOS = ['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 
 const { values: flags } = parseArgs({
@@ -65,8 +66,9 @@ const { values: flags } = parseArgs({
   },
 });
 
-/** Run by default; read-info-log only on request (--only), to keep a full run well under 10 minutes. */
-const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => s !== 'read-info-log');
+/** Run by default; the others only on request (--only), to keep a full run well under 10 minutes. */
+const ON_REQUEST_ONLY: readonly Scenario[] = ['read-info-log', 'create-refused-idem'];
+const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => !ON_REQUEST_ONLY.includes(s));
 const selected = new Set<Scenario>(flags.only ? (flags.only.split(',') as Scenario[]) : DEFAULT_SCENARIOS);
 for (const s of selected) if (!ALL_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; one of ${ALL_SCENARIOS.join(', ')}`);
 const fullRun = !flags.only && !flags.quick && !flags.profile && !flags['compare-root'];
@@ -124,7 +126,7 @@ try {
   const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
   if (reference) children.push(reference);
 
-  if ((['create', 'create-i2i', 'create-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
+  if ((['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
   if (selected.has('create-info-log') || selected.has('read-info-log')) await withInfoLogging(reference!);
   if (selected.has('list')) await listScenarios(reference!);
   if (selected.has('upload')) await uploadScenario(reference!);
@@ -200,6 +202,13 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
     // in the create's own transaction).
     const targets = await createTargets(instances, { 'idempotency-key': 'bench-[<id>]' });
     await measure('create-idem', 'Create text-to-image, new Idempotency-Key each', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE, uniqueIds: true }, targets);
+  }
+  if (selected.has('create-refused-idem')) {
+    // Every create refused (402: an account without tokens), each with a new Idempotency-Key, which
+    // is claimed and then released as the refusal is sent. Against the reference's 202.
+    const targets = [];
+    for (const instance of instances) targets.push({ ...instance, auth: await accountWithoutTokens(instance) });
+    await measure('create-refused-idem', 'Create refused (402), new Idempotency-Key each', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE, uniqueIds: true }, targets.map((t) => ({ ...t, auth: { ...t.auth, 'idempotency-key': 'bench-[<id>]' } })));
   }
   if (selected.has('read')) {
     const targets = await readTargets(instances);
@@ -480,6 +489,17 @@ async function clientKeys(instance: Instance): Promise<Record<string, string>[]>
       keys.push({ authorization: `Bearer ${key}` });
     }
     return keys;
+  } finally {
+    await store.close();
+  }
+}
+
+/** The Authorization header of a new account with no tokens, written through the store beside the service. */
+async function accountWithoutTokens(instance: Instance): Promise<Record<string, string>> {
+  const store = new SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
+  try {
+    const { key } = await createAccountWithKey(store, { name: 'bench-no-tokens', tokens: 0, now: new Date() });
+    return { authorization: `Bearer ${key}` };
   } finally {
     await store.close();
   }

@@ -14,6 +14,12 @@ import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 const FULL = 2;
 
 class InspectableStore extends SqliteStore {
+  /** The synchronous mode in force at each transaction the store ran (write is every transaction's way in). */
+  readonly commitModes: number[] = [];
+  protected override write<T>(fn: () => T): T {
+    this.commitModes.push(this.synchronousMode());
+    return super.write(fn);
+  }
   synchronousMode(): number {
     return this.pragmaValue('synchronous');
   }
@@ -59,6 +65,22 @@ t.test('every claim and lease leaves the connection committing with FULL', async
   t.teardown(() => reader.close());
   t.match(reader.prepare('SELECT status, attempt FROM tasks WHERE id = ?').get(task.id), { status: 'IN_PROGRESS', attempt: 1 });
   t.match(reader.prepare('SELECT status FROM idempotency_keys WHERE key = ?').get('k1'), { status: 'in_flight' });
+});
+
+t.test('releasing an Idempotency-Key (a refused request) is one unsynced transaction, like its claim', async (t) => {
+  // An autocommit would be a sync under FULL: one fsync on the event loop for every refused create.
+  const { store, path } = await openStore(t);
+  const accountId = await newAccountWithTokens(store, 1000);
+  const held = { accountId, key: 'refused', leaseToken: 'l' };
+  await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
+  const NORMAL = 1;
+  store.commitModes.length = 0;
+  await store.releaseIdempotencyKey(held);
+  t.same(store.commitModes, [NORMAL], 'one transaction, committed without a sync');
+  t.equal(store.synchronousMode(), FULL, 'and FULL again after it');
+  const reader = new Database(path, { readonly: true });
+  t.teardown(() => reader.close());
+  t.equal(reader.prepare('SELECT 1 FROM idempotency_keys WHERE key = ?').get('refused'), undefined, 'the key is free for a retry');
 });
 
 t.test('an unsynced write that throws rolls back and still restores FULL', async (t) => {
