@@ -12,6 +12,7 @@ import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
  */
 
 const FULL = 2;
+const NORMAL = 1;
 
 class InspectableStore extends SqliteStore {
   /** The synchronous mode in force at each transaction the store ran (write is every transaction's way in). */
@@ -73,7 +74,6 @@ t.test('releasing an Idempotency-Key (a refused request) is one unsynced transac
   const accountId = await newAccountWithTokens(store, 1000);
   const held = { accountId, key: 'refused', leaseToken: 'l' };
   await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
-  const NORMAL = 1;
   store.commitModes.length = 0;
   await store.releaseIdempotencyKey(held);
   t.same(store.commitModes, [NORMAL], 'one transaction, committed without a sync');
@@ -81,6 +81,26 @@ t.test('releasing an Idempotency-Key (a refused request) is one unsynced transac
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
   t.equal(reader.prepare('SELECT 1 FROM idempotency_keys WHERE key = ?').get('refused'), undefined, 'the key is free for a retry');
+});
+
+t.test('deleting a media commits synced; marking its blob deleted is one unsynced transaction', async (t) => {
+  const { store } = await openStore(t);
+  const accountId = await newAccountWithTokens(store, 1000);
+  const now = new Date();
+  const media = {
+    id: '0193c1f0-0000-7000-8000-00000000d001', accountId, source: 'upload' as const, contentType: 'image/png', width: 1, height: 1,
+    sizeBytes: 1, sha256: 'ab', blobKey: 'blobs/d001', taskId: null, createdAt: now, expiresAt: new Date(now.getTime() + 3_600_000),
+  };
+  // A blob is reserved (queued for deletion in the future) before its row is inserted.
+  await store.scheduleBlobDeletion(media.blobKey, new Date(now.getTime() + 60_000));
+  t.ok(await store.insertMedia(media, now));
+  store.commitModes.length = 0;
+  t.equal(await store.deleteMedia(accountId, media.id, now), media.blobKey);
+  t.same(store.commitModes, [FULL], 'the 204 of a delete reports it: synced');
+  store.commitModes.length = 0;
+  await store.completeBlobDeletion(media.blobKey, now);
+  t.same(store.commitModes, [NORMAL], 'bookkeeping: no sync (a lost one only deletes a missing blob again)');
+  t.same(await store.listDueBlobDeletions(now, 10), []);
 });
 
 t.test('an unsynced write that throws rolls back and still restores FULL', async (t) => {

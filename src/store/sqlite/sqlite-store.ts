@@ -398,13 +398,13 @@ export class SqliteStore implements Store {
   }
 
   async deleteMedia(accountId: string, mediaId: string, now: Date): Promise<string | null> {
-    return this.write(() => {
+    return this.groupCommit(() => {
       const row = this.statement('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key')
         .get(mediaId, accountId, now.getTime()) as { blob_key: string } | undefined;
       if (!row) return null;
       this.queueBlobDeletion(row.blob_key, now.getTime());
       return row.blob_key;
-    });
+    }, { durable: true });
   }
 
   async deleteExpiredMedia(now: Date, limit: number): Promise<number> {
@@ -426,7 +426,11 @@ export class SqliteStore implements Store {
   }
 
   async completeBlobDeletion(blobKey: string, now: Date): Promise<void> {
-    this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
+    // Bookkeeping: if a power cut undoes it, the blob's deletion is simply done again (deleting a
+    // missing blob succeeds). As an autocommit it was a sync per blob on the event loop.
+    await this.groupCommit(() => {
+      this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
+    }, { durable: false });
   }
 
   private queueBlobDeletion(blobKey: string, dueAt: number): void {
@@ -737,7 +741,9 @@ export class SqliteStore implements Store {
 
   async recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void> {
     const { attempt } = input;
-    this.write(() => {
+    // Reported to the account (the delivery log), so synced; in the group commit, so that a
+    // dispatcher in the API's process does not hold its event loop for a sync of its own.
+    await this.groupCommit(() => {
       this.statement('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)')
         .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
       this.statement(
@@ -745,7 +751,7 @@ export class SqliteStore implements Store {
            WHERE id = ?`,
         )
         .run(input.status, msOrNull(input.nextAttemptAt), attempt.statusCode, attempt.error, input.now.getTime(), input.deliveryId);
-    });
+    }, { durable: true });
   }
 
   async listWebhookDeliveries(
