@@ -88,3 +88,24 @@ t.test('each key is cached on its own: two keys of one account are two callers',
   t.equal(await keyIdOf(first.key), firstId, 'cached answers keep their own caller');
   t.equal(await keyIdOf(second.key), second.record.id);
 });
+
+t.test("a key's last use is recorded with its first request, then at most once a minute", async (t) => {
+  const clock = manualClock();
+  const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
+  const { accountId, auth } = await newAccount();
+  const lastUsed = async () => (await store.listApiKeys(accountId))[0].lastUsedAt?.toISOString() ?? null;
+  t.equal(await lastUsed(), null, 'never used yet');
+
+  const first = clock.now().toISOString();
+  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200);
+  t.equal(await lastUsed(), first, 'recorded by the first request');
+
+  clock.advance(59_000);
+  await app.inject({ method: 'GET', url: ACCOUNT, headers: auth });
+  t.equal(await lastUsed(), first, 'not written again within the minute');
+
+  clock.advance(1_000);
+  const later = clock.now().toISOString();
+  await app.inject({ method: 'GET', url: ACCOUNT, headers: auth });
+  t.equal(await lastUsed(), later, 'written again once the minute is over');
+});

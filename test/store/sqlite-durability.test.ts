@@ -1,6 +1,7 @@
 import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Test } from 'tap';
+import { issueApiKey } from '../../src/services/api-keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 
@@ -101,6 +102,14 @@ t.test('deleting a media commits synced; marking its blob deleted is one unsynce
   await store.completeBlobDeletion(media.blobKey, now);
   t.same(store.commitModes, [NORMAL], 'bookkeeping: no sync (a lost one only deletes a missing blob again)');
   t.same(await store.listDueBlobDeletions(now, 10), []);
+});
+
+t.test("an API key's last use (once a minute per key, on the request path) is one unsynced transaction", async (t) => {
+  const { store } = await openStore(t);
+  const { record } = await issueApiKey(store, await newAccountWithTokens(store, 1000), 'probe', new Date());
+  store.commitModes.length = 0;
+  await store.markApiKeyUsed(record.id, new Date());
+  t.same(store.commitModes, [NORMAL]);
 });
 
 t.test('an unsynced write that throws rolls back and still restores FULL', async (t) => {
