@@ -7,23 +7,16 @@
  *   npx tsx bench/media-delete-probe.ts [/path/to/other/checkout …]
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Store } from '../src/store/port.js';
-import { REPO_ROOT } from './lib/processes.js';
+import { runProbeRounds, withProbeStore } from './lib/probe.js';
 
 const MEDIA = 2000;
 const CLIENTS = 50;
 const ROUNDS = 3;
 
-async function run(root: string): Promise<string> {
-  const { SqliteStore } = (await import(join(root, 'dist/src/store/sqlite/sqlite-store.js'))) as { SqliteStore: new (path: string) => Store };
+async function deleteAll(root: string): Promise<string> {
   const { createAccountWithKey } = await import(join(root, 'dist/src/services/api-keys.js'));
-  const dir = mkdtempSync(join(tmpdir(), 'media-delete-probe-'));
-  const store = new SqliteStore(join(dir, 'imagegen.sqlite'));
-  try {
-    await store.migrate();
+  return withProbeStore(root, {}, async (store) => {
     const { account } = await createAccountWithKey(store, { name: 'probe', tokens: 0, now: new Date() });
     const now = new Date();
     const expiresAt = new Date(now.getTime() + 86_400_000);
@@ -51,13 +44,7 @@ async function run(root: string): Promise<string> {
     const ms = performance.now() - started;
     const cpu = process.cpuUsage(cpuBefore);
     return `${MEDIA} deletes in ${ms.toFixed(0)} ms (${Math.round((MEDIA / ms) * 1000)}/s), ${Math.round((cpu.user + cpu.system) / MEDIA)} µs CPU each`;
-  } finally {
-    await store.close();
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 }
 
-const roots = [...process.argv.slice(2), REPO_ROOT];
-for (let round = 1; round <= ROUNDS; round++) {
-  for (const root of roots) console.log(`round ${round} ${root === REPO_ROOT ? 'this checkout' : root}: ${await run(root)}`);
-}
+await runProbeRounds(ROUNDS, deleteAll);

@@ -248,8 +248,12 @@ export interface IdempotencyStore {
   completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
   releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
-  /** For the sweeper: deletes keys past their expiry; returns how many. */
-  deleteExpiredIdempotencyKeys(now: Date): Promise<number>;
+  /**
+   * For the sweeper: deletes at most `limit` keys past their expiry, those that expired first;
+   * returns how many. The sweeper calls again while a call deletes `limit`, so that no single
+   * call holds the store for long however many keys expired since the last sweep.
+   */
+  deleteExpiredIdempotencyKeys(now: Date, limit: number): Promise<number>;
 }
 
 export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';

@@ -293,11 +293,24 @@ for (const adapter of ADAPTERS) {
         { outcome: 'acquired' },
         'an expired, unswept key is reusable',
       );
-      t.equal(await store.deleteExpiredIdempotencyKeys(later), 1, 'only the abandoned row had expired (old was renewed)');
-      t.equal(await store.deleteExpiredIdempotencyKeys(later), 0, 'sweeping twice deletes nothing more');
+      t.equal(await store.deleteExpiredIdempotencyKeys(later, 100), 1, 'only the abandoned row had expired (old was renewed)');
+      t.equal(await store.deleteExpiredIdempotencyKeys(later, 100), 0, 'sweeping twice deletes nothing more');
       t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'recent', fingerprint: 'fp-x', now: later })), { outcome: 'fingerprint_mismatch' }, 'unexpired keys stay');
       t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'abandoned', fingerprint: 'fp-x', now: later })), { outcome: 'acquired' }, 'the swept key is free');
-      t.equal(await store.deleteExpiredIdempotencyKeys(new Date(start + 49 * HOUR)), 3, 'everything expires');
+      t.equal(await store.deleteExpiredIdempotencyKeys(new Date(start + 49 * HOUR), 100), 3, 'everything expires');
+    });
+
+    t.test('the sweeper deletes at most its limit per call, the keys that expired first', async (t) => {
+      const store = await adapter.open(t);
+      const accountId = await newAccount(store, 0);
+      const start = Date.now();
+      for (let i = 0; i < 5; i++) await store.claimIdempotencyKey(claimInput(accountId, { key: `k${i}`, now: new Date(start + i * 1000) }));
+      const later = new Date(start + 25 * HOUR);
+      t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 2, 'two of five');
+      t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'k2', fingerprint: 'fp-x', now: new Date(start + 3000) })), { outcome: 'fingerprint_mismatch' }, 'k2 (third to expire) is still there');
+      t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'k1', fingerprint: 'fp-x', now: later })), { outcome: 'acquired' }, 'k1 (second to expire) is gone: claiming it starts afresh');
+      t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 2);
+      t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 1, 'the last one; fewer than the limit: done');
     });
   });
 }

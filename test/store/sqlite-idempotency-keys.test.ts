@@ -50,6 +50,6 @@ t.test('keys recorded before migration 5 replay, stay held and stay unique after
   t.equal(await store.completeIdempotencyKey({ accountId, key: 'held', leaseToken: 'holder', response: { statusCode: 201, headers: {}, body: Buffer.from('done') } }), true, 'and can complete it');
   const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => claim('new', 'fp-n', `t${i}`)));
   t.equal(claims.filter((c) => c.outcome === 'acquired').length, 1, 'a new key is taken once');
-  t.equal(await store.deleteExpiredIdempotencyKeys(new Date(now + day)), 2, 'the sweeper finds the old keys by expiry');
-  t.equal(await store.deleteExpiredIdempotencyKeys(new Date(now + 1000 + day)), 1, 'and the new one a second later');
+  t.equal(await store.deleteExpiredIdempotencyKeys(new Date(now + day), 100), 2, 'the sweeper finds the old keys by expiry');
+  t.equal(await store.deleteExpiredIdempotencyKeys(new Date(now + 1000 + day), 100), 1, 'and the new one a second later');
 });

@@ -1,7 +1,7 @@
 import { mkdir, readdir, utimes, writeFile } from 'node:fs/promises';
 import t from 'tap';
 import { Housekeeper } from '../../src/worker/housekeeper.js';
-import { openTestRuntime } from '../helpers/worker.js';
+import { newAccountWithTokens, openTestRuntime } from '../helpers/worker.js';
 
 t.test('a housekeeping pass removes blob writes abandoned by a crash, and leaves a fresh one alone', async (t) => {
   const deps = await openTestRuntime(t);
@@ -14,4 +14,27 @@ t.test('a housekeeping pass removes blob writes abandoned by a crash, and leaves
 
   await new Housekeeper({ store: deps.store, blobs: deps.blobs, intervalMs: 60_000 }).runOnce();
   t.same(await readdir(tempDir), ['in-progress']);
+});
+
+t.test('a housekeeping pass deletes every expired idempotency key, a bounded slice per store call', async (t) => {
+  const deps = await openTestRuntime(t);
+  const accountId = await newAccountWithTokens(deps.store, 0);
+  const twoDaysAgo = new Date(Date.now() - 48 * 3600_000);
+  const claims = Array.from({ length: 2500 }, (_, i) =>
+    deps.store.claimIdempotencyKey({ accountId, key: `k${i}`, fingerprint: 'f', leaseToken: 'l', now: twoDaysAgo, leaseMs: 60_000, ttlMs: 86_400_000 }),
+  );
+  await Promise.all(claims);
+  const fresh = { accountId, key: 'fresh', fingerprint: 'f', leaseToken: 'l', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 };
+  await deps.store.claimIdempotencyKey(fresh);
+
+  const slices: number[] = [];
+  const deleteExpired = deps.store.deleteExpiredIdempotencyKeys.bind(deps.store);
+  deps.store.deleteExpiredIdempotencyKeys = async (now, limit) => {
+    const deleted = await deleteExpired(now, limit);
+    slices.push(deleted);
+    return deleted;
+  };
+  await new Housekeeper({ store: deps.store, blobs: deps.blobs, intervalMs: 60_000 }).runOnce();
+  t.same(slices, [1000, 1000, 500], 'three slices, the last one short');
+  t.same(await deps.store.claimIdempotencyKey({ ...fresh, fingerprint: 'other' }), { outcome: 'fingerprint_mismatch' }, 'the unexpired key stays');
 });

@@ -535,8 +535,14 @@ export class SqliteStore implements Store {
     }, { durable: false });
   }
 
-  async deleteExpiredIdempotencyKeys(now: Date): Promise<number> {
-    return this.statement('DELETE FROM idempotency_keys WHERE expires_at <= ?').run(now.getTime()).changes;
+  async deleteExpiredIdempotencyKeys(now: Date, limit: number): Promise<number> {
+    // Bookkeeping (an expired key is already treated as absent), so unsynced, in the turn's batch.
+    return this.groupCommit(
+      () =>
+        this.statement('DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)')
+          .run(now.getTime(), limit).changes,
+      { durable: false },
+    );
   }
 
   // ── task execution (the tasks table is the queue) ────────────────────────────────────────────
