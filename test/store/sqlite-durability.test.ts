@@ -84,6 +84,16 @@ t.test('releasing an Idempotency-Key (a refused request) is one unsynced transac
   t.equal(reader.prepare('SELECT 1 FROM idempotency_keys WHERE key = ?').get('refused'), undefined, 'the key is free for a retry');
 });
 
+t.test('completing an Idempotency-Key outside a create (an upload) is one synced transaction', async (t) => {
+  const { store } = await openStore(t);
+  const accountId = await newAccountWithTokens(store, 1000);
+  const held = { accountId, key: 'upload', leaseToken: 'l' };
+  await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
+  store.commitModes.length = 0;
+  t.equal(await store.completeIdempotencyKey({ ...held, response: { statusCode: 201, headers: {}, body: Buffer.from('{}') } }), true);
+  t.same(store.commitModes, [FULL], 'a replay answers from it: on disk before the response');
+});
+
 t.test('deleting a media commits synced; marking its blob deleted is one unsynced transaction', async (t) => {
   const { store } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);

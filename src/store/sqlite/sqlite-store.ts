@@ -504,7 +504,9 @@ export class SqliteStore implements Store {
   }
 
   async completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean> {
-    return this.completeIdempotencyKeyInTransaction(input);
+    // A replay answers from it, so synced; in the turn's batch rather than as an autocommit of its
+    // own, which held the event loop for a sync after every idempotent upload.
+    return this.groupCommit(() => this.completeIdempotencyKeyInTransaction(input), { durable: true });
   }
 
   private completeIdempotencyKeyInTransaction(input: IdempotencyCompletion): boolean {
