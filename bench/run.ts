@@ -481,25 +481,26 @@ async function readTargets(instances: Instance[]) {
  * tasks (counted by every create against MAX_ACTIVE_TASKS) grows without bound.
  */
 async function clientKeys(instance: Instance): Promise<Record<string, string>[]> {
-  const store = new SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
-  try {
-    const keys = [instance.auth];
-    for (let i = 1; i < CONNECTIONS; i++) {
-      const { key } = await createAccountWithKey(store, { name: `bench-client-${i}`, tokens: 100_000_000, now: new Date() });
-      keys.push({ authorization: `Bearer ${key}` });
-    }
-    return keys;
-  } finally {
-    await store.close();
-  }
+  const names = Array.from({ length: CONNECTIONS - 1 }, (_, i) => `bench-client-${i + 1}`);
+  return [instance.auth, ...(await newAccountsWithKeys(instance, names, 100_000_000))];
 }
 
-/** The Authorization header of a new account with no tokens, written through the store beside the service. */
+/** The Authorization header of a new account with no tokens. */
 async function accountWithoutTokens(instance: Instance): Promise<Record<string, string>> {
+  const [auth] = await newAccountsWithKeys(instance, ['bench-no-tokens'], 0);
+  return auth;
+}
+
+/** New accounts (one per name) with `tokens` each and a key each, written through the store beside the service. */
+async function newAccountsWithKeys(instance: Instance, names: string[], tokens: number): Promise<Record<string, string>[]> {
   const store = new SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
   try {
-    const { key } = await createAccountWithKey(store, { name: 'bench-no-tokens', tokens: 0, now: new Date() });
-    return { authorization: `Bearer ${key}` };
+    const headers = [];
+    for (const name of names) {
+      const { key } = await createAccountWithKey(store, { name, tokens, now: new Date() });
+      headers.push({ authorization: `Bearer ${key}` });
+    }
+    return headers;
   } finally {
     await store.close();
   }

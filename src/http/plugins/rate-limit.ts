@@ -1,5 +1,5 @@
 import rateLimit, { normalizeIP, type errorResponseBuilderContext } from '@fastify/rate-limit';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify';
 import { Redis } from 'ioredis';
 import { DomainError } from '../../core/errors.js';
 import { withRouteHook } from '../route-hooks.js';
@@ -38,8 +38,6 @@ export interface RateLimits {
   authFailures: AuthFailureLimiter;
 }
 
-type LimitHandler = onRequestAsyncHookHandler;
-
 export async function registerRateLimits(scope: FastifyInstance, settings: RateLimitSettings): Promise<RateLimits> {
   await scope.register(rateLimit, {
     // No automatic per-route hooks: the app places the one hook itself, after authentication.
@@ -60,7 +58,7 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
       keyGenerator: (request) => `${budget}:${request.caller ? request.caller.keyId : `ip:${normalizeIP(request.ip)}`}`,
       errorResponseBuilder: (_request, context: errorResponseBuilderContext) =>
         new DomainError('rate_limited', `This API key may make ${context.max} ${budget === 'creates' ? 'creates' : 'requests'} per minute; retry in ${context.after}.`),
-    }) as unknown as LimitHandler;
+    }) as unknown as onRequestAsyncHookHandler;
   const creates = perKey('creates', settings.createsPerMin);
   const requests = perKey('requests', settings.requestsPerMin);
 
