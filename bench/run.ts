@@ -48,7 +48,7 @@ import {
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 
-const ALL_SCENARIOS = ['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
+const ALL_SCENARIOS = ['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read', 'store-floor', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 
 const { values: flags } = parseArgs({
@@ -110,6 +110,7 @@ const report: BenchReport = {
   http: [],
   listFlatness: [],
   upload: null,
+  storeFloor: null,
   renderer: null,
   e2e: null,
 };
@@ -122,11 +123,12 @@ process.once('SIGINT', () => void stopAll().then(() => process.exit(130)));
 
 try {
   if (runtime === 'dist' && !flags['no-build']) await build();
-  const needsReference = [...selected].some((s) => s !== 'renderer' && s !== 'e2e');
+  const needsReference = [...selected].some((s) => s !== 'renderer' && s !== 'e2e' && s !== 'store-floor');
   const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
   if (reference) children.push(reference);
 
   if ((['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
+  if (selected.has('store-floor')) await storeFloorScenario();
   if (selected.has('create-info-log') || selected.has('read-info-log')) await withInfoLogging(reference!);
   if (selected.has('list')) await listScenarios(reference!);
   if (selected.has('upload')) await uploadScenario(reference!);
@@ -356,6 +358,23 @@ async function uploadScenario(reference: ChildServer): Promise<void> {
   };
   log(`  ${CONCURRENT_UPLOADS} concurrent: ${JSON.stringify(report.upload)}`);
   await stop(service);
+}
+
+/** The store alone, per create and per read (bench/store-floor.ts), in a process of its own. */
+async function storeFloorScenario(): Promise<void> {
+  log('store floor: the store per create and per read, without HTTP (bench/store-floor.ts)');
+  const rounds = flags.quick ? 2 : 3;
+  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'bench/store-floor.ts'), '--rounds', String(rounds)], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  const [code] = (await once(child, 'exit')) as [number];
+  if (code !== 0) throw new Error(`store floor bench exited with ${code}`);
+  const perRound = JSON.parse(out.trim().split('\n').pop()!) as { createUs: number[]; readUs: number[] };
+  report.storeFloor = { rounds, createUs: median(perRound.createUs), readUs: median(perRound.readUs), createUsPerRound: perRound.createUs, readUsPerRound: perRound.readUs };
+  log(`  create ${perRound.createUs.join(', ')} µs; read ${perRound.readUs.join(', ')} µs`);
 }
 
 async function rendererScenario(): Promise<void> {

@@ -41,6 +41,12 @@ export interface BenchReport {
     rssGrowthMiB: number;
     peakFrom: string;
   } | null;
+  /**
+   * The store alone (bench/store-floor.ts): µs of the event loop per create and per read, medians
+   * over rounds. The service's share of the reference's req/s cannot exceed
+   * reference / (reference + store), the reference's figure being its CPU µs per request.
+   */
+  storeFloor: { rounds: number; createUs: number; readUs: number; createUsPerRound: number[]; readUsPerRound: number[] } | null;
   renderer: { pinnedToOneCpu: boolean; results: { name: string; width: number; height: number; runs: number; best_ms: number; median_ms: number; png_bytes: number }[] } | null;
   e2e: { tasks: number; resolution: string; p50Ms: number; maxMs: number; minMs: number; notCompleted: number } | null;
 }
@@ -58,9 +64,23 @@ export const LIST_FLAT_MIN_RATIO = 0.8;
 const pct = (r: number | null) => (r === null || Number.isNaN(r) ? '–' : `${(r * 100).toFixed(0)} %`);
 const ms = (n: number) => (Number.isInteger(n) ? `${n}` : n.toFixed(1));
 
+/**
+ * The most a scenario's ratio can be when the service does the reference's work plus the store's
+ * on one thread (BenchReport.storeFloor), or null without both figures.
+ */
+export function storeCeiling(row: HttpRow | undefined, storeUs: number | undefined): number | null {
+  const referenceUs = row?.reference.cpuUsPerRequest;
+  if (!referenceUs || storeUs === undefined) return null;
+  return referenceUs / (referenceUs + storeUs);
+}
+
 export function checkBudgets(report: BenchReport): BudgetCheck[] {
   const checks: BudgetCheck[] = [];
   const row = (id: string) => report.http.find((r) => r.id === id);
+  const ceilingText = (r: HttpRow | undefined, storeUs: number | undefined) => {
+    const ceiling = storeCeiling(r, storeUs);
+    return ceiling === null ? '' : `; ceiling ${pct(ceiling)} (the store alone: ${ms(storeUs!)} µs per request)`;
+  };
   for (const [id, name] of [
     ['create', 'Create text-to-image (embedded, durable)'],
     ['create-i2i', 'Create image-to-image, 8 references (same budget)'],
@@ -72,7 +92,7 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
     checks.push({
       budget: name,
       target: `≥ 50 % of reference req/s, p99 ≤ 25 ms at ${r.connections} connections`,
-      measured: `${pct(ratio)} (${r.service.rps.toFixed(0)} vs ${r.reference.rps.toFixed(0)} req/s), p99 ${ms(r.service.p99)} ms${r.service.non2xx ? `, ${r.service.non2xx} non-2xx` : ''}`,
+      measured: `${pct(ratio)} (${r.service.rps.toFixed(0)} vs ${r.reference.rps.toFixed(0)} req/s), p99 ${ms(r.service.p99)} ms${r.service.non2xx ? `, ${r.service.non2xx} non-2xx` : ''}${id === 'create' ? ceilingText(r, report.storeFloor?.createUs) : ''}`,
       met: ratio >= 0.5 && r.service.p99 <= 25 && r.service.non2xx === 0 && r.service.errors === 0,
     });
   }
@@ -81,7 +101,7 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
     checks.push({
       budget: 'Read a task',
       target: '≥ 70 % of reference req/s',
-      measured: `${pct(read.service.ratio)} (${read.service.rps.toFixed(0)} vs ${read.reference.rps.toFixed(0)} req/s), p99 ${ms(read.service.p99)} ms`,
+      measured: `${pct(read.service.ratio)} (${read.service.rps.toFixed(0)} vs ${read.reference.rps.toFixed(0)} req/s), p99 ${ms(read.service.p99)} ms${ceilingText(read, report.storeFloor?.readUs)}`,
       met: (read.service.ratio ?? 0) >= 0.7 && read.service.non2xx === 0,
     });
   }
@@ -174,6 +194,14 @@ export function renderGenerated(report: BenchReport): string {
     lines.push('');
     lines.push(`- One ${mibText(u.uploadBytes)} PNG (random pixels, so it does not compress) at a time: **${u.mbPerSec.toFixed(1)} MB/s** (the reference, which only reads and drops the body: ${u.referenceMbPerSec.toFixed(0)} MB/s). Every upload is fully decoded, re-encoded without metadata and stored before its 201.`);
     lines.push(`- ${u.concurrent} at once: statuses ${JSON.stringify(u.concurrentStatuses)} in ${u.concurrentElapsedSec.toFixed(1)} s; RSS of the service process ${u.rssBaselineMiB} MiB before, ${u.rssPeakMiB} MiB at peak: **+${u.rssGrowthMiB} MiB** (${u.peakFrom}).`);
+  }
+  if (report.storeFloor) {
+    const f = report.storeFloor;
+    const row = (id: string) => report.http.find((r) => r.id === id);
+    lines.push('');
+    lines.push('### The store alone');
+    lines.push('');
+    lines.push(`The event loop's time in the store per request, without HTTP (\`bench/store-floor.ts\`, median of ${f.rounds} rounds): a create (50 clients with an account each, group commit, background checkpointer) **${ms(f.createUs)} µs** (rounds: ${f.createUsPerRound.map(ms).join(', ')}), a read **${ms(f.readUs)} µs** (${f.readUsPerRound.map(ms).join(', ')}). The service does at least the reference's work plus the store's on one thread, so its ratio cannot exceed reference / (reference + store), with the reference's CPU µs per request from the same run: create ${pct(storeCeiling(row('create'), f.createUs))}, read ${pct(storeCeiling(row('read'), f.readUs))}.`);
   }
   if (report.renderer) {
     lines.push('');
