@@ -320,14 +320,14 @@ async function uploadScenario(reference: ChildServer): Promise<void> {
   const warmUp = await runLoad(service.url, request, { connections: 1, warmupSec: 0, durationSec: 0, amount: 1, timeoutSec: 60 });
   if (warmUp.non2xx || warmUp.errors) throw new Error(`warm-up upload failed: ${JSON.stringify(warmUp.statusCodes)}`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const baseline = memoryOf(service.pid).rss;
-  const hwmReset = resetPeak(service.pid);
-  const sampler = sampleRss(service.pid, 10);
-  const burst = await runLoad(service.url, request, { connections: CONCURRENT_UPLOADS, warmupSec: 0, durationSec: 0, amount: CONCURRENT_UPLOADS, timeoutSec: 120 });
-  const sampled = sampler.stop().peak;
-  const afterBurst = memoryOf(service.pid);
-  const peak = Math.max(sampled, hwmReset ? afterBurst.hwm : 0);
-  log(`  ${CONCURRENT_UPLOADS} at once: RSS ${mib(baseline)} → ${mib(peak)} MiB (+${mib(peak - baseline)} MiB), statuses ${JSON.stringify(burst.statusCodes)}`);
+  const burst = await rssGrowthOf(service, () => runLoad(service.url, request, { connections: CONCURRENT_UPLOADS, warmupSec: 0, durationSec: 0, amount: CONCURRENT_UPLOADS, timeoutSec: 120 }));
+  log(`  ${CONCURRENT_UPLOADS} at once: RSS ${mib(burst.baseline)} → ${mib(burst.peak)} MiB (+${mib(burst.peak - burst.baseline)} MiB), statuses ${JSON.stringify(burst.result.statusCodes)}`);
+
+  // DESIGN 5: a 20 MiB image streams without buffering whole request bodies twice
+  // (bench/upload-streaming.ts, in a process of its own that can force collections).
+  const large = await runJsonScript<NonNullable<BenchReport['upload']>['large']>('bench/upload-streaming.ts', { nodeFlags: ['--expose-gc'] });
+  log(`  one ${mib(large.received.bytes)} MiB body, refused once received: Buffers +${large.received.buffersGrowthMiB} MiB, RSS +${large.received.rssGrowthMiB} MiB (${large.received.status})`);
+  log(`  one ${mib(large.stored.bytes)} MiB PNG, stored: Buffers +${large.stored.buffersGrowthMiB} MiB, RSS +${large.stored.rssGrowthMiB} MiB (${large.stored.status})`);
 
   // Throughput: one upload at a time, back to back.
   const options: LoadOptions = { connections: 1, warmupSec: 1, durationSec: LOAD.durationSec, timeoutSec: 60 };
@@ -349,48 +349,64 @@ async function uploadScenario(reference: ChildServer): Promise<void> {
     mbPerSec: median(samples.service.map((s) => s.sentBytesPerSec)) / 1e6,
     referenceMbPerSec: median(samples.reference.map((s) => s.sentBytesPerSec)) / 1e6,
     concurrent: CONCURRENT_UPLOADS,
-    concurrentStatuses: burst.statusCodes,
-    concurrentElapsedSec: burst.durationSec,
-    rssBaselineMiB: mib(baseline),
-    rssPeakMiB: mib(peak),
-    rssGrowthMiB: mib(peak - baseline),
-    peakFrom: hwmReset ? 'VmHWM (reset before the burst) and 10 ms VmRSS samples' : '10 ms VmRSS samples',
+    concurrentStatuses: burst.result.statusCodes,
+    concurrentElapsedSec: burst.result.durationSec,
+    rssBaselineMiB: mib(burst.baseline),
+    rssPeakMiB: mib(burst.peak),
+    rssGrowthMiB: mib(burst.peak - burst.baseline),
+    peakFrom: burst.hwmReset ? 'VmHWM (reset before the burst) and 10 ms VmRSS samples' : '10 ms VmRSS samples',
+    large,
   };
   log(`  ${CONCURRENT_UPLOADS} concurrent: ${JSON.stringify(report.upload)}`);
   await stop(service);
+}
+
+/** Runs a bench script (TypeScript, through tsx) in a node process of its own and parses the JSON object it prints last. */
+async function runJsonScript<T>(script: string, options: { nodeFlags?: string[]; args?: string[]; pinToCpu0?: boolean; env?: Record<string, string> } = {}): Promise<T> {
+  const nodeArgs = [...(options.nodeFlags ?? []), '--import', 'tsx', join(REPO_ROOT, script), ...(options.args ?? [])];
+  const child = spawn(options.pinToCpu0 ? 'taskset' : process.execPath, options.pinToCpu0 ? ['-c', '0', process.execPath, ...nodeArgs] : nodeArgs, {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk) => (out += chunk));
+  const [code] = (await once(child, 'exit')) as [number];
+  if (code !== 0) throw new Error(`${script} exited with ${code}`);
+  return JSON.parse(out.trim().split('\n').pop()!) as T;
 }
 
 /** The store alone, per create and per read (bench/store-floor.ts), in a process of its own. */
 async function storeFloorScenario(): Promise<void> {
   log('store floor: the store per create and per read, without HTTP (bench/store-floor.ts)');
   const rounds = flags.quick ? 2 : 3;
-  const child = spawn(process.execPath, ['--import', 'tsx', join(REPO_ROOT, 'bench/store-floor.ts'), '--rounds', String(rounds)], {
-    cwd: REPO_ROOT,
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let out = '';
-  child.stdout.on('data', (chunk) => (out += chunk));
-  const [code] = (await once(child, 'exit')) as [number];
-  if (code !== 0) throw new Error(`store floor bench exited with ${code}`);
-  const perRound = JSON.parse(out.trim().split('\n').pop()!) as { createUs: number[]; readUs: number[] };
+  const perRound = await runJsonScript<{ createUs: number[]; readUs: number[] }>('bench/store-floor.ts', { args: ['--rounds', String(rounds)] });
   report.storeFloor = { rounds, createUs: median(perRound.createUs), readUs: median(perRound.readUs), createUsPerRound: perRound.createUs, readUsPerRound: perRound.readUs };
   log(`  create ${perRound.createUs.join(', ')} µs; read ${perRound.readUs.join(', ')} µs`);
 }
 
+/**
+ * How far the service's RSS rises above where it stands while `run` loads it: VmHWM reset just
+ * before where the kernel allows, and VmRSS sampled every 10 ms, so the peak is caught either way.
+ */
+async function rssGrowthOf<T>(service: ChildServer, run: () => Promise<T>): Promise<{ result: T; baseline: number; peak: number; hwmReset: boolean }> {
+  const baseline = memoryOf(service.pid).rss;
+  const hwmReset = resetPeak(service.pid);
+  const sampler = sampleRss(service.pid, 10);
+  const result = await run();
+  const sampled = sampler.stop().peak;
+  const peak = Math.max(sampled, hwmReset ? memoryOf(service.pid).hwm : 0);
+  return { result, baseline, peak, hwmReset };
+}
+
 async function rendererScenario(): Promise<void> {
   log('renderer: LocalRenderer directly, one core (taskset -c 0, libvips and libuv pool at 1 thread)');
-  const args = ['--import', 'tsx', join(REPO_ROOT, 'bench/renderer.ts'), ...(flags.quick ? ['--quick'] : [])];
   const pinned = existsSync('/usr/bin/taskset') || existsSync('/bin/taskset');
-  const child = spawn(pinned ? 'taskset' : process.execPath, pinned ? ['-c', '0', process.execPath, ...args] : args, {
-    cwd: REPO_ROOT,
-    env: { ...process.env, UV_THREADPOOL_SIZE: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
+  const parsed = await runJsonScript<{ results: NonNullable<BenchReport['renderer']>['results'] }>('bench/renderer.ts', {
+    args: flags.quick ? ['--quick'] : [],
+    pinToCpu0: pinned,
+    env: { UV_THREADPOOL_SIZE: '1' },
   });
-  let out = '';
-  child.stdout.on('data', (chunk) => (out += chunk));
-  const [code] = (await once(child, 'exit')) as [number];
-  if (code !== 0) throw new Error(`renderer bench exited with ${code}`);
-  const parsed = JSON.parse(out.trim().split('\n').pop()!) as { results: NonNullable<BenchReport['renderer']>['results'] };
   report.renderer = { pinnedToOneCpu: pinned, results: parsed.results };
   for (const r of parsed.results) log(`  ${r.name} ${r.width}×${r.height}: best ${r.best_ms} ms, median ${r.median_ms} ms`);
 }

@@ -9,19 +9,12 @@
  * The client runs in the same process but streams each body from a file in 64 KiB chunks, so what
  * it holds is negligible; the fixture is written to disk before the baseline is taken.
  */
-import { randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import sharp from 'sharp';
-import { FsBlobStore } from '../src/blobs/fs-blob-store.js';
-import { loadConfig } from '../src/config.js';
-import { buildApp } from '../src/http/app.js';
-import { createAccountWithKey } from '../src/services/api-keys.js';
-import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { incompressiblePng } from './lib/images.js';
+import { listenOnLoopback, settle } from './lib/listening-app.js';
+import { uploadFile } from './lib/upload-client.js';
 
 const CONCURRENT_UPLOADS = 10;
 const TARGET_BYTES = 10 * 1024 * 1024;
@@ -30,13 +23,7 @@ const MiB = 1024 * 1024;
 
 const dataDir = await mkdtemp(join(tmpdir(), 'imagegen-upload-bench-'));
 try {
-  const config = loadConfig({ ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', HOST: '127.0.0.1', PORT: '0' });
-  const store = new SqliteStore(join(dataDir, 'imagegen.sqlite'));
-  await store.migrate();
-  const app = await buildApp({ config, store, blobs: new FsBlobStore(join(dataDir, 'blobs')), mediaSigningSecret: randomBytes(32).toString('hex'), logger: false });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = app.server.address() as AddressInfo;
-  const { key } = await createAccountWithKey(store, { name: 'bench', tokens: 0, now: new Date() });
+  const { config, port, key, close } = await listenOnLoopback(dataDir);
 
   const fixture = join(dataDir, 'fixture.png');
   await writeFile(fixture, await incompressiblePng(TARGET_BYTES));
@@ -64,8 +51,7 @@ try {
   await settle();
   const after = process.memoryUsage().rss;
 
-  await app.close();
-  await store.close();
+  await close();
 
   const growthMiB = (peak - baseline) / MiB;
   const report = {
@@ -87,54 +73,6 @@ try {
   process.exitCode = report.within_budget ? 0 : 1;
 } finally {
   await rm(dataDir, { recursive: true, force: true });
-}
-
-/** Random pixels do not compress, so the PNG is about as large as its raw pixels (a little over). */
-async function incompressiblePng(targetBytes: number): Promise<Buffer> {
-  const encode = (side: number) =>
-    sharp(randomBytes(side * side * 3), { raw: { width: side, height: side, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
-  const first = Math.floor(Math.sqrt(targetBytes / 3));
-  const png = await encode(first);
-  return png.length <= targetBytes ? png : encode(Math.floor(first * Math.sqrt(targetBytes / png.length)));
-}
-
-/** One multipart upload whose body is streamed from disk (the client holds a chunk at a time). */
-function uploadFile(port: number, key: string, path: string, size: number): Promise<number> {
-  const boundary = `----bench${randomBytes(8).toString('hex')}`;
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.png"\r\nContent-Type: image/png\r\n\r\n`);
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(
-      {
-        host: '127.0.0.1',
-        port,
-        method: 'POST',
-        path: '/api/v1/media',
-        headers: {
-          authorization: `Bearer ${key}`,
-          'content-type': `multipart/form-data; boundary=${boundary}`,
-          'content-length': head.length + size + tail.length,
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', reject);
-    req.write(head);
-    const file = createReadStream(path, { highWaterMark: 64 * 1024 });
-    file.on('error', reject);
-    file.on('end', () => req.end(tail));
-    file.pipe(req, { end: false });
-  });
-}
-
-async function settle(): Promise<void> {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  gc?.();
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  gc?.();
 }
 
 function round(value: number): number {

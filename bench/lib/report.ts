@@ -40,6 +40,15 @@ export interface BenchReport {
     rssPeakMiB: number;
     rssGrowthMiB: number;
     peakFrom: string;
+    /**
+     * DESIGN 5's 20 MiB upload (bench/upload-streaming.ts), one at a time, a GC forced every 2 ms:
+     * a body of that size that is not an image (received whole, then refused with 415 before any
+     * image work), and a PNG of that size, stored. Growth of live Buffers and of RSS.
+     */
+    large: {
+      received: { bytes: number; status: number; buffersGrowthMiB: number; rssGrowthMiB: number };
+      stored: { bytes: number; status: number; buffersGrowthMiB: number; rssGrowthMiB: number };
+    };
   } | null;
   /**
    * The store alone (bench/store-floor.ts): µs of the event loop per create and per read, medians
@@ -111,6 +120,17 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
       target: `req/s at ${count(flat.largeTasks)} ≥ ${pct(LIST_FLAT_MIN_RATIO)} of req/s at ${count(flat.smallTasks)}`,
       measured: `${pct(flat.rpsRatio)}; p50 ${ms(flat.p50Small)} → ${ms(flat.p50Large)} ms, p99 ${ms(flat.p99Small)} → ${ms(flat.p99Large)} ms`,
       met: flat.rpsRatio >= LIST_FLAT_MIN_RATIO,
+    });
+  }
+  if (report.upload) {
+    const { received, stored } = report.upload.large;
+    const bodyMiB = received.bytes / 1024 / 1024;
+    const statuses = received.status === 415 && stored.status === 201 ? '' : `, statuses ${received.status} and ${stored.status}`;
+    checks.push({
+      budget: `Upload: a ${mibText(received.bytes)} image streams without buffering whole request bodies twice`,
+      target: `live Buffers while one such body is received grow by < 2 × the body (${(2 * bodyMiB).toFixed(0)} MiB)`,
+      measured: `+${received.buffersGrowthMiB} MiB Buffers, +${received.rssGrowthMiB} MiB RSS receiving it; a PNG of that size decoded and stored: +${stored.buffersGrowthMiB} MiB Buffers, +${stored.rssGrowthMiB} MiB RSS${statuses}`,
+      met: received.buffersGrowthMiB < 2 * bodyMiB && statuses === '',
     });
   }
   if (report.upload) {
@@ -193,6 +213,8 @@ export function renderGenerated(report: BenchReport): string {
     lines.push('### Upload');
     lines.push('');
     lines.push(`- One ${mibText(u.uploadBytes)} PNG (random pixels, so it does not compress) at a time: **${u.mbPerSec.toFixed(1)} MB/s** (the reference, which only reads and drops the body: ${u.referenceMbPerSec.toFixed(0)} MB/s). Every upload is fully decoded, re-encoded without metadata and stored before its 201.`);
+    const { received, stored } = u.large;
+    lines.push(`- One ${mibText(received.bytes)} body that is not an image, received whole and then refused (${received.status}) before any image work, with a full GC every 2 ms (\`bench/upload-streaming.ts\`): live Buffers **+${received.buffersGrowthMiB} MiB**, RSS +${received.rssGrowthMiB} MiB while it arrived: the part goes to a temporary file as it arrives and no copy of the body is held. One ${mibText(stored.bytes)} PNG of random pixels, decoded, re-encoded and stored (${stored.status}): Buffers +${stored.buffersGrowthMiB} MiB, RSS +${stored.rssGrowthMiB} MiB (libvips' pixels and output, outside the JavaScript heap).`);
     lines.push(`- ${u.concurrent} at once: statuses ${JSON.stringify(u.concurrentStatuses)} in ${u.concurrentElapsedSec.toFixed(1)} s; RSS of the service process ${u.rssBaselineMiB} MiB before, ${u.rssPeakMiB} MiB at peak: **+${u.rssGrowthMiB} MiB** (${u.peakFrom}).`);
   }
   if (report.storeFloor) {
