@@ -20,7 +20,8 @@
  *                                          in the same rounds (create, create-i2i, create-idem, read, create-info-log,
  *                                          list at 10k): A/B figures with the drift cancelled
  *
- * Scenarios: create, create-i2i, create-idem, read, list, create-info-log, upload, renderer, e2e; on request
+ * Scenarios: create, create-i2i, create-idem, read, store-floor (the store alone, for the ceiling), list,
+ * create-info-log, upload (with the 20 MiB streaming check), renderer, e2e; on request
  * only: read-info-log, create-refused-idem.
  */
 import { spawn } from 'node:child_process';
