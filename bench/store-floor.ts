@@ -12,7 +12,9 @@
  *   COMMIT's sync.
  * - read: `getTask` of one task, as the read scenario reads.
  *
- *   npx tsx bench/store-floor.ts [--rounds 3] [--seconds 2]
+ * The store is the built one in dist/, as the service runs it (`npm run bench` builds first):
+ *
+ *   npm run build && npx tsx bench/store-floor.ts [--rounds 3] [--seconds 2]
  */
 import { parseArgs } from 'node:util';
 import { createTask, type TaskRecord } from '../src/core/task.js';
