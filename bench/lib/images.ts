@@ -16,10 +16,21 @@ export function smallPng(seed: number): Promise<Buffer> {
   return sharp({ create: { width: 96, height: 64, channels: 3, background: { r: hue, g: 255 - hue, b: 128 } } }).png().toBuffer();
 }
 
-/** A complete multipart/form-data body with one part named `file`, and its content type. */
-export function multipartBody(file: Buffer, filename = 'bench.png', contentType = 'image/png'): { body: Buffer; contentType: string } {
+/**
+ * What goes around a file to make a multipart/form-data body with one part named `file`: the bytes
+ * before it, the bytes after it, and the body's content type (for a client that streams the file).
+ */
+export function multipartEnvelope(filename = 'bench.png', contentType = 'image/png'): { head: Buffer; tail: Buffer; contentType: string } {
   const boundary = `----bench${randomBytes(8).toString('hex')}`;
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: ${contentType}\r\n\r\n`);
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
-  return { body: Buffer.concat([head, file, tail]), contentType: `multipart/form-data; boundary=${boundary}` };
+  return {
+    head: Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: ${contentType}\r\n\r\n`),
+    tail: Buffer.from(`\r\n--${boundary}--\r\n`),
+    contentType: `multipart/form-data; boundary=${boundary}`,
+  };
+}
+
+/** A complete multipart/form-data body with one part named `file`, and its content type. */
+export function multipartBody(file: Buffer, filename?: string, contentType?: string): { body: Buffer; contentType: string } {
+  const envelope = multipartEnvelope(filename, contentType);
+  return { body: Buffer.concat([envelope.head, file, envelope.tail]), contentType: envelope.contentType };
 }

@@ -83,9 +83,12 @@ export function storeCeiling(row: HttpRow | undefined, storeUs: number | undefin
   return referenceUs / (referenceUs + storeUs);
 }
 
+/** The HTTP scenario of the run with this id, if it ran. */
+const rowOf = (report: BenchReport, id: string) => report.http.find((r) => r.id === id);
+
 export function checkBudgets(report: BenchReport): BudgetCheck[] {
   const checks: BudgetCheck[] = [];
-  const row = (id: string) => report.http.find((r) => r.id === id);
+  const row = (id: string) => rowOf(report, id);
   const ceilingText = (r: HttpRow | undefined, storeUs: number | undefined) => {
     const ceiling = storeCeiling(r, storeUs);
     return ceiling === null ? '' : `; ceiling ${pct(ceiling)} (the store alone: ${ms(storeUs!)} µs per request)`;
@@ -123,7 +126,8 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
     });
   }
   if (report.upload) {
-    const { received, stored } = report.upload.large;
+    const u = report.upload;
+    const { received, stored } = u.large;
     const bodyMiB = received.bytes / 1024 / 1024;
     const statuses = received.status === 415 && stored.status === 201 ? '' : `, statuses ${received.status} and ${stored.status}`;
     checks.push({
@@ -132,9 +136,6 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
       measured: `+${received.buffersGrowthMiB} MiB Buffers, +${received.rssGrowthMiB} MiB RSS receiving it; a PNG of that size decoded and stored: +${stored.buffersGrowthMiB} MiB Buffers, +${stored.rssGrowthMiB} MiB RSS${statuses}`,
       met: received.buffersGrowthMiB < 2 * bodyMiB && statuses === '',
     });
-  }
-  if (report.upload) {
-    const u = report.upload;
     const all201 = Object.keys(u.concurrentStatuses).every((s) => s === '201');
     checks.push({
       budget: `Upload: ${u.concurrent} concurrent ${mibText(u.uploadBytes)} uploads add < 150 MiB RSS`,
@@ -219,11 +220,10 @@ export function renderGenerated(report: BenchReport): string {
   }
   if (report.storeFloor) {
     const f = report.storeFloor;
-    const row = (id: string) => report.http.find((r) => r.id === id);
     lines.push('');
     lines.push('### The store alone');
     lines.push('');
-    lines.push(`The event loop's time in the store per request, without HTTP (\`bench/store-floor.ts\`, median of ${f.rounds} rounds): a create (50 clients with an account each, group commit, background checkpointer) **${ms(f.createUs)} µs** (rounds: ${f.createUsPerRound.map(ms).join(', ')}), a read **${ms(f.readUs)} µs** (${f.readUsPerRound.map(ms).join(', ')}). The service does at least the reference's work plus the store's on one thread, so its ratio cannot exceed reference / (reference + store), with the reference's CPU µs per request from the same run: create ${pct(storeCeiling(row('create'), f.createUs))}, read ${pct(storeCeiling(row('read'), f.readUs))}.`);
+    lines.push(`The event loop's time in the store per request, without HTTP (\`bench/store-floor.ts\`, median of ${f.rounds} rounds): a create (50 clients with an account each, group commit, background checkpointer) **${ms(f.createUs)} µs** (rounds: ${f.createUsPerRound.map(ms).join(', ')}), a read **${ms(f.readUs)} µs** (${f.readUsPerRound.map(ms).join(', ')}). The service does at least the reference's work plus the store's on one thread, so its ratio cannot exceed reference / (reference + store), with the reference's CPU µs per request from the same run: create ${pct(storeCeiling(rowOf(report, 'create'), f.createUs))}, read ${pct(storeCeiling(rowOf(report, 'read'), f.readUs))}.`);
   }
   if (report.renderer) {
     lines.push('');

@@ -1,15 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { request as httpRequest } from 'node:http';
+import { multipartEnvelope } from './images.js';
 
 /**
  * One multipart upload to POST /api/v1/media whose body is streamed from a file in 64 KiB chunks,
  * so that a client in the measured process holds a chunk at a time. Resolves to the status code.
  */
 export function uploadFile(port: number, key: string, path: string, size: number): Promise<number> {
-  const boundary = `----bench${randomBytes(8).toString('hex')}`;
-  const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.png"\r\nContent-Type: image/png\r\n\r\n`);
-  const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
+  const { head, tail, contentType } = multipartEnvelope();
   return new Promise((resolve, reject) => {
     const req = httpRequest(
       {
@@ -19,7 +17,7 @@ export function uploadFile(port: number, key: string, path: string, size: number
         path: '/api/v1/media',
         headers: {
           authorization: `Bearer ${key}`,
-          'content-type': `multipart/form-data; boundary=${boundary}`,
+          'content-type': contentType,
           'content-length': head.length + size + tail.length,
         },
       },

@@ -40,7 +40,8 @@ export interface RateLimits {
 
 export async function registerRateLimits(scope: FastifyInstance, settings: RateLimitSettings): Promise<RateLimits> {
   await scope.register(rateLimit, {
-    // No automatic per-route hooks: the app places the one hook itself, after authentication.
+    // No hooks from the plugin itself: the onRoute hook below gives each route its budget's limiter,
+    // which runs after authentication.
     global: false,
     // IETF draft headers: RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset (+ Retry-After on 429).
     enableDraftSpec: true,
