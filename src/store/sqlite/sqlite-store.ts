@@ -1,4 +1,5 @@
 import Database from 'better-sqlite3';
+import { TASK_STATUSES } from '../../../schemas/resources.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
 import { isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
@@ -14,6 +15,18 @@ import { fromTask, TASK_COLUMNS, taskRowOf, toAccount, toApiKey, toLedgerEntry, 
 import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
 const TASK_SELECT = TASK_COLUMNS.join(', ');
+/**
+ * The models an account has tasks of, one index seek each (a skip scan of the
+ * (account_id, model, status, id) index).
+ */
+const MODELS_OF_ACCOUNT = `
+  WITH RECURSIVE listed(model) AS (
+    SELECT (SELECT model FROM tasks WHERE account_id = @accountId ORDER BY model LIMIT 1)
+    UNION ALL
+    SELECT (SELECT model FROM tasks WHERE account_id = @accountId AND model > listed.model ORDER BY model LIMIT 1)
+    FROM listed WHERE listed.model IS NOT NULL
+  )
+  SELECT model FROM listed WHERE model IS NOT NULL`;
 
 /** Writes per group commit: bounds how long one batch holds the event loop. */
 const MAX_WRITES_PER_COMMIT = 64;
@@ -345,9 +358,11 @@ export class SqliteStore implements Store {
   }
 
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
-    // Time bounds become id bounds (UUIDv7 ids start with their creation millisecond), so every
-    // filter walks one index in id order and a page costs the same at any depth.
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, query.limit, { status: query.status, model: query.model });
+    // The account's tasks are in one index, ordered (account_id, model, status, id) (migration 6):
+    // a page is the newest `limit` of the merge of its (model, status) ranges, each walked newest
+    // first for at most a page, so a page costs the same at any depth. Time bounds become id bounds
+    // (UUIDv7 ids start with their creation millisecond).
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, query.limit, {});
     if (query.createdBefore) {
       conditions.push('id < @createdBefore');
       params.createdBefore = uuidv7Floor(query.createdBefore);
@@ -356,7 +371,24 @@ export class SqliteStore implements Store {
       conditions.push('id >= @createdAfter');
       params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
     }
-    const rows = this.taskQuery(`WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`).all(params) as unknown[][];
+    // Models are read from the index, not the catalog, so that a model the catalog no longer
+    // offers still lists its tasks.
+    const models = query.model ? [query.model] : (this.statement(MODELS_OF_ACCOUNT).pluck().all({ accountId }) as string[]);
+    const statuses = query.status ? [query.status] : TASK_STATUSES;
+    const ranges: string[] = [];
+    for (const model of models) {
+      for (const status of statuses) {
+        const n = ranges.length;
+        params[`model${n}`] = model;
+        params[`status${n}`] = status;
+        ranges.push(
+          `SELECT id FROM (SELECT id FROM tasks WHERE ${conditions.join(' AND ')} AND model = @model${n} AND status = @status${n} ORDER BY id DESC LIMIT @limit)`,
+        );
+      }
+    }
+    if (ranges.length === 0) return { items: [], nextCursor: null };
+    const newest = `${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT @limit`;
+    const rows = this.taskQuery(`WHERE id IN (${newest}) ORDER BY id DESC`).all(params) as unknown[][];
     return pageOf(rows.map((values) => toTask(taskRowOf(values))), query.limit, (t) => t.id);
   }
 
