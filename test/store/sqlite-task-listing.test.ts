@@ -137,3 +137,21 @@ t.test('a store made before migration 6 lists the same tasks after it, from the 
   const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL ORDER BY name").pluck().all();
   t.strictSame(indexes, ['tasks_account_model_status', 'tasks_queue']);
 });
+
+t.test('first pages of every size from 1 to 100 are right, more sizes than the store keeps statements for', async (t) => {
+  const { store, accountId, tasks } = await storeWith(t, (id) => mixedTasks(id, 120, 9));
+  const expected = newestFirst(tasks.filter((task) => task.status === 'COMPLETED'));
+  for (let round = 0; round < 2; round++) {
+    for (let limit = 1; limit <= 100; limit++) {
+      const page = await store.listTasks(accountId, { limit, status: 'COMPLETED' });
+      t.strictSame(page.items.map((task) => task.id), expected.slice(0, limit), `round ${round}, a page of ${limit}`);
+    }
+  }
+});
+
+t.test('a page size that is not an integer from 1 to 1000 is refused before it reaches the SQL', async (t) => {
+  const { store, accountId } = await storeWith(t, (id) => mixedTasks(id, 5, 1));
+  for (const limit of [0, -1, 1.5, 1001, Number.NaN]) {
+    await t.rejects(store.listTasks(accountId, { limit }), RangeError, `limit ${limit}`);
+  }
+});
