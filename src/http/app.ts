@@ -17,6 +17,7 @@ import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
+import { registerEndOfTurnWrites } from './plugins/end-of-turn-writes.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerMetrics } from './plugins/metrics.js';
@@ -95,6 +96,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     reply.header('x-request-id', request.id);
     done();
   });
+  registerEndOfTurnWrites(app);
 
   // Fastify parses text/plain by default; this API speaks JSON (and multipart where declared), so a
   // text body must be refused with 415 rather than reach the schema as a string.
