@@ -2,15 +2,16 @@ import t from 'tap';
 import { EndOfTurnQueue } from '../../src/http/plugins/end-of-turn-writes.js';
 import { buildTestApp } from '../helpers/app.js';
 
-/** A scheduler that keeps the flushes it is given, for the test to run when it chooses. */
-function heldFlushes() {
+/** A queue whose scheduled flushes and clock the test runs itself. */
+function heldQueue(onError?: (error: unknown) => void) {
   const flushes: (() => void)[] = [];
-  return { schedule: (flush: () => void) => void flushes.push(flush), flushes };
+  const clock = { now: 0 };
+  const queue = new EndOfTurnQueue({ schedule: (flush) => void flushes.push(flush), maxHoldMs: 1, clock: () => clock.now, onError });
+  return { queue, flushes, clock };
 }
 
 t.test('callbacks added in one turn run together, in order, in one flush', async (t) => {
-  const { schedule, flushes } = heldFlushes();
-  const queue = new EndOfTurnQueue(schedule);
+  const { queue, flushes } = heldQueue();
   const ran: number[] = [];
   for (const n of [1, 2, 3]) queue.add(() => ran.push(n));
   t.equal(flushes.length, 1, 'one flush scheduled');
@@ -20,8 +21,7 @@ t.test('callbacks added in one turn run together, in order, in one flush', async
 });
 
 t.test('a callback added while a flush runs waits for the next one', async (t) => {
-  const { schedule, flushes } = heldFlushes();
-  const queue = new EndOfTurnQueue(schedule);
+  const { queue, flushes } = heldQueue();
   const ran: string[] = [];
   queue.add(() => {
     ran.push('first');
@@ -36,9 +36,8 @@ t.test('a callback added while a flush runs waits for the next one', async (t) =
 });
 
 t.test('a callback that throws does not keep the others from running', async (t) => {
-  const { schedule, flushes } = heldFlushes();
   const errors: unknown[] = [];
-  const queue = new EndOfTurnQueue(schedule, (error) => errors.push(error));
+  const { queue, flushes } = heldQueue((error) => errors.push(error));
   const ran: number[] = [];
   queue.add(() => ran.push(1));
   queue.add(() => {
@@ -48,6 +47,24 @@ t.test('a callback that throws does not keep the others from running', async (t)
   flushes[0]();
   t.strictSame(ran, [1, 3]);
   t.match(errors, [{ message: 'boom' }]);
+});
+
+t.test('a callback added once the first has waited the longest hold runs at once, with those before it', async (t) => {
+  const { queue, flushes, clock } = heldQueue();
+  const ran: number[] = [];
+  queue.add(() => ran.push(1));
+  clock.now = 0.5;
+  queue.add(() => ran.push(2));
+  t.strictSame(ran, [], 'held within the limit');
+  clock.now = 1;
+  queue.add(() => ran.push(3));
+  t.strictSame(ran, [1, 2, 3], 'written at once past it');
+  clock.now = 1.2;
+  queue.add(() => ran.push(4));
+  t.strictSame(ran, [1, 2, 3], 'the next one starts a new hold');
+  t.equal(flushes.length, 1, 'and waits for the flush already scheduled');
+  flushes[0]();
+  t.strictSame(ran, [1, 2, 3, 4]);
 });
 
 t.test('concurrent reads over real sockets each get their own task', async (t) => {
