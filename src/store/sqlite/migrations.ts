@@ -197,8 +197,8 @@ export const SQLITE_MIGRATIONS: string[] = [
   `
   -- One per-account index of tasks instead of three. (account_id, id), (account_id, status, id) and
   -- (account_id, model, id) each put an account's newest entries on a page of their own, so a
-  -- create wrote one page per index for its account: three of the 4.4 pages a create adds to the
-  -- WAL, and about a third of the store's time per create (BENCHMARKS.md, "Optimisations"). A list
+  -- create wrote one page per index for its account: half of the pages a create adds to the WAL,
+  -- and about a third of the store's time per create (BENCHMARKS.md, "Optimisations"). A list
   -- now merges the index's (model, status) ranges, each walked newest first (SqliteStore.listTasks),
   -- and a page still costs the same at any depth.
   DROP INDEX tasks_account;
