@@ -62,6 +62,15 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
   };
 }
 
+/**
+ * The refusal of a task whose image_reference[index] does not name an unexpired upload of the
+ * task's account. The store checks the references in the transaction that creates the task.
+ */
+export function invalidMediaReference(index: number): DomainError {
+  const detail = `image_reference[${index}] does not name an unexpired upload of this account.`;
+  return new DomainError('invalid_media_reference', detail, [{ pointer: `/image_reference/${index}`, location: 'body', code: 'unknown_media', detail }]);
+}
+
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ['COMPLETED', 'FAILED', 'CANCELED'];
 
 export function isTerminal(status: TaskStatus): boolean {

@@ -33,13 +33,12 @@ export class TaskService {
   }
 
   /**
-   * Validates references and the webhook URL, then stores and charges the task. With an
-   * Idempotency-Key held for the request, the key is completed with the response in the same
-   * transaction as the charge.
+   * Validates the webhook URL, then stores and charges the task; the store checks its image
+   * references in the same transaction. With an Idempotency-Key held for the request, the key is
+   * completed with the response in the same transaction as the charge.
    */
   async create(accountId: string, request: GenerationRequest, idempotency?: IdempotentCreation): Promise<TaskRecord> {
     const now = this.options.now();
-    await this.assertReferencesUsable(accountId, request.image_reference ?? [], now);
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
     const completesKey = idempotency && { ...idempotency.held, response: idempotency.responseFor(task) };
@@ -104,17 +103,5 @@ export class TaskService {
         { pointer: '/webhook_url', location: 'body', code: `webhook_${error.reason}`, detail: error.message },
       ]);
     }
-  }
-
-  /** Every reference must be an unexpired upload of the same account; the first bad one is named. */
-  private async assertReferencesUsable(accountId: string, mediaIds: string[], now: Date): Promise<void> {
-    if (mediaIds.length === 0) return;
-    const usable = await this.options.store.findUsableUploads(accountId, mediaIds, now);
-    const badIndex = mediaIds.findIndex((id) => !usable.has(id));
-    if (badIndex === -1) return;
-    const detail = `image_reference[${badIndex}] does not name an unexpired upload of this account.`;
-    throw new DomainError('invalid_media_reference', detail, [
-      { pointer: `/image_reference/${badIndex}`, location: 'body', code: 'unknown_media', detail },
-    ]);
   }
 }

@@ -82,7 +82,10 @@ export interface TaskCreationLimits {
 export interface TaskStore {
   /**
    * Inserts the task and debits its cost in one transaction. Throws DomainError
-   * `insufficient_tokens` or `too_many_active_tasks` and changes nothing when a limit is hit.
+   * `insufficient_tokens` or `too_many_active_tasks` and changes nothing when a limit is hit, and
+   * `invalid_media_reference` (naming the first) when an image reference is not an upload of the
+   * task's account unexpired at its creation: checked in the same transaction, so that a reference
+   * deleted or expiring meanwhile cannot slip in.
    * With `completesKey`, the Idempotency-Key held for this request is completed with `response`
    * in the same transaction, so no crash can leave a charged task whose key a retry could take
    * over; if the lease on the key was lost, it throws `idempotency_in_progress` and changes nothing.
@@ -121,8 +124,6 @@ export interface MediaRecord {
  * listing it. Expired media count as gone: the readers below never return them.
  */
 export interface MediaStore {
-  /** The subset of ids that name unexpired uploads owned by the account. */
-  findUsableUploads(accountId: string, mediaIds: string[], now: Date): Promise<Set<string>>;
   /**
    * Queues blobKey for deletion at dueAt (replacing an earlier entry for it). A writer calls it
    * with a grace period before putting the blob (a reservation: a crash before insertMedia leaves

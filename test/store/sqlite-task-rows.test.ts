@@ -3,6 +3,7 @@ import t from 'tap';
 import { createTask } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { storeUpload } from '../helpers/uploads.js';
 import { TASK_COLUMNS, toTask, type TaskRow } from '../../src/store/sqlite/rows.js';
 
 /**
@@ -31,10 +32,11 @@ t.test('tasks read by the store equal the rows read by name, every field set', a
   t.teardown(() => store.close());
   const now = new Date();
   const account = await store.createAccount({ id: newIdAt(now), name: 'rows', initialTokens: 1000, now });
+  const references = [await storeUpload(store, account.id, now), await storeUpload(store, account.id, now)];
   const request = {
     model: 'alpha-pro' as const,
     prompt: 'a lighthouse at dawn',
-    image_reference: [newIdAt(now), newIdAt(now)],
+    image_reference: references,
     parameters: { aspect_ratio: '21:9' as const, resolution: '4K' as const },
     webhook_url: 'https://example.com/hook',
   };

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { TASK_STATUSES } from '../../../schemas/resources.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import { isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import { invalidMediaReference, isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -355,6 +355,7 @@ export class SqliteStore implements Store {
   }
 
   private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined): void {
+    this.assertReferencesUsable(task);
     const active = this.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(task.accountId) as { active_tasks: number } | undefined;
     if (active && active.active_tasks >= limits.maxActiveTasks) {
       throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
@@ -372,6 +373,20 @@ export class SqliteStore implements Store {
       throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
     }
     if (!isTerminal(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
+  }
+
+  /** Every image reference must be an upload of the task's account, unexpired when the task is created. */
+  private assertReferencesUsable(task: TaskRecord): void {
+    const mediaIds = task.imageReference;
+    if (mediaIds.length === 0) return;
+    const placeholders = mediaIds.map(() => '?').join(', ');
+    const usable = new Set(
+      this.statement(`SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`)
+        .pluck()
+        .all(task.accountId, task.createdAt.getTime(), ...mediaIds) as string[],
+    );
+    const badIndex = mediaIds.findIndex((id) => !usable.has(id));
+    if (badIndex !== -1) throw invalidMediaReference(badIndex);
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
@@ -414,14 +429,6 @@ export class SqliteStore implements Store {
   }
 
   // ── media ────────────────────────────────────────────────────────────────────────────────────
-
-  async findUsableUploads(accountId: string, mediaIds: string[], now: Date): Promise<Set<string>> {
-    if (mediaIds.length === 0) return new Set();
-    const placeholders = mediaIds.map(() => '?').join(', ');
-    const rows = this.statement(`SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`)
-      .all(accountId, now.getTime(), ...mediaIds) as { id: string }[];
-    return new Set(rows.map((r) => r.id));
-  }
 
   async scheduleBlobDeletion(blobKey: string, dueAt: Date): Promise<void> {
     this.queueBlobDeletion(blobKey, dueAt.getTime());
