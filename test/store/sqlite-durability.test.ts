@@ -3,6 +3,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { issueApiKey } from '../../src/services/api-keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { storeUpload } from '../helpers/uploads.js';
 import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 
 /**
@@ -98,13 +99,7 @@ t.test('deleting a media commits synced; marking its blob deleted is one unsynce
   const { store } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);
   const now = new Date();
-  const media = {
-    id: '0193c1f0-0000-7000-8000-00000000d001', accountId, source: 'upload' as const, contentType: 'image/png', width: 1, height: 1,
-    sizeBytes: 1, sha256: 'ab', blobKey: 'blobs/d001', taskId: null, createdAt: now, expiresAt: new Date(now.getTime() + 3_600_000),
-  };
-  // A blob is reserved (queued for deletion in the future) before its row is inserted.
-  await store.scheduleBlobDeletion(media.blobKey, new Date(now.getTime() + 60_000));
-  t.ok(await store.insertMedia(media, now));
+  const media = await storeUpload(store, accountId, now);
   store.commitModes.length = 0;
   t.equal(await store.deleteMedia(accountId, media.id, now), media.blobKey);
   t.same(store.commitModes, [FULL], 'the 204 of a delete reports it: synced');

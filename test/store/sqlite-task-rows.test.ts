@@ -32,7 +32,7 @@ t.test('tasks read by the store equal the rows read by name, every field set', a
   t.teardown(() => store.close());
   const now = new Date();
   const account = await store.createAccount({ id: newIdAt(now), name: 'rows', initialTokens: 1000, now });
-  const references = [await storeUpload(store, account.id, now), await storeUpload(store, account.id, now)];
+  const references = [(await storeUpload(store, account.id, now)).id, (await storeUpload(store, account.id, now)).id];
   const request = {
     model: 'alpha-pro' as const,
     prompt: 'a lighthouse at dawn',

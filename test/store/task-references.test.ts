@@ -26,7 +26,7 @@ const LIMITS = { maxActiveTasks: 100 };
 
 t.test("a task whose references are the account's unexpired uploads is created and charged", async (t) => {
   const { store, accountId } = await openStore(t);
-  const references = [await storeUpload(store, accountId, new Date()), await storeUpload(store, accountId, new Date())];
+  const references = [(await storeUpload(store, accountId, new Date())).id, (await storeUpload(store, accountId, new Date())).id];
   const task = taskWith(accountId, references);
   await store.insertTaskWithDebit(task, LIMITS);
   t.strictSame((await store.getTask(accountId, task.id))?.imageReference, references);
@@ -36,11 +36,11 @@ t.test("a task whose references are the account's unexpired uploads is created a
 t.test('a bad reference is refused, naming the first bad one, and nothing is stored or charged', async (t) => {
   const { store, accountId, otherId } = await openStore(t);
   const now = new Date();
-  const good = await storeUpload(store, accountId, now);
+  const good = (await storeUpload(store, accountId, now)).id;
   const bad: Record<string, string> = {
     unknown: newIdAt(now),
-    "another account's upload": await storeUpload(store, otherId, now),
-    'an upload expired when the task is made': await storeUpload(store, accountId, new Date(now.getTime() - 7_200_000)),
+    "another account's upload": (await storeUpload(store, otherId, now)).id,
+    'an upload expired when the task is made': (await storeUpload(store, accountId, new Date(now.getTime() - 7_200_000))).id,
   };
   for (const [name, id] of Object.entries(bad)) {
     const task = taskWith(accountId, [good, good, id, newIdAt(now)]);
@@ -59,7 +59,7 @@ t.test('a bad reference is refused, naming the first bad one, and nothing is sto
 t.test('an upload deleted just before the create, in the same batch of writes, is refused', async (t) => {
   const { store, accountId } = await openStore(t);
   const now = new Date();
-  const upload = await storeUpload(store, accountId, now);
+  const upload = (await storeUpload(store, accountId, now)).id;
   const task = taskWith(accountId, [upload]);
   const [deleted, created] = await Promise.allSettled([store.deleteMedia(accountId, upload, now), store.insertTaskWithDebit(task, LIMITS)]);
   t.equal(deleted.status, 'fulfilled');
