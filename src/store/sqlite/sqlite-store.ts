@@ -412,13 +412,14 @@ export class SqliteStore implements Store {
     // offers still lists its tasks.
     const models = query.model ? [query.model] : (this.statement(MODELS_OF_ACCOUNT).pluck().all({ accountId }) as string[]);
     const statuses = query.status ? [query.status] : TASK_STATUSES;
+    const where = conditions.join(' AND ');
     const ranges: string[] = [];
     for (const model of models) {
       for (const status of statuses) {
         const n = ranges.length;
         params[`model${n}`] = model;
         params[`status${n}`] = status;
-        ranges.push(`SELECT ${TASK_SELECT} FROM tasks WHERE ${conditions.join(' AND ')} AND model = @model${n} AND status = @status${n}`);
+        ranges.push(`SELECT ${TASK_SELECT} FROM tasks WHERE ${where} AND model = @model${n} AND status = @status${n}`);
       }
     }
     if (ranges.length === 0) return { items: [], nextCursor: null };
