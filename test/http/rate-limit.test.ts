@@ -259,12 +259,20 @@ t.test('with REDIS_URL failed authentications are counted across processes', wit
   const remoteAddress = '203.0.113.50';
   t.equal((await one.app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 401);
   t.equal((await two.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 401);
-  t.equal((await one.app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 429);
+  // Shared counters answer through a promise, where process memory answers at once: the same refusal.
+  const blocked = await one.app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress });
+  t.equal(blocked.statusCode, 429);
+  t.match(blocked.json(), { code: 'rate_limited', detail: /failed authentication/ });
+  t.ok(Number(blocked.headers['retry-after']) >= 1, 'Retry-After');
+  t.equal(blocked.headers['ratelimit-limit'], '2');
+  t.equal(blocked.headers['ratelimit-remaining'], '0');
+  const { auth } = await one.newAccount(100);
+  t.equal((await two.inject({ method: 'GET', url: ACCOUNT, headers: auth, remoteAddress })).statusCode, 429, 'shut out in the other process too, even with a valid key');
 });
 
 t.test('when Redis stops answering, requests are served without a limit (fail open)', async (t) => {
   const dir = t.testdir({});
-  const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', RATE_LIMIT_CREATES_PER_MIN: '1' });
+  const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '1' });
   const store = new SqliteStore(`${dir}/imagegen.sqlite`);
   await store.migrate();
   // A client that never connects: every command fails at once (no offline queue).
@@ -280,6 +288,10 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
   const auth = { authorization: `Bearer ${key}` };
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202, 'no counter, no limit');
+  const wrong = { authorization: `Bearer igk_${'C'.repeat(43)}` };
+  for (let i = 0; i < 3; i++) {
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: wrong })).statusCode, 401, `failed authentication ${i + 1}: 401, not shut out`);
+  }
 });
 
 t.test('an unreachable REDIS_URL stops the start with a message naming it', async (t) => {
