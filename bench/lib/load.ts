@@ -148,12 +148,17 @@ export interface AlternatingResult {
 
 /**
  * Runs the targets in turn, round after round (R S R S R S …), so that whatever the machine does
- * meanwhile (thermal, neighbours, the page cache) falls on all of them alike.
+ * meanwhile (thermal, neighbours, the page cache) falls on all of them alike. The first target (the
+ * reference) opens every round; the others take turns at each place after it, one place further
+ * each round, so that in a side-by-side run no build always follows the reference or always comes
+ * last.
  */
 export async function alternate(targets: Target[], rounds: number, options: LoadOptions, onSample?: (name: string, s: LoadSample) => void): Promise<AlternatingResult> {
   const samples: Record<string, LoadSample[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
+  const [first, ...others] = targets;
   for (let round = 0; round < rounds; round++) {
-    for (const target of targets) {
+    const turn = round % Math.max(1, others.length);
+    for (const target of [first, ...others.slice(turn), ...others.slice(0, turn)]) {
       const sample = await runLoad(target.baseUrl, target.request, options, target.pid, target.beforeRun);
       samples[target.name].push(sample);
       onSample?.(target.name, sample);
