@@ -222,6 +222,25 @@ t.test('a delivery can be replayed with the same webhook-id', async (t) => {
   t.equal(foreign.statusCode, 404, "another account cannot replay it");
 });
 
+t.test('deliveries are listed newest first, a page at a time, and by task', async (t) => {
+  const h = await setup(t);
+  const receiver = await startReceiver(t, [200]);
+  const taskIds: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    taskIds.push(await h.createTask(receiver.url));
+    await testWorker(t, h).runOnce();
+  }
+  const first = await h.deliveries('?limit=2');
+  t.same(first.data.map((d: { task_id: string }) => d.task_id), [taskIds[2], taskIds[1]], 'newest first');
+  t.type(first.next_cursor, 'string');
+  const second = await h.deliveries(`?limit=2&cursor=${first.next_cursor}`);
+  t.same(second.data.map((d: { task_id: string }) => d.task_id), [taskIds[0]], 'the rest');
+  t.equal(second.next_cursor, null);
+  const byTask = await h.deliveries(`?task_id=${taskIds[1]}`);
+  t.same(byTask.data.map((d: { task_id: string }) => d.task_id), [taskIds[1]]);
+  t.equal(byTask.next_cursor, null);
+});
+
 t.test('after a secret rotation both secrets sign, and each verifies', async (t) => {
   const h = await setup(t);
   const receiver = await startReceiver(t, [200]);

@@ -399,7 +399,7 @@ export class SqliteStore implements Store {
     // a page is the newest of the merge of its (model, status) ranges, each read newest first and
     // only as far as the merge takes from it, so a page costs the same at any depth. Time bounds
     // become id bounds (UUIDv7 ids start with their creation millisecond).
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, query.limit, {});
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {});
     if (query.createdBefore) {
       conditions.push('id < @createdBefore');
       params.createdBefore = uuidv7Floor(query.createdBefore);
@@ -831,9 +831,9 @@ export class SqliteStore implements Store {
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
   ): Promise<Page<WebhookDeliveryWithAttempts>> {
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, query.limit, { task_id: query.taskId, status: query.status });
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, { task_id: query.taskId, status: query.status });
     const rows = this.statement(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
-      .all(params) as WebhookDeliveryRow[];
+      .all({ ...params, limit: pageFetchSize(query.limit) }) as WebhookDeliveryRow[];
     const page = pageOf(rows, query.limit, (r) => r.id);
     return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
   }
@@ -895,13 +895,13 @@ class BlobReservationLapsedError extends Error {
 
 /**
  * Conditions and parameters of a newest-first page of one account's rows keyed by UUIDv7 id, with
- * equality filters on the given columns (undefined = no filter). One more row than the page is
- * fetched; see pageOf.
+ * equality filters on the given columns (undefined = no filter). The caller adds the LIMIT, of
+ * pageFetchSize rows.
  */
-function newestFirstKeyset(accountId: string, cursor: string | undefined, limit: number, equals: Record<string, string | undefined>) {
+function newestFirstKeyset(accountId: string, cursor: string | undefined, equals: Record<string, string | undefined>) {
   const conditions = ['account_id = @accountId', 'id < @before'];
   // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
-  const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g', limit: pageFetchSize(limit) };
+  const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g' };
   for (const [column, value] of Object.entries(equals)) {
     if (value === undefined) continue;
     conditions.push(`${column} = @${column}`);
