@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { incompressiblePng } from './lib/images.js';
 import { listenOnLoopback, settle } from './lib/listening-app.js';
+import { mib } from './lib/memory.js';
 import { uploadFile } from './lib/upload-client.js';
 
 const CONCURRENT_UPLOADS = 10;
@@ -60,12 +61,12 @@ try {
     decode_concurrency: config.UPLOAD_DECODE_CONCURRENCY,
     statuses: [...new Set(statuses)],
     elapsed_ms: Math.round(elapsedMs),
-    rss_baseline_mib: round(baseline / MiB),
-    rss_peak_mib: round(peak / MiB),
-    rss_growth_mib: round(growthMiB),
-    rss_after_mib: round(after / MiB),
+    rss_baseline_mib: mib(baseline),
+    rss_peak_mib: mib(peak),
+    rss_growth_mib: mib(peak - baseline),
+    rss_after_mib: mib(after),
     // Node Buffers alone (the rest of the growth is native: libvips, zlib, malloc arenas).
-    buffers_growth_mib: round((peakBuffers - baselineBuffers) / MiB),
+    buffers_growth_mib: mib(peakBuffers - baselineBuffers),
     budget_mib: BUDGET_MIB,
     within_budget: growthMiB < BUDGET_MIB && statuses.every((s) => s === 201),
   };
@@ -73,8 +74,4 @@ try {
   process.exitCode = report.within_budget ? 0 : 1;
 } finally {
   await rm(dataDir, { recursive: true, force: true });
-}
-
-function round(value: number): number {
-  return Math.round(value * 10) / 10;
 }

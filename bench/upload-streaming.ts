@@ -21,11 +21,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { incompressiblePng, smallPng } from './lib/images.js';
 import { listenOnLoopback, settle } from './lib/listening-app.js';
+import { mib } from './lib/memory.js';
 import { uploadFile } from './lib/upload-client.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc');
-const MiB = 1024 * 1024;
 
 const dataDir = await mkdtemp(join(tmpdir(), 'imagegen-upload-streaming-'));
 try {
@@ -55,7 +55,7 @@ try {
     }, 2);
     const status = await uploadFile(port, key, file.path, file.size);
     clearInterval(sampler);
-    return { bytes: file.size, status, buffersGrowthMiB: round((peakBuffers - before.arrayBuffers) / MiB), rssGrowthMiB: round((peakRss - before.rss) / MiB) };
+    return { bytes: file.size, status, buffersGrowthMiB: mib(peakBuffers - before.arrayBuffers), rssGrowthMiB: mib(peakRss - before.rss) };
   };
 
   if ((await uploadFile(port, key, warmUp.path, warmUp.size)) !== 201) throw new Error('warm-up upload failed');
@@ -65,8 +65,4 @@ try {
   process.stdout.write(`${JSON.stringify({ received, stored })}\n`);
 } finally {
   await rm(dataDir, { recursive: true, force: true });
-}
-
-function round(value: number): number {
-  return Math.round(value * 10) / 10;
 }
