@@ -597,7 +597,8 @@ async function build(): Promise<void> {
 function fmtSample(s: LoadSample): string {
   const bad = s.non2xx || s.errors ? `, non-2xx ${s.non2xx}, errors ${s.errors} ${JSON.stringify(s.statusCodes)}` : '';
   const cpu = s.cpuUsPerRequest === null ? '' : `, ${s.cpuUsPerRequest} µs CPU/req (${s.cpuCores} cores)`;
-  return `${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms${cpu}${bad}`;
+  const instructions = s.kiloInstructionsPerRequest === null ? '' : `, ${s.kiloInstructionsPerRequest} k instructions/req`;
+  return `${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms${cpu}${instructions}${bad}`;
 }
 
 function round1(n: number): number {

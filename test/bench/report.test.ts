@@ -5,7 +5,7 @@ import { checkBudgets, renderGenerated, storeCeiling, type BenchReport, type Htt
 /** How `npm run bench` turns measurements into the budget table of BENCHMARKS.md. */
 
 const summary = (rps: number, cpuUsPerRequest: number, ratio: number | null = null): Summary => ({
-  rps, p50: 5, p99: 15, non2xx: 0, errors: 0, rounds: 1, ratio, ratios: ratio === null ? [] : [ratio], cpuUsPerRequest,
+  rps, p50: 5, p99: 15, non2xx: 0, errors: 0, rounds: 1, ratio, ratios: ratio === null ? [] : [ratio], cpuUsPerRequest, kiloInstructionsPerRequest: null,
 });
 const httpRow = (id: string, service: Summary, reference: Summary): HttpRow => ({
   id, title: id, connections: 50, service, reference, serviceSamples: [] as LoadSample[], referenceSamples: [] as LoadSample[],
