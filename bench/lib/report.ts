@@ -185,15 +185,18 @@ export function renderGenerated(report: BenchReport): string {
   lines.push('### HTTP scenarios');
   lines.push('');
   lines.push('Medians over the rounds; ratio = median of the per-round ratios service / reference (same round, back to back).');
-  lines.push('CPU µs/req = user + system CPU time of the server process during the measured run, per request: it does not depend');
-  lines.push('on how busy the rest of the machine was, so it is the figure to compare between runs.');
+  lines.push('CPU µs/req = user + system CPU time of the server process during the measured run, per request: it depends much');
+  lines.push('less than req/s on what else the machine does, so it is the figure to compare between runs of one machine.');
+  lines.push('k instr./req = thousands of instructions the server process retired per request (`perf stat`; – where perf cannot');
+  lines.push("count them): it depends far less on the machine's speed than time does (see Method).");
   lines.push('');
-  lines.push('| scenario | conn. | req/s | p50 ms | p99 ms | non-2xx | errors | CPU µs/req | reference req/s | reference p99 ms | reference CPU µs/req | ratio | per-round ratios |');
-  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  lines.push('| scenario | conn. | req/s | p50 ms | p99 ms | non-2xx | errors | CPU µs/req | k instr./req | reference req/s | reference p99 ms | reference CPU µs/req | reference k instr./req | ratio | per-round ratios |');
+  lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   const cpu = (us: number | null) => (us === null ? '–' : us >= 10_000 ? `${(us / 1000).toFixed(0)} ms` : us.toFixed(0));
+  const instructions = (k: number | null) => (k === null ? '–' : k >= 10_000 ? `${(k / 1000).toFixed(0)} M` : k.toFixed(0));
   for (const r of report.http) {
     lines.push(
-      `| ${r.title} | ${r.connections} | ${r.service.rps.toFixed(0)} | ${ms(r.service.p50)} | ${ms(r.service.p99)} | ${r.service.non2xx} | ${r.service.errors} | ${cpu(r.service.cpuUsPerRequest)} | ${r.reference.rps.toFixed(0)} | ${ms(r.reference.p99)} | ${cpu(r.reference.cpuUsPerRequest)} | ${pct(r.service.ratio)} | ${r.service.ratios.map((x) => pct(x)).join(', ')} |`,
+      `| ${r.title} | ${r.connections} | ${r.service.rps.toFixed(0)} | ${ms(r.service.p50)} | ${ms(r.service.p99)} | ${r.service.non2xx} | ${r.service.errors} | ${cpu(r.service.cpuUsPerRequest)} | ${instructions(r.service.kiloInstructionsPerRequest)} | ${r.reference.rps.toFixed(0)} | ${ms(r.reference.p99)} | ${cpu(r.reference.cpuUsPerRequest)} | ${instructions(r.reference.kiloInstructionsPerRequest)} | ${pct(r.service.ratio)} | ${r.service.ratios.map((x) => pct(x)).join(', ')} |`,
     );
   }
   if (report.listFlatness.length) {

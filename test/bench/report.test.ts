@@ -4,8 +4,8 @@ import { checkBudgets, renderGenerated, storeCeiling, type BenchReport, type Htt
 
 /** How `npm run bench` turns measurements into the budget table of BENCHMARKS.md. */
 
-const summary = (rps: number, cpuUsPerRequest: number, ratio: number | null = null): Summary => ({
-  rps, p50: 5, p99: 15, non2xx: 0, errors: 0, rounds: 1, ratio, ratios: ratio === null ? [] : [ratio], cpuUsPerRequest, kiloInstructionsPerRequest: null,
+const summary = (rps: number, cpuUsPerRequest: number, ratio: number | null = null, kiloInstructionsPerRequest: number | null = null): Summary => ({
+  rps, p50: 5, p99: 15, non2xx: 0, errors: 0, rounds: 1, ratio, ratios: ratio === null ? [] : [ratio], cpuUsPerRequest, kiloInstructionsPerRequest,
 });
 const httpRow = (id: string, service: Summary, reference: Summary): HttpRow => ({
   id, title: id, connections: 50, service, reference, serviceSamples: [] as LoadSample[], referenceSamples: [] as LoadSample[],
@@ -52,6 +52,14 @@ t.test('the create and read budget rows give their ceiling next to the measured 
   const withoutFloor = checkBudgets(report({ storeFloor: null }));
   t.notMatch(withoutFloor[0].measured, /ceiling/);
   t.match(renderGenerated(report()), /### The store alone[\s\S]*create 25 %, read 75 %/);
+});
+
+t.test('the HTTP table gives instructions per request where perf counted them, and a dash where it could not', async (t) => {
+  const table = renderGenerated(
+    report({ http: [httpRow('read', summary(24_000, 42, 0.44, 213.5), summary(55_000, 15, null, 95.1)), httpRow('upload', summary(4, 326_000, 0.04, 2_400_000), summary(98, 12_000))] }),
+  );
+  t.match(table, /\| read \| 50 \| 24000 \| 5 \| 15 \| 0 \| 0 \| 42 \| 214 \| 55000 \| 15 \| 15 \| 95 \| 44 % \|/);
+  t.match(table, /\| upload \| 50 \| 4 \| 5 \| 15 \| 0 \| 0 \| 326 ms \| 2400 M \| 98 \| 15 \| 12 ms \| – \| 4 % \|/);
 });
 
 t.test('the 20 MiB upload is met while receiving it grows live Buffers by less than twice the body', async (t) => {
