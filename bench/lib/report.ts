@@ -16,7 +16,7 @@ export interface BenchReport {
   finishedAt: string;
   machine: { cpus: number; cpuModel: string; node: string; kernel: string; memoryGiB: number };
   command: string;
-  settings: { rounds: number; connections: number; warmupSec: number; durationSec: number; runtime: string; sqliteSynchronous: string };
+  settings: { rounds: number; listAndUploadRounds: number; connections: number; warmupSec: number; durationSec: number; runtime: string; sqliteSynchronous: string };
   http: HttpRow[];
   listFlatness: {
     depth: 'first' | 'deep';
@@ -174,7 +174,7 @@ export function renderGenerated(report: BenchReport): string {
   const s = report.settings;
   const lines: string[] = [];
   lines.push(`Measured ${report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node.js ${m.node}, Linux ${m.kernel}.`);
-  lines.push(`Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per scenario, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`);
+  lines.push(`Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per scenario, ${s.listAndUploadRounds} for the lists and the upload's throughput, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`);
   lines.push('');
   lines.push('### Budgets (DESIGN 5)');
   lines.push('');

@@ -17,7 +17,7 @@ function report(overrides: Partial<BenchReport> = {}): BenchReport {
     finishedAt: '2026-11-22T20:09:00.000Z',
     machine: { cpus: 2, cpuModel: 'test', node: 'v20', kernel: 'test', memoryGiB: 8 },
     command: 'npm run bench',
-    settings: { rounds: 1, connections: 50, warmupSec: 1, durationSec: 4, runtime: 'dist', sqliteSynchronous: 'FULL (WAL)' },
+    settings: { rounds: 1, listAndUploadRounds: 1, connections: 50, warmupSec: 1, durationSec: 4, runtime: 'dist', sqliteSynchronous: 'FULL (WAL)' },
     http: [httpRow('create', summary(8000, 120, 0.18), summary(45_000, 20)), httpRow('read', summary(24_000, 42, 0.44), summary(55_000, 15))],
     listFlatness: [],
     upload: null,
