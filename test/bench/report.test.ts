@@ -62,6 +62,17 @@ t.test('the HTTP table gives instructions per request where perf counted them, a
   t.match(table, /\| upload \| 50 \| 4 \| 5 \| 15 \| 0 \| 0 \| 326 ms \| 2400 M \| 98 \| 15 \| 12 ms \| – \| 4 % \|/);
 });
 
+t.test('the create and read budget rows add the ratio by instructions where perf counted them; the verdict stays by requests per second', async (t) => {
+  const counted = report({
+    http: [httpRow('create', summary(8000, 120, 0.18, 500), summary(45_000, 20, null, 130)), httpRow('read', summary(24_000, 42, 0.72, 253), summary(55_000, 15, null, 131))],
+  });
+  const [create, read] = checkBudgets(counted);
+  t.match(create.measured, /^18 % .*; by instructions 26 % \(500 vs 130 k per request\)$/);
+  t.match(read, { met: true, measured: /^72 % .*; by instructions 52 % \(253 vs 131 k per request\)$/ }, 'a read at 72 % by req/s is met though its instructions say 52 %');
+  const [uncounted] = checkBudgets(report());
+  t.notMatch(uncounted.measured, /instructions/, 'nothing is said where perf could not count');
+});
+
 t.test('the 20 MiB upload is met while receiving it grows live Buffers by less than twice the body', async (t) => {
   const row = (l: ReturnType<typeof large>) => checkBudgets(report({ upload: upload(l) })).find((c) => c.budget.includes('streams without buffering'));
   t.match(row(large(0.4)), { met: true, target: /< 2 × the body \(40 MiB\)/ });
