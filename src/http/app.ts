@@ -148,7 +148,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
       // run after it, since they need the caller; idempotency (a preHandler) runs only for
       // requests that passed both.
-      const rateLimits = await registerRateLimits(api, {
+      const rateLimits = registerRateLimits(api, {
         createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
         requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
         authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,

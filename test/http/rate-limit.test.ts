@@ -165,6 +165,21 @@ t.test('malformed keys count as failures; a missing header and successes do not'
   t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode, 429, 'two malformed keys used the budget');
 });
 
+t.test('an IPv6 client is counted by its /64, and an IPv4-mapped address as the IPv4 address', async (t) => {
+  const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
+  const wrong = { authorization: `Bearer igk_${'D'.repeat(43)}` };
+  const fail = (remoteAddress: string) => app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress });
+
+  t.equal((await fail('2001:db8:1:2::1')).statusCode, 401);
+  t.equal((await fail('2001:db8:1:2:ffff:ffff:ffff:ffff')).statusCode, 401);
+  t.equal((await fail('2001:db8:1:2::abcd')).statusCode, 429, 'a new address in the same /64 is the same client');
+  t.equal((await fail('2001:db8:1:3::1')).statusCode, 401, 'the next /64 is another client');
+
+  t.equal((await fail('::ffff:203.0.113.7')).statusCode, 401);
+  t.equal((await fail('203.0.113.7')).statusCode, 401);
+  t.equal((await fail('::ffff:cb00:7107')).statusCode, 429, 'mapped or not, written either way, one IPv4 client');
+});
+
 t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client X-Forwarded-For names', async (t) => {
   const proxy = '10.0.0.5';
   const wrong = { authorization: `Bearer igk_${'A'.repeat(43)}` };

@@ -26,8 +26,11 @@ declare module 'fastify' {
 
 /** Counts failed attempts per client address and shuts the address out once it has too many. */
 export interface AuthFailureLimiter {
-  /** Throws the 429 problem (with its headers set on reply) while the address is shut out. */
-  assertAllowed(request: FastifyRequest, reply: FastifyReply): Promise<void>;
+  /**
+   * Throws the 429 problem (with its headers set on reply) while the address is shut out; counters
+   * in process memory answer at once, shared ones through the promise returned.
+   */
+  assertAllowed(request: FastifyRequest, reply: FastifyReply): void | Promise<void>;
   recordFailure(request: FastifyRequest): Promise<void>;
 }
 
