@@ -12,7 +12,7 @@ import { TASK_COLUMNS, toTask, type TaskRow } from '../../src/store/sqlite/rows.
  * every field after it.
  */
 
-t.test('TASK_COLUMNS are exactly the columns of the tasks table, in order', async (t) => {
+t.test("TASK_COLUMNS are the tasks table's columns, in order, but for the queue's own two", async (t) => {
   const path = `${t.testdir({})}/store.sqlite`;
   const store = new SqliteStore(path);
   await store.migrate();
@@ -20,7 +20,7 @@ t.test('TASK_COLUMNS are exactly the columns of the tasks table, in order', asyn
   const db = new Database(path, { readonly: true });
   t.teardown(() => db.close());
   t.strictSame(
-    db.prepare('SELECT * FROM tasks').columns().map((c) => c.name),
+    db.prepare('SELECT * FROM tasks').columns().map((c) => c.name).filter((name) => name !== 'lease_expires_at' && name !== 'run_after'),
     [...TASK_COLUMNS],
   );
 });

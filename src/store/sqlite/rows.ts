@@ -24,25 +24,27 @@ export interface MediaRow {
   size_bytes: number; sha256: string; blob_key: string; task_id: string | null; created_at: number; expires_at: number;
 }
 
+/** The columns of a task that make its record (toTask): all but the queue's own lease_expires_at and run_after. */
+export type TaskRecordRow = Omit<TaskRow, 'lease_expires_at' | 'run_after'>;
+
 /**
- * The columns of a task, in the order statements in raw mode return them. Returning arrays and
- * naming them here costs about half of what better-sqlite3's row objects cost, which adds up over
- * a page of 20 tasks (BENCHMARKS.md, "Optimisations").
+ * The columns of a task record, in the order statements in raw mode return them. Returning arrays
+ * and naming them here costs about half of what better-sqlite3's row objects cost, which adds up
+ * over a page of 20 tasks; each column is about 1 300 instructions of better-sqlite3's, so none is
+ * read that the record does not use (BENCHMARKS.md, "Optimisations").
  */
 export const TASK_COLUMNS = [
   'id', 'account_id', 'status', 'model', 'prompt', 'image_reference', 'aspect_ratio', 'resolution', 'width', 'height',
-  'cost', 'webhook_url', 'generated', 'error_code', 'error_message', 'attempt', 'lease_expires_at', 'run_after',
-  'created_at', 'started_at', 'completed_at',
-] as const satisfies readonly (keyof TaskRow)[];
+  'cost', 'webhook_url', 'generated', 'error_code', 'error_message', 'attempt', 'created_at', 'started_at', 'completed_at',
+] as const satisfies readonly (keyof TaskRecordRow)[];
 
 /** A row returned in raw mode by `SELECT ${TASK_COLUMNS} …`. */
-export const taskRowOf = (v: unknown[]): TaskRow => ({
+export const taskRowOf = (v: unknown[]): TaskRecordRow => ({
   id: v[0] as string, account_id: v[1] as string, status: v[2] as TaskStatus, model: v[3] as string, prompt: v[4] as string,
   image_reference: v[5] as string, aspect_ratio: v[6] as string, resolution: v[7] as string, width: v[8] as number,
   height: v[9] as number, cost: v[10] as number, webhook_url: v[11] as string | null, generated: v[12] as string,
   error_code: v[13] as string | null, error_message: v[14] as string | null, attempt: v[15] as number,
-  lease_expires_at: v[16] as number | null, run_after: v[17] as number, created_at: v[18] as number,
-  started_at: v[19] as number | null, completed_at: v[20] as number | null,
+  created_at: v[16] as number, started_at: v[17] as number | null, completed_at: v[18] as number | null,
 });
 
 const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
@@ -60,7 +62,7 @@ export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
   taskId: r.task_id, note: r.note, createdAt: new Date(r.created_at),
 });
 
-export const toTask = (r: TaskRow): TaskRecord => ({
+export const toTask = (r: TaskRecordRow): TaskRecord => ({
   id: r.id,
   accountId: r.account_id,
   status: r.status,
