@@ -35,21 +35,23 @@ t.test('tasks read by the store equal the rows read by name, every field set', a
   const references = [(await storeUpload(store, account.id, now)).id, (await storeUpload(store, account.id, now)).id];
   const request = {
     model: 'alpha-pro' as const,
-    prompt: 'a lighthouse at dawn',
+    // Every kind of character JSON escapes or that takes more than one byte, so that the JSON the
+    // store reads a task as gives back the same text.
+    prompt: 'a "lighthouse" at dawn \\ \n\t\u0001 ﬁ 灯台 🌅 \u2028 end',
     image_reference: references,
     parameters: { aspect_ratio: '21:9' as const, resolution: '4K' as const },
-    webhook_url: 'https://example.com/hook',
+    webhook_url: 'https://example.com/hook?a="b"&c=\\d',
   };
   const task = createTask(request, { accountId: account.id, now, newId: () => newIdAt(now) });
   await store.insertTaskWithDebit(task, { maxActiveTasks: 10 });
   const claimed = await store.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
   t.equal(claimed?.id, task.id);
-  t.ok(await store.failTask({ taskId: task.id, attempt: 1, error: { code: 'content_rejected', message: 'no' }, now }));
+  t.ok(await store.failTask({ taskId: task.id, attempt: 1, error: { code: 'content_rejected', message: 'no: "quoted" \\ 🌅' }, now }));
 
   const db = new Database(path, { readonly: true });
   t.teardown(() => db.close());
   const byName = toTask(db.prepare('SELECT * FROM tasks WHERE id = ?').get(task.id) as TaskRow);
-  t.match(byName, { status: 'FAILED', webhookUrl: request.webhook_url, error: { code: 'content_rejected' }, attempt: 1, startedAt: Date, completedAt: Date });
+  t.match(byName, { status: 'FAILED', prompt: request.prompt, webhookUrl: request.webhook_url, error: { code: 'content_rejected' }, attempt: 1, startedAt: Date, completedAt: Date });
   t.strictSame(await store.getTask(account.id, task.id), byName, 'getTask');
   t.strictSame(await store.getTaskById(task.id), byName, 'getTaskById');
   t.strictSame((await store.listTasks(account.id, { limit: 10 })).items, [byName], 'listTasks');

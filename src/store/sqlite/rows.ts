@@ -28,17 +28,16 @@ export interface MediaRow {
 export type TaskRecordRow = Omit<TaskRow, 'lease_expires_at' | 'run_after'>;
 
 /**
- * The columns of a task record, in the order statements in raw mode return them. Returning arrays
- * and naming them here costs about half of what better-sqlite3's row objects cost, which adds up
- * over a page of 20 tasks; each column is about 1 300 instructions of better-sqlite3's, so none is
- * read that the record does not use (BENCHMARKS.md, "Optimisations").
+ * The columns of a task record, in the order the store reads them: as one JSON array per task
+ * (SqliteStore's TASK_JSON), which costs less than better-sqlite3's row objects or arrays, and
+ * only the columns the record uses (BENCHMARKS.md, "Optimisations").
  */
 export const TASK_COLUMNS = [
   'id', 'account_id', 'status', 'model', 'prompt', 'image_reference', 'aspect_ratio', 'resolution', 'width', 'height',
   'cost', 'webhook_url', 'generated', 'error_code', 'error_message', 'attempt', 'created_at', 'started_at', 'completed_at',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
-/** A row returned in raw mode by `SELECT ${TASK_COLUMNS} …`. */
+/** The values of TASK_COLUMNS, in their order, named. */
 export const taskRowOf = (v: unknown[]): TaskRecordRow => ({
   id: v[0] as string, account_id: v[1] as string, status: v[2] as TaskStatus, model: v[3] as string, prompt: v[4] as string,
   image_reference: v[5] as string, aspect_ratio: v[6] as string, resolution: v[7] as string, width: v[8] as number,
