@@ -14,11 +14,13 @@
  * instructions per read), so each target runs in several processes and the lowest count is its
  * figure; every count is printed.
  *
- *   npm run build && npx tsx bench/instructions.ts [--scenario read,create] [--processes 3]
+ *   npm run build && npm run bench:instructions -- [--scenario read,create] [--processes 3]
  *       [--requests 10000] [--warm 5000] [--compare-root /tmp/before,…]
  *
  * Takes about a minute per process (two run at once); prints a table and writes
- * bench/results/instructions-latest.json.
+ * bench/results/instructions-latest.json. With KEEP_CALLGRIND=1 each process's profile is kept
+ * (its directory is printed) for `callgrind_annotate`; add `--perf-basic-prof` to a target's
+ * command line to have V8 name its compiled functions in /tmp/perf-<pid>.map.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
