@@ -20,7 +20,8 @@
  *                                          in the same rounds (create, create-i2i, create-idem, read, create-info-log,
  *                                          list at 10k): A/B figures with the drift cancelled
  *
- * Scenarios: create, create-i2i, create-idem, read, store-floor (the store alone, for the ceiling), list,
+ * Scenarios: create, estimate (a create's request without a task or the store, for the ceiling),
+ * create-i2i, create-idem, read, store-floor (the store alone, for the ceiling), list,
  * create-info-log, upload (with the 20 MiB streaming check), renderer, e2e; on request
  * only: read-info-log, create-refused-idem.
  */
@@ -49,7 +50,7 @@ import {
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 
-const ALL_SCENARIOS = ['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read', 'store-floor', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
+const ALL_SCENARIOS = ['create', 'estimate', 'create-i2i', 'create-idem', 'create-refused-idem', 'read', 'store-floor', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 
 const { values: flags } = parseArgs({
@@ -78,12 +79,13 @@ const runtime = flags.runtime as ServiceRuntime;
 // on a shared 2-core machine scatter by ±5 points, and a median of five holds against one or two
 // rounds that a neighbour spoiled.
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 5));
-// The lists and the upload's throughput are not ratios to the reference: a list's budget compares
-// the two stores within each round (90 % or more against its 80 % in every full run recorded in
-// BENCHMARKS.md), and the upload's budget is its memory, measured apart. Three rounds of them
-// keep a full run well inside its 10 minutes on a slow machine (581 s with five, 503 s with
-// three, on one where a create cost 400 µs of CPU).
-const LIST_AND_UPLOAD_ROUNDS = Math.min(ROUNDS, 3);
+// The lists, the estimate and the upload's throughput are not budgets judged by their ratio to the
+// reference: a list's budget compares the two stores within each round (90 % or more against its
+// 80 % in every full run recorded in BENCHMARKS.md), the estimate is a bound on the create's, and
+// the upload's budget is its memory, measured apart. Three rounds of them keep a full run well
+// inside its 10 minutes on a slow machine (581 s with five, 503 s with three, on one where a
+// create cost 400 µs of CPU).
+const SHORT_ROUNDS = Math.min(ROUNDS, 3);
 const CONNECTIONS = Number(flags.connections);
 const LOAD: LoadOptions = { connections: CONNECTIONS, warmupSec: 1, durationSec: Number(flags.duration ?? (flags.quick ? 3 : 4)) };
 const LIST_SMALL = 10_000;
@@ -94,6 +96,7 @@ const E2E_TASKS = flags.quick ? 8 : 20;
 
 const PROMPT = 'a lighthouse at dawn, seen from the sea, in watercolour';
 const CREATE_PATH = '/api/v1/images/generations';
+const ESTIMATE_PATH = '/api/v1/images/estimates';
 const TEXT_TO_IMAGE = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
 const startedAt = new Date();
 const resultsDir = join(REPO_ROOT, 'bench/results');
@@ -113,7 +116,7 @@ const report: BenchReport = {
     memoryGiB: Math.round(totalmem() / 1024 ** 3),
   },
   command: process.argv.slice(2).length ? `npm run bench -- ${process.argv.slice(2).join(' ')}` : 'npm run bench',
-  settings: { rounds: ROUNDS, listAndUploadRounds: LIST_AND_UPLOAD_ROUNDS, connections: CONNECTIONS, warmupSec: LOAD.warmupSec, durationSec: LOAD.durationSec, runtime, sqliteSynchronous: 'FULL (WAL)' },
+  settings: { rounds: ROUNDS, shortRounds: SHORT_ROUNDS, connections: CONNECTIONS, warmupSec: LOAD.warmupSec, durationSec: LOAD.durationSec, runtime, sqliteSynchronous: 'FULL (WAL)' },
   http: [],
   listFlatness: [],
   upload: null,
@@ -134,7 +137,7 @@ try {
   const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
   if (reference) children.push(reference);
 
-  if ((['create', 'create-i2i', 'create-idem', 'create-refused-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
+  if ((['create', 'estimate', 'create-i2i', 'create-idem', 'create-refused-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
   if (selected.has('store-floor')) await storeFloorScenario();
   if (selected.has('create-info-log') || selected.has('read-info-log')) await withInfoLogging(reference!);
   if (selected.has('list')) await listScenarios(reference!);
@@ -190,6 +193,14 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
 
   if (selected.has('create')) {
     await measure('create', 'Create text-to-image', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE }, await createTargets(instances));
+  }
+  if (selected.has('estimate')) {
+    // The create's own request (the same body read, validated, authenticated, rate-limited, priced
+    // and answered) with no task and no write, against the reference's create: with the store
+    // alone it bounds what a create can reach (the budget table's ceiling). Not a budget itself,
+    // so three rounds.
+    const targets = instances.map((instance) => ({ ...instance, path: ESTIMATE_PATH }));
+    await measure('estimate', "Estimate (a create's request without a task or the store)", reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE }, targets, SHORT_ROUNDS);
   }
   if (selected.has('create-i2i')) {
     const targets = [];
@@ -280,8 +291,8 @@ async function listScenarios(reference: ChildServer): Promise<void> {
       { name: 'large', baseUrl: large.url, pid: large.pid, request: { method: 'GET', path: pathFor('large'), headers: auth } },
     ];
     const where = depth === 'first' ? 'first page' : 'deep cursor (half way)';
-    log(`list, ${where}: ${LIST_AND_UPLOAD_ROUNDS} rounds of reference / ${sizeName(LIST_SMALL)} / ${sizeName(LIST_LARGE)}`);
-    const { samples } = await alternate(targets, LIST_AND_UPLOAD_ROUNDS, LOAD, (name, s) => log(`  ${name}: ${fmtSample(s)}`));
+    log(`list, ${where}: ${SHORT_ROUNDS} rounds of reference / ${sizeName(LIST_SMALL)} / ${sizeName(LIST_LARGE)}`);
+    const { samples } = await alternate(targets, SHORT_ROUNDS, LOAD, (name, s) => log(`  ${name}: ${fmtSample(s)}`));
     const refSummary = summarize(samples.reference);
     const smallSummary = summarize(samples.small, samples.reference);
     const largeSummary = summarize(samples.large, samples.reference);
@@ -338,13 +349,13 @@ async function uploadScenario(reference: ChildServer): Promise<void> {
 
   // Throughput: one upload at a time, back to back.
   const options: LoadOptions = { connections: 1, warmupSec: 1, durationSec: LOAD.durationSec, timeoutSec: 60 };
-  log(`upload ${mib(png.length)} MiB PNG, one at a time: ${LIST_AND_UPLOAD_ROUNDS} rounds of reference / service`);
+  log(`upload ${mib(png.length)} MiB PNG, one at a time: ${SHORT_ROUNDS} rounds of reference / service`);
   const { samples } = await alternate(
     [
       { name: 'reference', baseUrl: reference.url, pid: reference.pid, request },
       { name: 'service', baseUrl: service.url, pid: service.pid, request },
     ],
-    LIST_AND_UPLOAD_ROUNDS,
+    SHORT_ROUNDS,
     options,
     (name, s) => log(`  ${name}: ${fmtSample(s)}, ${(s.sentBytesPerSec / 1e6).toFixed(1)} MB/s`),
   );
@@ -466,9 +477,10 @@ async function measure(
   reference: ChildServer,
   request: { method: 'GET' | 'POST'; path: string; body?: string; uniqueIds?: boolean },
   instances: (Instance & { path?: string; body?: string; beforeRun?: () => void; perConnection?: LoadRequest['perConnection'] })[],
+  rounds = ROUNDS,
 ): Promise<void> {
   const referencePath = request.path.split('?')[0];
-  log(`${title}: ${ROUNDS} rounds of reference / ${instances.map((i) => i.name).join(' / ')}, ${CONNECTIONS} connections, ${LOAD.warmupSec} s warm-up + ${LOAD.durationSec} s`);
+  log(`${title}: ${rounds} rounds of reference / ${instances.map((i) => i.name).join(' / ')}, ${CONNECTIONS} connections, ${LOAD.warmupSec} s warm-up + ${LOAD.durationSec} s`);
   const { samples } = await alternate(
     [
       { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { ...request, path: referencePath } },
@@ -480,7 +492,7 @@ async function measure(
         beforeRun: i.beforeRun,
       })),
     ],
-    ROUNDS,
+    rounds,
     LOAD,
     (name, s) => log(`  ${name}: ${fmtSample(s)}`),
   );

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { LoadSample, Summary } from '../../bench/lib/load.js';
-import { checkBudgets, renderGenerated, storeCeiling, type BenchReport, type HttpRow } from '../../bench/lib/report.js';
+import { checkBudgets, dutiesAndStoreCeiling, renderGenerated, storeCeiling, type BenchReport, type HttpRow } from '../../bench/lib/report.js';
 
 /** How `npm run bench` turns measurements into the budget table of BENCHMARKS.md. */
 
@@ -17,7 +17,7 @@ function report(overrides: Partial<BenchReport> = {}): BenchReport {
     finishedAt: '2026-11-22T20:09:00.000Z',
     machine: { cpus: 2, cpuModel: 'test', node: 'v20', kernel: 'test', memoryGiB: 8 },
     command: 'npm run bench',
-    settings: { rounds: 1, listAndUploadRounds: 1, connections: 50, warmupSec: 1, durationSec: 4, runtime: 'dist', sqliteSynchronous: 'FULL (WAL)' },
+    settings: { rounds: 1, shortRounds: 1, connections: 50, warmupSec: 1, durationSec: 4, runtime: 'dist', sqliteSynchronous: 'FULL (WAL)' },
     http: [httpRow('create', summary(8000, 120, 0.18), summary(45_000, 20)), httpRow('read', summary(24_000, 42, 0.44), summary(55_000, 15))],
     listFlatness: [],
     upload: null,
@@ -52,6 +52,19 @@ t.test('the create and read budget rows give their ceiling next to the measured 
   const withoutFloor = checkBudgets(report({ storeFloor: null }));
   t.notMatch(withoutFloor[0].measured, /ceiling/);
   t.match(renderGenerated(report()), /### The store alone[\s\S]*create 25 %, read 75 %/);
+});
+
+t.test("with an estimate in the run, the create's ceiling also counts the request's own work: reference / (estimate + store)", async (t) => {
+  const base = report();
+  const withEstimate = report({ http: [...base.http, httpRow('estimate', summary(22_000, 40, 0.5), summary(45_000, 20))] });
+  t.equal(dutiesAndStoreCeiling(withEstimate.http[0], withEstimate.http[2], 60), 20 / (40 + 60));
+  t.equal(dutiesAndStoreCeiling(base.http[0], undefined, 60), null, 'no estimate scenario in the run');
+  t.equal(dutiesAndStoreCeiling(withEstimate.http[0], withEstimate.http[2], undefined), null, 'no store floor in the run');
+  const [create, read] = checkBudgets(withEstimate);
+  t.match(create.measured, /; ceiling 25 % \(the store alone: 60 µs per request\), 20 % with an estimate's work besides \(40 µs\)$/);
+  t.notMatch(read.measured, /estimate/, 'the read has no such bound');
+  t.match(renderGenerated(withEstimate), /cannot exceed reference \/ \(estimate \+ store\): 20 %\./);
+  t.notMatch(renderGenerated(base), /estimate \+ store/, 'said only where the estimate ran');
 });
 
 t.test('the HTTP table gives instructions per request where perf counted them, and a dash where it could not', async (t) => {
