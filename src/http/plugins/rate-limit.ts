@@ -122,7 +122,7 @@ function whenCounted(counted: WindowCount | Promise<WindowCount>, then: (window:
 }
 
 /** The client's address as counted: IPv4-mapped IPv6 as IPv4, other IPv6 by its /64. */
-export function clientAddressOf(request: FastifyRequest): string {
+function clientAddressOf(request: FastifyRequest): string {
   const ip = request.ip;
   if (!ip.includes(':')) return ip;
   if (!ipaddr.IPv6.isValid(ip)) return ip.toLowerCase();
