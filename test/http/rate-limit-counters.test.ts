@@ -1,14 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import type { Test } from 'tap';
-import { Redis } from 'ioredis';
 import { MemoryWindowCounters, RedisWindowCounters, type WindowCounters } from '../../src/http/plugins/rate-limit.js';
+import { needsRedis, redisWithPrefix } from '../helpers/redis.js';
 
 /**
  * The rate limits' counters have two adapters, process memory and Redis; both must count the same
  * way (one contract, run against each).
  */
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const WINDOW_MS = 60_000;
 
 function windowCountersContract(t: Test, make: (t: Test) => Promise<WindowCounters>): void {
@@ -51,30 +49,9 @@ t.test('in process memory', async (t) => {
   });
 });
 
-async function redisAvailable(): Promise<boolean> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    await probe.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-
-t.test('in Redis', { skip: (await redisAvailable()) ? false : `no Redis at ${REDIS_URL}` }, async (t) => {
+t.test('in Redis', await needsRedis(), async (t) => {
   windowCountersContract(t, async (t) => {
-    // A connection and a prefix of the test's own; every key under the prefix is deleted at the end.
-    const redis = new Redis(REDIS_URL);
-    const prefix = `imagegen-test:${randomUUID()}:rl:`;
-    t.teardown(async () => {
-      const keys = await redis.keys(`${prefix}*`);
-      if (keys.length > 0) await redis.del(...keys);
-      redis.disconnect();
-    });
-    return new RedisWindowCounters(redis, prefix);
+    const { redis, prefix } = redisWithPrefix(t);
+    return new RedisWindowCounters(redis, `${prefix}rl:`);
   });
 });

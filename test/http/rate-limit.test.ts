@@ -1,6 +1,4 @@
-import { randomUUID } from 'node:crypto';
 import t from 'tap';
-import type { Test } from 'tap';
 import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
@@ -9,11 +7,11 @@ import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { needsRedis, REDIS_URL, redisWithPrefix } from '../helpers/redis.js';
 
 const CREATE = '/api/v1/images/generations';
 const ACCOUNT = '/api/v1/account';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
-const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-After, and no debit', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '2' });
@@ -208,37 +206,7 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
 
 // ── shared counters in Redis ────────────────────────────────────────────────────────────────────
 
-/** Whether a Redis answers at REDIS_URL; its tests are skipped, not failed, without one. */
-async function redisAvailable(): Promise<boolean> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    await probe.ping();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
-  }
-}
-const withRedis = { skip: (await redisAvailable()) ? false : `no Redis at ${REDIS_URL}` };
-
-/** A connection and a prefix unique to this test; every key under the prefix is deleted at the end. */
-function redisWithPrefix(t: Test): { redis: Redis; prefix: string } {
-  const redis = new Redis(REDIS_URL);
-  const prefix = `imagegen-test:${randomUUID()}:`;
-  t.teardown(async () => {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 100);
-      if (keys.length > 0) await redis.del(...keys);
-      cursor = next;
-    } while (cursor !== '0');
-    redis.disconnect();
-  });
-  return { redis, prefix };
-}
+const withRedis = await needsRedis();
 
 t.test('with REDIS_URL two API processes share one budget', withRedis, async (t) => {
   const { redis, prefix } = redisWithPrefix(t);
