@@ -22,14 +22,13 @@
  * (its directory is printed) for `callgrind_annotate`; add `--perf-basic-prof` to a target's
  * command line to have V8 name its compiled functions in /tmp/perf-<pid>.map.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { REPO_ROOT, createBenchKey, freePort, serviceEnv } from './lib/processes.js';
+import { REPO_ROOT, createBenchKey, freePort, serviceEnv, startChild, type ChildServer } from './lib/processes.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -107,25 +106,27 @@ function requestOf(scenario: Scenario, options: { path: string; auth: Record<str
 /** One process of a target under callgrind: k instructions per counted request. */
 async function countOneProcess(target: Target, scenario: Scenario): Promise<number> {
   const work = mkdtempSync(join(tmpdir(), 'imagegen-instructions-'));
-  const port = await freePort();
-  let child: ChildProcess | undefined;
+  let server: ChildServer | undefined;
   try {
     const prepared = await target.prepare(scenario, join(work, 'data'));
     const outFile = join(work, 'callgrind.out');
+    const port = await freePort();
     const env = { ...prepared.env, PORT: String(port), HOST: '127.0.0.1' };
-    child = spawn('valgrind', ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${outFile}`, process.execPath, '--single-threaded', ...target.args], {
-      cwd: REPO_ROOT,
+    server = await startChild({
+      name: target.name,
+      command: 'valgrind',
+      args: ['--tool=callgrind', '--instr-atstart=no', `--callgrind-out-file=${outFile}`, process.execPath, '--single-threaded', ...target.args],
       env,
-      stdio: ['ignore', 'ignore', 'pipe'],
+      port,
+      logFile: join(work, 'server.log'),
+      readyPath: '/healthz',
+      // A server under valgrind starts many times slower.
+      readyTimeoutMs: 180_000,
     });
     // valgrind names its control pipe after the USER and HOST variables it was started with, and
     // callgrind_control finds it by its own: it must run with the same ones.
-    const control = (state: 'on' | 'off') => execFileSync('callgrind_control', [`--instr=${state}`, String(child!.pid)], { env, stdio: 'ignore' });
-    let stderr = '';
-    child.stderr!.on('data', (chunk) => (stderr += chunk));
-    const baseUrl = `http://127.0.0.1:${port}`;
-    await waitUntilReady(baseUrl, child, () => stderr);
-    const counted = await prepared.afterStart(baseUrl);
+    const control = (state: 'on' | 'off') => execFileSync('callgrind_control', [`--instr=${state}`, String(server!.pid)], { env, stdio: 'ignore' });
+    const counted = await prepared.afterStart(server.url);
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {
       await sendSequentially(port, agent, counted, WARM);
@@ -135,8 +136,7 @@ async function countOneProcess(target: Target, scenario: Scenario): Promise<numb
     } finally {
       agent.destroy();
     }
-    child.kill('SIGTERM');
-    await once(child, 'exit');
+    await server.stop();
     // One "totals:" line per part the profile was dumped in.
     const total = readFileSync(outFile, 'utf8')
       .split('\n')
@@ -144,24 +144,9 @@ async function countOneProcess(target: Target, scenario: Scenario): Promise<numb
       .reduce((sum, line) => sum + Number(line.split(' ')[1]), 0);
     return Math.round(total / REQUESTS / 100) / 10;
   } finally {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
-    if (process.env.KEEP_CALLGRIND) process.stderr.write(`kept ${work}\n`); else rmSync(work, { recursive: true, force: true });
-  }
-}
-
-async function waitUntilReady(baseUrl: string, child: ChildProcess, stderr: () => string): Promise<void> {
-  const deadline = Date.now() + 180_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`server exited before it was ready: ${stderr()}`);
-    if (Date.now() > deadline) throw new Error(`server not ready within 180 s: ${stderr()}`);
-    try {
-      const res = await fetch(`${baseUrl}/healthz`);
-      await res.arrayBuffer();
-      if (res.ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    await server?.stop();
+    if (process.env.KEEP_CALLGRIND) process.stderr.write(`kept ${work}\n`);
+    else rmSync(work, { recursive: true, force: true });
   }
 }
 

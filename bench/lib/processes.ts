@@ -91,6 +91,8 @@ export interface StartOptions {
   logFile: string;
   /** Path that answers 200 once the server is up. */
   readyPath: string;
+  /** How long the server may take to answer it; default 60 s. */
+  readyTimeoutMs?: number;
 }
 
 export async function startChild(options: StartOptions): Promise<ChildServer> {
@@ -107,12 +109,13 @@ export async function startChild(options: StartOptions): Promise<ChildServer> {
     exited = true;
   });
   const url = `http://127.0.0.1:${options.port}`;
-  const deadline = Date.now() + 60_000;
+  const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
+  const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
     if (exited) throw new Error(`${options.name} exited before it was ready: ${stderr.trim()}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
-      throw new Error(`${options.name} did not become ready within 60 s: ${stderr.trim()}`);
+      throw new Error(`${options.name} did not become ready within ${readyTimeoutMs / 1000} s: ${stderr.trim()}`);
     }
     try {
       const res = await fetch(url + options.readyPath);
