@@ -29,6 +29,7 @@ import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { REPO_ROOT, createBenchKey, freePort, serviceEnv, startChild, type ChildServer } from './lib/processes.js';
+import { CREATE_PATH, TEXT_TO_IMAGE } from './lib/requests.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -49,8 +50,6 @@ const REQUESTS = Number(flags.requests);
 const WARM = Number(flags.warm);
 const PARALLEL = Number(flags.parallel);
 
-const CREATE_PATH = '/api/v1/images/generations';
-const CREATE_BODY = JSON.stringify({ model: 'alpha-pro', prompt: 'a lighthouse at dawn, seen from the sea, in watercolour', parameters: { aspect_ratio: '16:9', resolution: '1K' } });
 
 interface Target {
   name: string;
@@ -89,7 +88,7 @@ const serviceAt = (name: string, root: string): Target => ({
       env,
       afterStart: async (baseUrl) => {
         if (scenario === 'create') return requestOf('create', { path: CREATE_PATH, auth });
-        const created = await fetch(baseUrl + CREATE_PATH, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: CREATE_BODY });
+        const created = await fetch(baseUrl + CREATE_PATH, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: TEXT_TO_IMAGE });
         const { data } = (await created.json()) as { data: { task_id: string } };
         return requestOf('read', { path: `${CREATE_PATH}/${data.task_id}`, auth });
       },
@@ -99,7 +98,7 @@ const serviceAt = (name: string, root: string): Target => ({
 
 function requestOf(scenario: Scenario, options: { path: string; auth: Record<string, string> }): CountedRequest {
   return scenario === 'create'
-    ? { method: 'POST', path: CREATE_PATH, headers: { ...options.auth, 'content-type': 'application/json' }, body: CREATE_BODY }
+    ? { method: 'POST', path: CREATE_PATH, headers: { ...options.auth, 'content-type': 'application/json' }, body: TEXT_TO_IMAGE }
     : { method: 'GET', path: options.path, headers: options.auth };
 }
 

@@ -9,10 +9,11 @@ import sharp from 'sharp';
 import { PIXEL_SIZES } from '../schemas/pixel-sizes.js';
 import { LocalRenderer } from '../src/generators/local-renderer.js';
 import { smallPng } from './lib/images.js';
+import { PROMPT } from './lib/requests.js';
 
 sharp.concurrency(1);
 const renderer = new LocalRenderer();
-const PROMPT = 'a lighthouse at dawn, seen from the sea, in watercolour';
+
 
 interface Case {
   name: string;

@@ -48,6 +48,7 @@ import {
   type ServiceRuntime,
 } from './lib/processes.js';
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
+import { CREATE_PATH, ESTIMATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 
 const ALL_SCENARIOS = ['create', 'estimate', 'create-i2i', 'create-idem', 'create-refused-idem', 'read', 'store-floor', 'list', 'create-info-log', 'read-info-log', 'upload', 'renderer', 'e2e'] as const;
@@ -94,10 +95,6 @@ const UPLOAD_BYTES = 10 * 1024 * 1024;
 const CONCURRENT_UPLOADS = 10;
 const E2E_TASKS = flags.quick ? 8 : 20;
 
-const PROMPT = 'a lighthouse at dawn, seen from the sea, in watercolour';
-const CREATE_PATH = '/api/v1/images/generations';
-const ESTIMATE_PATH = '/api/v1/images/estimates';
-const TEXT_TO_IMAGE = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '1K' } });
 const startedAt = new Date();
 const resultsDir = join(REPO_ROOT, 'bench/results');
 const profileDir = join(resultsDir, 'profiles');
