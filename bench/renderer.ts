@@ -14,7 +14,6 @@ import { PROMPT } from './lib/requests.js';
 sharp.concurrency(1);
 const renderer = new LocalRenderer();
 
-
 interface Case {
   name: string;
   ratio: '1:1' | '21:9';
