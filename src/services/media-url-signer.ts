@@ -1,5 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { MediaUrlSigner } from '../http/presenters.js';
+import type { MediaUrlSigner } from '../presenters/resources.js';
 
 const RECENT_URLS_KEPT = 10_000;
 

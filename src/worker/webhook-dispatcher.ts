@@ -1,5 +1,5 @@
 import { nextWebhookAttemptAt } from '../core/webhook-retry-schedule.js';
-import { toTaskResource, type MediaUrlSigner } from '../http/presenters.js';
+import { toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
 import type { Store, WebhookDelivery } from '../store/port.js';
 import { generateWebhookSecret, sendWebhook } from '../webhooks/send-webhook.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';

@@ -9,7 +9,7 @@ import type { TaskRecord } from '../../core/task.js';
 import type { TaskService } from '../../services/task-service.js';
 import type { StoredResponse } from '../../store/port.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
-import { toTaskResource, type MediaUrlSigner } from '../presenters.js';
+import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
 import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
 
 export interface GenerationRoutesOptions {

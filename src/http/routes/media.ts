@@ -10,7 +10,7 @@ import { requestFingerprint } from '../../services/idempotency.js';
 import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';
 import type { Caller } from '../plugins/auth.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
-import { toMediaResource } from '../presenters.js';
+import { toMediaResource } from '../../presenters/resources.js';
 import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
 
 export interface SignedUrlVerifier {

@@ -3,7 +3,7 @@ import type { TaskRecord } from '../core/task.js';
 import type { MediaResource } from '../../schemas/resources.js';
 import type { MediaRecord } from '../store/port.js';
 
-/** Signs download URLs for generated media; the media issue provides the implementation. */
+/** Signs download URLs for generated media (implemented by services/media-url-signer). */
 export interface MediaUrlSigner {
   signedUrl(mediaId: string, now: Date): { url: string; expiresAt: Date };
 }
