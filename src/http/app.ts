@@ -17,7 +17,6 @@ import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
-import { registerEndOfTurnWrites } from './plugins/end-of-turn-writes.js';
 import { registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerMetrics } from './plugins/metrics.js';
@@ -96,7 +95,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     reply.header('x-request-id', request.id);
     done();
   });
-  registerEndOfTurnWrites(app);
 
   // Fastify parses text/plain by default; this API speaks JSON (and multipart where declared), so a
   // text body must be refused with 415 rather than reach the schema as a string.
@@ -148,7 +146,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
       // run after it, since they need the caller; idempotency (a preHandler) runs only for
       // requests that passed both.
-      const rateLimits = registerRateLimits(api, {
+      const rateLimits = await registerRateLimits(api, {
         createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
         requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
         authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
@@ -157,7 +155,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       });
       registerBearerAuth(api, { store: deps.store, now, failureLimiter: rateLimits.authFailures });
       registerIdempotency(api, { service: idempotency });
-      await api.register(generationRoutes, { tasks, signer, now });
+      await api.register(generationRoutes, { tasks, signer, now, createsRateLimit: rateLimits.creates });
       await api.register(accountRoutes, {
         store: deps.store,
         limits: {

@@ -8,12 +8,6 @@ import { newIdAt } from '../ids.js';
 import type { Page, Store, StoredResponse, TaskListQuery } from '../store/port.js';
 import type { HeldIdempotencyKey } from './idempotency.js';
 
-export interface IdempotentCreation {
-  held: HeldIdempotencyKey;
-  /** The response the key will replay: built from the task before it is stored. */
-  responseFor(task: TaskRecord): StoredResponse;
-}
-
 export interface TaskServiceOptions {
   store: Store;
   events: TaskEvents;
@@ -33,18 +27,25 @@ export class TaskService {
   }
 
   /**
-   * Validates the webhook URL, then stores and charges the task; the store checks its image
-   * references in the same transaction. With an Idempotency-Key held for the request, the key is
-   * completed with the response in the same transaction as the charge.
+   * The task a request asks for, priced and with its id, not yet stored: its 202 can be written
+   * before it is charged, so that an Idempotency-Key is completed with that answer in the charge's
+   * transaction (see create).
    */
-  async create(accountId: string, request: GenerationRequest, idempotency?: IdempotentCreation): Promise<TaskRecord> {
+  async prepare(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
     const now = this.options.now();
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
-    const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
-    const completesKey = idempotency && { ...idempotency.held, response: idempotency.responseFor(task) };
+    return createTask(request, { accountId, now, newId: () => newIdAt(now) });
+  }
+
+  /**
+   * Stores and charges a prepared task; the store checks its image references in the same
+   * transaction. With an Idempotency-Key held for the request, the key is completed with its
+   * response in that transaction too, so that a crash right after the charge cannot let a retry
+   * charge again.
+   */
+  async create(task: TaskRecord, completesKey?: HeldIdempotencyKey & { response: StoredResponse }): Promise<void> {
     await this.options.store.insertTaskWithDebit(task, { maxActiveTasks: this.options.maxActiveTasks }, completesKey);
     this.options.events.taskCreated();
-    return task;
   }
 
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {

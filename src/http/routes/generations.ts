@@ -1,13 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply } from 'fastify';
+import type { RateLimitOptions } from '@fastify/rate-limit';
 import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
-import type { TaskRecord } from '../../core/task.js';
 import type { TaskService } from '../../services/task-service.js';
-import type { StoredResponse } from '../../store/port.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
 import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
@@ -16,6 +14,8 @@ export interface GenerationRoutesOptions {
   tasks: TaskService;
   signer: MediaUrlSigner;
   now: () => Date;
+  /** The creates budget (@fastify/rate-limit route config); every other route spends the requests budget. */
+  createsRateLimit: RateLimitOptions;
 }
 
 const TaskIdParams = uuidParam('task_id', 'The task id returned at creation.');
@@ -51,11 +51,11 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions> = async (app, { tasks, signer, now }) => {
+export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions> = async (app, { tasks, signer, now, createsRateLimit }) => {
   app.post(
     '/images/generations',
     {
-      config: { idempotent: true, rateLimitBudget: 'creates' },
+      config: { idempotent: true, rateLimit: createsRateLimit },
       schema: {
         operationId: 'createGeneration',
         tags: ['generations'],
@@ -71,28 +71,21 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request, reply) => {
-      const location = (task: TaskRecord) => `/api/v1/images/generations/${task.id}`;
-      const envelope = (task: TaskRecord) => ({ data: toTaskResource(task, signer, now()) });
-      // With an Idempotency-Key, the 202 to replay is stored in the transaction that charges for
-      // the task, so a crash right after the charge cannot let a retry charge again.
-      // The body is serialised once, by this route's response schema, and the same bytes are sent
-      // now and on every replay.
-      const held = request.idempotency?.held ?? undefined;
-      let stored: StoredResponse | undefined;
-      const idempotency = held && {
-        held,
-        responseFor: (task: TaskRecord): StoredResponse =>
-          (stored = {
-            statusCode: 202,
-            headers: { location: location(task), 'content-type': JSON_CONTENT_TYPE },
-            body: Buffer.from(reply.code(202).serialize(envelope(task)) as string),
-          }),
-      };
-      const task = await tasks.create(request.caller.accountId, request.body, idempotency);
-      if (held) request.idempotency!.settle();
-      reply.code(202).header('location', location(task));
-      // Already serialised bytes skip the schema's serializer (the typed reply only knows objects).
-      return stored ? (reply as FastifyReply).type(JSON_CONTENT_TYPE).send(stored.body) : reply.send(envelope(task));
+      const task = await tasks.prepare(request.caller.accountId, request.body);
+      const answer = { data: toTaskResource(task, signer, now()) };
+      const location = `/api/v1/images/generations/${task.id}`;
+      reply.code(202).header('location', location);
+      const held = request.idempotency?.held;
+      if (!held) {
+        await tasks.create(task);
+        return answer;
+      }
+      // The answer a retry under the same key replays, stored with the charge.
+      const body = Buffer.from(reply.serialize(answer) as string);
+      const headers = { location, 'content-type': JSON_CONTENT_TYPE };
+      await tasks.create(task, { ...held, response: { statusCode: 202, headers, body } });
+      request.idempotency!.settle();
+      return answer;
     },
   );
 
