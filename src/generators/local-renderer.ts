@@ -163,6 +163,7 @@ function fitCaption(prompt: string, maxWidth: number, maxFontSize: number, minFo
   const codePoints = Array.from(
     // XML 1.0 forbids control characters and lone surrogates; librsvg rejects the whole SVG.
     prompt
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it removes
       .replace(/[\u0000-\u001F\u007F-\u009F\uFFFE\uFFFF]|\p{Cs}/gu, ' ')
       .replace(/\s+/g, ' ')
       .trim(),

@@ -106,7 +106,7 @@ export class GatedGenerator implements ImageGenerator {
       await this.released;
     } else {
       await new Promise<void>((resolve, reject) => {
-        this.released.then(resolve);
+        void this.released.then(resolve);
         signal.addEventListener('abort', () => reject(signal.reason), { once: true });
       });
     }

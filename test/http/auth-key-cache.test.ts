@@ -5,7 +5,7 @@ import { issueApiKey } from '../../src/services/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 
 const ACCOUNT = '/api/v1/account';
-const unknownWellFormedKey = () => 'igk_' + randomBytes(32).toString('base64url');
+const unknownWellFormedKey = () => `igk_${randomBytes(32).toString('base64url')}`;
 
 /** A clock that moves only when the test says so. */
 function manualClock() {

@@ -136,7 +136,7 @@ for (const model of SEED) {
     [`${min} astral emoji (${2 * min} UTF-16 units)`, GRINNING.repeat(min)],
     [`${max} astral emoji (${2 * max} UTF-16 units)`, GRINNING.repeat(max)],
     [`${max} code points of decomposed é (${max / 2} visible characters)`, E_ACUTE_DECOMPOSED.repeat(max / 2)],
-    [`one decomposed é plus one letter (${min} code points, 2 visible characters)`, E_ACUTE_DECOMPOSED + 'x'],
+    [`one decomposed é plus one letter (${min} code points, 2 visible characters)`, `${E_ACUTE_DECOMPOSED}x`],
   ];
   const rejected: [string, string, string][] = [
     [`${min - 1} ASCII characters`, 'x'.repeat(min - 1), 'too_short'],

@@ -179,7 +179,7 @@ for (const given of ['has space', 'x'.repeat(129), 'semi;colon']) {
 
 // ── authentication ──────────────────────────────────────────────────────────────────────────────
 
-const unknownWellFormedKey = () => 'igk_' + randomBytes(32).toString('base64url');
+const unknownWellFormedKey = () => `igk_${randomBytes(32).toString('base64url')}`;
 
 const unauthorizedCases: [string, () => Record<string, string>][] = [
   ['a missing Authorization header', () => ({})],

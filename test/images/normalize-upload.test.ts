@@ -3,7 +3,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import t, { type Test } from 'tap';
-import { normalizeUpload, sniffImageType, UploadRejectedError } from '../../src/images/normalize-upload.js';
+import { normalizeUpload, sniffImageType, type UploadRejectedError } from '../../src/images/normalize-upload.js';
 import { pngWithHeader } from '../helpers/images.js';
 
 const MAX_PIXELS = 40_000_000;

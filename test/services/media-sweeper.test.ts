@@ -21,7 +21,10 @@ async function setup(t: Test) {
   t.teardown(() => store.close());
   const blobs = new FsBlobStore(join(dir, 'blobs'));
   let current = START.getTime();
-  const clock = { now: () => new Date(current), advance: (ms: number) => void (current += ms) };
+  const clock = { now: () => new Date(current), advance: (ms: number) => {
+      current += ms;
+    },
+  };
   const { account } = await createAccountWithKey(store, { name: 'sweeper', tokens: 0, now: START });
   const blobExists = (key: string) => existsSync(join(dir, 'blobs', key));
   const put = (retentionMs: number) =>

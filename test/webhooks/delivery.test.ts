@@ -55,7 +55,12 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
       pollMs: 10,
       concurrency: 1,
       random: () => 0.5,
-      now: overrides.now ?? (() => new Date((clock = Math.max(Date.now(), clock + 1000)))),
+      now:
+        overrides.now ??
+        (() => {
+          clock = Math.max(Date.now(), clock + 1000);
+          return new Date(clock);
+        }),
     });
   const createTask = async (webhookUrl: string) => {
     const response = await harness.app.inject({
@@ -168,7 +173,11 @@ t.test('a receiver that keeps failing gets the whole schedule (10 attempts), the
   await testWorker(t, h).runOnce();
   // Each reading of its clock is 25 h after the last, so every scheduled retry (at most 24 h) is due.
   let clock = Date.now();
-  await drain(h.makeDispatcher({ now: () => new Date((clock += 25 * 3600_000)) }), 100);
+  await drain(h.makeDispatcher({ now: () => {
+        clock += 25 * 3600_000;
+        return new Date(clock);
+      },
+    }), 100);
   t.equal(receiver.received.length, 10);
   const [delivery] = (await h.deliveries()).data;
   t.equal(delivery.status, 'failed');

@@ -21,7 +21,9 @@ t.test(`${TASKS} tasks with 2 worker processes on one SQLite file: all terminal,
   const { app, store, dataDir, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '100000', MAX_ACTIVE_TASKS: '1000' });
   const { accountId, auth } = await newAccount(TASKS * 25);
   const workers = [startWorkerProcess(dataDir), startWorkerProcess(dataDir)];
-  t.teardown(() => workers.forEach((w) => w.exitCode === null && w.kill('SIGKILL')));
+  t.teardown(() => {
+    for (const worker of workers) if (worker.exitCode === null) worker.kill('SIGKILL');
+  });
 
   // Creates race the two workers' claims on the same file; none may surface SQLITE_BUSY.
   const statuses: number[] = [];

@@ -195,7 +195,7 @@ t.test('cancel of a COMPLETED task is 409 invalid_state and refunds nothing', as
 });
 
 t.test('shutdown lets a task finish within the grace period', async (t) => {
-  const { deps, accountId, task } = await oneQueuedTask(t);
+  const { deps, task } = await oneQueuedTask(t);
   const generator = new GatedGenerator();
   const worker = testWorker(t, deps, { generator });
   worker.start();

@@ -71,7 +71,7 @@ export class IdempotentRequest {
    */
   async claim(reply: FastifyReply, fingerprint: string): Promise<boolean> {
     if (this.held) throw new Error('Idempotency key claimed twice in one request.');
-    let result;
+    let result: Awaited<ReturnType<IdempotencyService['claim']>>;
     try {
       result = await this.service.claim(this.request.caller.accountId, this.key, fingerprint);
     } catch (error) {
@@ -107,7 +107,7 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
 
   // preHandler: after authentication, rate limiting and validation, so that a refused request
   // never takes a key and the fingerprint is computed from a body known to be well-formed.
-  const claimKey: preHandlerAsyncHookHandler = async function (request, reply) {
+  const claimKey: preHandlerAsyncHookHandler = async (request, reply) => {
     const header = request.headers[IDEMPOTENCY_KEY_HEADER];
     if (header === undefined) return;
     const key = Array.isArray(header) ? header.join(', ') : header;
@@ -122,7 +122,7 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
 
   // onSend runs for every response, errors included, and before any byte leaves: the key is
   // settled before the client can retry.
-  const settleKey: onSendAsyncHookHandler = async function (request, reply, payload) {
+  const settleKey: onSendAsyncHookHandler = async (request, reply, payload) => {
     const held = request.idempotency?.held;
     if (!held) return payload;
     request.idempotency!.held = null;

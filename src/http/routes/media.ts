@@ -84,7 +84,7 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         },
       },
       async (request, reply) => {
-        let upload;
+        let upload: Awaited<ReturnType<typeof receiveSingleFile>>;
         try {
           upload = await receiveSingleFile(request, { tempDir: options.uploadTempDir, maxBytes: options.uploadMaxBytes });
         } catch (error) {

@@ -6,7 +6,7 @@ import { invalidMediaReference, isTerminal, nextStatus, refundsOnEntry, statuses
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
-import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, StoredResponse } from '../port.js';
+import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, } from '../port.js';
 import type { MediaRecord } from '../port.js';
 import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { BackgroundCheckpointer } from './background-checkpointer.js';
