@@ -31,8 +31,6 @@ export class FakeUpstream {
   readonly requests: ReceivedRequest[] = [];
   /** Requests whose connection the client closed before we answered. */
   abandoned = 0;
-  private inFlight = 0;
-  maxInFlight = 0;
   private script: FakeReply[] = [];
   private served = 0;
   private waiters: { count: number; resolve: () => void }[] = [];
@@ -80,10 +78,7 @@ export class FakeUpstream {
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       this.requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) });
-      this.inFlight += 1;
-      this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
       res.on('close', () => {
-        this.inFlight -= 1;
         this.hanging.delete(res);
         if (!res.writableFinished) {
           this.abandoned += 1;
