@@ -54,6 +54,8 @@ export function retryAfterMs(value: string | null | undefined, now: Date): numbe
   if (value === null || value === undefined) return undefined;
   const text = value.trim();
   if (/^\d+$/.test(text)) return Number(text) * 1000;
+  // An HTTP date names its day and month; Date.parse would also take "-5" as a year.
+  if (!/[A-Za-z]/.test(text)) return undefined;
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - now.getTime());

@@ -39,7 +39,7 @@ function rejection(promise: Promise<unknown>): Promise<unknown> {
 /** The multipart body of an images.edit request, parsed the way a server would. */
 async function formOf(request: ReceivedRequest): Promise<FormData> {
   const headers = { 'content-type': String(request.headers['content-type']) };
-  return new Response(request.body, { headers }).formData();
+  return new Response(new Uint8Array(request.body), { headers }).formData();
 }
 
 t.test('contract', async (t) => {
