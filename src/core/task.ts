@@ -24,7 +24,11 @@ export function generatedMediaRef(media: {
   resizedFrom?: { width: number; height: number } | null;
 }): GeneratedMediaRef {
   const ref: GeneratedMediaRef = {
-    media_id: media.id, content_type: media.contentType, width: media.width, height: media.height, size_bytes: media.sizeBytes,
+    media_id: media.id,
+    content_type: media.contentType,
+    width: media.width,
+    height: media.height,
+    size_bytes: media.sizeBytes,
   };
   if (media.resizedFrom) ref.resized_from = { width: media.resizedFrom.width, height: media.resizedFrom.height };
   return ref;

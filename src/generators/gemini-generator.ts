@@ -87,10 +87,14 @@ export class GeminiGenerator implements ImageGenerator {
 /** The final image's base64 data; throws the permanent failure a reply without one means. */
 function firstImage(response: GenerateContentResponse): string {
   const blockReason = response.promptFeedback?.blockReason;
-  if (blockReason) throw generationError(upstreamFailure('content_policy'), { upstream: { reason: `prompt blocked: ${blockReason}` } });
+  if (blockReason) {
+    throw generationError(upstreamFailure('content_policy'), { upstream: { reason: `prompt blocked: ${blockReason}` } });
+  }
   const candidate = response.candidates?.[0];
   // Gemini 3 image models may return interim "thought" images before the final one.
-  const image = candidate?.content?.parts?.find((part) => !part.thought && part.inlineData?.data && part.inlineData.mimeType?.startsWith('image/'));
+  const image = candidate?.content?.parts?.find(
+    (part) => !part.thought && part.inlineData?.data && part.inlineData.mimeType?.startsWith('image/'),
+  );
   if (image?.inlineData?.data) return image.inlineData.data;
   const finishReason = candidate?.finishReason;
   const reason = finishReason ? `finish reason ${finishReason}` : 'no candidate';

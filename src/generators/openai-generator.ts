@@ -54,7 +54,8 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       signal,
       async (): Promise<ImagesResponse> => {
         if (input.references.length === 0) {
-          return this.client.images.generate({ ...common, stream: false } as OpenAI.ImageGenerateParamsNonStreaming, { signal });
+          const body = { ...common, stream: false } as OpenAI.ImageGenerateParamsNonStreaming;
+          return this.client.images.generate(body, { signal });
         }
         const image = await Promise.all(
           input.references.map((bytes, i) => {
@@ -62,7 +63,8 @@ export class OpenAiImagesGenerator implements ImageGenerator {
             return toFile(bytes, `reference-${i + 1}.${EXTENSION_OF[type]}`, { type });
           }),
         );
-        return this.client.images.edit({ ...common, image, stream: false } as OpenAI.ImageEditParamsNonStreaming, { signal });
+        const body = { ...common, image, stream: false } as OpenAI.ImageEditParamsNonStreaming;
+        return this.client.images.edit(body, { signal });
       },
       classifyOpenAiError,
     );

@@ -210,11 +210,13 @@ export class TaskWorker {
     if (failure.transient && task.attempt < this.options.maxAttempts) {
       const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random, failure.retryAfterMs);
       await store.requeueTask({ taskId: task.id, attempt: task.attempt, runAfter: new Date(now.getTime() + delay), now });
-      this.log.warn({ task_id: task.id, attempt: task.attempt, code: failure.code, upstream: failure.upstream, retry_in_ms: delay }, 'generation failed; will retry');
+      const { code, upstream } = failure;
+      this.log.warn({ task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay }, 'generation failed; will retry');
       return;
     }
     await store.failTask({ taskId: task.id, attempt: task.attempt, error: { code: failure.code, message: failure.message }, now });
-    this.log.warn({ task_id: task.id, attempt: task.attempt, code: failure.code, upstream: failure.upstream, err: failure.internal ? error : undefined }, 'task failed');
+    const logged = { task_id: task.id, attempt: task.attempt, code: failure.code, upstream: failure.upstream };
+    this.log.warn({ ...logged, err: failure.internal ? error : undefined }, 'task failed');
   }
 }
 

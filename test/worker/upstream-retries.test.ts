@@ -71,3 +71,30 @@ t.test('transient upstream failures past the attempt limit fail with the stable 
   t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
+
+t.test('the worker log names the upstream status and reason, never the key, the prompt or the provider text', async (t) => {
+  const { deps, task } = await oneQueuedTask(t);
+  const upstream = await FakeUpstream.start(t);
+  upstream.replyWith(
+    geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded for project 123456.', { 'retry-after': '1' }),
+    geminiReply.promptBlocked('SAFETY'),
+  );
+  const key = 'AIza-secret-key-never-in-logs';
+  const generator = new GeminiGenerator({ apiKey: key, baseUrl: upstream.url, model: 'gemini-3-pro-image-preview', maxConcurrency: 1 });
+  const lines: string[] = [];
+  const record = (obj: object, msg: string) => void lines.push(JSON.stringify({ ...obj, msg }, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : v)));
+  let clock = Date.now();
+  const worker = testWorker(t, deps, { generator, retryBaseMs: 1, now: () => new Date(clock), log: { info: record, warn: record, error: record } });
+
+  await worker.runOnce();
+  clock += 2_000;
+  await worker.runOnce();
+  t.equal((await deps.store.getTaskById(task.id))?.status, 'FAILED');
+  const log = lines.join('\n');
+  t.match(log, /"status":429/);
+  t.match(log, /RESOURCE_EXHAUSTED/);
+  t.match(log, /prompt blocked: SAFETY/);
+  t.notMatch(log, new RegExp(key));
+  t.notMatch(log, new RegExp(task.prompt));
+  t.notMatch(log, /project 123456/);
+});
