@@ -17,6 +17,16 @@ export const GeneratedItem = Type.Object(
     width: Type.Integer(),
     height: Type.Integer(),
     size_bytes: Type.Integer(),
+    resized_from: Nullable(
+      Type.Object(
+        { width: Type.Integer(), height: Type.Integer() },
+        {
+          additionalProperties: false,
+          description:
+            'The size the model returned when it differed from the catalog\'s: the image was scaled to cover width × height and centre-cropped. Null when the model returned the exact size.',
+        },
+      ),
+    ),
   },
   { $id: 'GeneratedItem', additionalProperties: false },
 );

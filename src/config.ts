@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
+import type { ModelId } from '../schemas/catalog.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -11,6 +12,14 @@ import ipaddr from 'ipaddr.js';
 const Int = (options: { minimum?: number; maximum?: number; default: number; description: string }) =>
   Type.Integer({ minimum: 0, ...options });
 const Bool = (description: string) => Type.Boolean({ default: false, description });
+
+export const GENERATOR_BACKENDS = ['local', 'gemini', 'openai'] as const;
+export type GeneratorBackend = (typeof GENERATOR_BACKENDS)[number];
+const Backend = (model: string) =>
+  Type.Union(GENERATOR_BACKENDS.map((b) => Type.Literal(b)), {
+    default: 'local',
+    description: `Which generator serves ${model}: local (the preview renderer), gemini or openai.`,
+  });
 
 export const ConfigSchema = Type.Object({
   PORT: Int({ maximum: 65535, default: 3000, description: 'Port the API listens on.' }),
@@ -53,6 +62,16 @@ export const ConfigSchema = Type.Object({
   WORKER_POLL_MS: Int({ minimum: 10, default: 500, description: 'How often an idle worker looks for work made by other processes.' }),
   SHUTDOWN_GRACE_MS: Int({ default: 20_000, description: 'On SIGTERM, how long in-flight tasks may finish before they are released.' }),
   DEV_ACCOUNT_TOKENS: Int({ default: 1000, description: 'Balance of the development account made on the first start of an empty embedded install.' }),
+  ALPHA_PRO_BACKEND: Backend('alpha-pro'),
+  BETA_V5_PRO_BACKEND: Backend('beta-v5-pro'),
+  GEMINI_API_KEY: Type.Optional(Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' })),
+  GEMINI_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'Gemini API base URL (the SDK\'s httpOptions.baseUrl); unset = Google\'s.' })),
+  GEMINI_MODEL: Type.String({ minLength: 1, default: 'gemini-3-pro-image-preview', description: 'Gemini model that serves the models on gemini.' }),
+  GEMINI_MAX_CONCURRENCY: Int({ minimum: 1, maximum: 1024, default: 4, description: 'Gemini calls in flight at once per worker process; more wait their turn.' }),
+  OPENAI_API_KEY: Type.Optional(Type.String({ minLength: 1, description: 'API key of the OpenAI-compatible images API; required when a model is served by openai.' })),
+  OPENAI_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'Base URL of the OpenAI-compatible API (the SDK\'s baseURL, with its /v1); unset = api.openai.com.' })),
+  OPENAI_IMAGE_MODEL: Type.Optional(Type.String({ minLength: 1, description: 'Image model of the OpenAI-compatible API; required when a model is served by openai.' })),
+  OPENAI_MAX_CONCURRENCY: Int({ minimum: 1, maximum: 1024, default: 4, description: 'OpenAI-compatible calls in flight at once per worker process; more wait their turn.' }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -74,7 +93,34 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   const config = candidate as Config;
   if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
+  checkBackendSettings(config);
   return config;
+}
+
+/** The variable that chooses each catalog model's generator. */
+const BACKEND_VARIABLE_OF_MODEL = {
+  'alpha-pro': 'ALPHA_PRO_BACKEND',
+  'beta-v5-pro': 'BETA_V5_PRO_BACKEND',
+} as const satisfies Record<ModelId, string>;
+
+/** The backend each catalog model is served by. */
+export function modelBackends(config: Config): Record<string, GeneratorBackend> {
+  return Object.fromEntries(Object.entries(BACKEND_VARIABLE_OF_MODEL).map(([model, variable]) => [model, config[variable]]));
+}
+
+const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {
+  local: [],
+  gemini: ['GEMINI_API_KEY'],
+  openai: ['OPENAI_API_KEY', 'OPENAI_IMAGE_MODEL'],
+};
+
+/** A backend chosen without what it needs stops the process at start, not at the first task. */
+function checkBackendSettings(config: Config): void {
+  for (const variable of Object.values(BACKEND_VARIABLE_OF_MODEL)) {
+    const backend = config[variable];
+    const missing = REQUIRED_FOR_BACKEND[backend].find((name) => config[name] === undefined);
+    if (missing) throw new ConfigError(`Missing environment variable ${missing}: ${variable}=${backend} needs it.`);
+  }
 }
 
 const NAMED_PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);

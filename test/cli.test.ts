@@ -78,3 +78,14 @@ t.test('a bad configuration value stops the CLI naming the variable', async (t) 
   t.equal(failure?.code, 1, 'exits 1');
   t.match(failure?.stderr, /Invalid environment variable PORT="eighty"/);
 });
+
+t.test('a model backend without its key stops the CLI naming the missing variable', async (t) => {
+  const dataDir = t.testdir({});
+  const env = { ...process.env, DATA_DIR: dataDir, ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: '' };
+  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'migrate'], { env }).then(
+    () => null,
+    (error: { code: number; stderr: string }) => error,
+  );
+  t.equal(failure?.code, 1, 'exits 1');
+  t.match(failure?.stderr, /Missing environment variable GEMINI_API_KEY: ALPHA_PRO_BACKEND=gemini needs it/);
+});

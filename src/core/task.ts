@@ -10,6 +10,28 @@ export interface GeneratedMediaRef {
   width: number;
   height: number;
   size_bytes: number;
+  /** Kept only when the model's image had another size and was resized and cropped to the catalog's. */
+  resized_from?: { width: number; height: number };
+}
+
+/** A generated image as the task lists it, from what the worker stored. */
+export function generatedMediaRef(media: {
+  id: string;
+  contentType: string;
+  width: number;
+  height: number;
+  sizeBytes: number;
+  resizedFrom?: { width: number; height: number } | null;
+}): GeneratedMediaRef {
+  const ref: GeneratedMediaRef = {
+    media_id: media.id,
+    content_type: media.contentType,
+    width: media.width,
+    height: media.height,
+    size_bytes: media.sizeBytes,
+  };
+  if (media.resizedFrom) ref.resized_from = { width: media.resizedFrom.width, height: media.resizedFrom.height };
+  return ref;
 }
 
 export interface TaskRecord {

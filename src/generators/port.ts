@@ -15,6 +15,13 @@ export interface GeneratedImage {
   contentType: 'image/png';
   width: number;
   height: number;
+  /** The pixel size the model returned, when it differed and the image was resized and cropped to ours. */
+  resizedFrom?: PixelSize;
+}
+
+export interface PixelSize {
+  width: number;
+  height: number;
 }
 
 export interface ImageGenerator {
@@ -23,17 +30,31 @@ export interface ImageGenerator {
   generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]>;
 }
 
+export interface GenerationErrorDetails {
+  /** The upstream asked us to wait at least this long before trying again (Retry-After). */
+  retryAfterMs?: number;
+  /** For the operator's log only, never shown to the client: upstream status and reason. */
+  upstream?: { status?: number; reason?: string };
+}
+
 /**
- * `code` is stable (e.g. 'generator_unavailable', 'content_rejected'); `transient` tells the
- * worker whether retrying the same input may succeed.
+ * `code` is stable (e.g. 'content_policy', 'upstream_unavailable'); `transient` tells the worker
+ * whether retrying the same input may succeed. `message` is shown to the client: never an
+ * upstream's own text.
  */
 export class GenerationError extends Error {
+  readonly retryAfterMs?: number;
+  readonly upstream?: { status?: number; reason?: string };
+
   constructor(
     readonly code: string,
     message: string,
     readonly transient: boolean,
+    details: GenerationErrorDetails = {},
   ) {
     super(message);
     this.name = 'GenerationError';
+    this.retryAfterMs = details.retryAfterMs;
+    this.upstream = details.upstream;
   }
 }

@@ -17,7 +17,8 @@ export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Da
     cost: task.cost,
     generated: task.generated.map((item) => {
       const signed = signer.signedUrl(item.media_id, now);
-      return { ...item, url: signed.url, url_expires_at: signed.expiresAt.toISOString() };
+      const resizedFrom = item.resized_from ?? null;
+      return { ...item, url: signed.url, url_expires_at: signed.expiresAt.toISOString(), resized_from: resizedFrom };
     }),
     model: task.model,
     prompt: task.prompt,

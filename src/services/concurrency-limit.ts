@@ -10,9 +10,11 @@ export class ConcurrencyLimit {
     if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`concurrency limit must be a positive integer, got ${limit}`);
   }
 
-  async run<T>(job: () => Promise<T>): Promise<T> {
+  /** With `signal`, a job still waiting for its turn leaves the queue when it aborts (rejecting with its reason). */
+  async run<T>(job: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
     if (this.active < this.limit) this.active += 1;
-    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else await this.turn(signal);
     try {
       return await job();
     } finally {
@@ -20,6 +22,24 @@ export class ConcurrencyLimit {
       if (next) next();
       else this.active -= 1;
     }
+  }
+
+  private turn(signal: AbortSignal | undefined): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        const index = this.waiting.indexOf(takeSlot);
+        if (index === -1) return;
+        this.waiting.splice(index, 1);
+        reject(signal?.reason);
+      };
+      // Called by a finishing job with its slot: from then on the job owns the slot and runs.
+      const takeSlot = () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      this.waiting.push(takeSlot);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
   }
 
   /** Jobs running plus jobs waiting (for metrics and tests). */

@@ -162,6 +162,8 @@ export interface GeneratedMediaInput {
   sizeBytes: number;
   sha256: string;
   expiresAt: Date;
+  /** The size the model returned when it was resized and cropped to the catalog's; else null or absent. */
+  resizedFrom?: { width: number; height: number } | null;
 }
 
 export interface ClaimPolicy {

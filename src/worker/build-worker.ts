@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { publicBaseUrl, type Config } from '../config.js';
-import { LocalRenderer } from '../generators/local-renderer.js';
+import { generatorFromConfig } from '../generators/model-backends.js';
 import type { ImageGenerator } from '../generators/port.js';
 import type { Runtime } from '../runtime.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
@@ -40,7 +40,7 @@ export function buildBackgroundWork(
   const tasks = new TaskWorker({
     store: runtime.store,
     blobs: runtime.blobs,
-    generator: options.generator ?? new LocalRenderer(),
+    generator: options.generator ?? generatorFromConfig(config),
     events: options.events,
     log: options.log,
     concurrency: options.concurrency ?? config.WORKER_CONCURRENCY,

@@ -177,6 +177,7 @@ export class TaskWorker {
         sizeBytes: image.bytes.length,
         sha256: createHash('sha256').update(image.bytes).digest('hex'),
         expiresAt: new Date(now.getTime() + this.options.resultRetentionMs),
+        resizedFrom: image.resizedFrom ?? null,
       });
     }
     return media;
@@ -207,13 +208,15 @@ export class TaskWorker {
 
     const failure = describeFailure(error);
     if (failure.transient && task.attempt < this.options.maxAttempts) {
-      const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random);
+      const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random, failure.retryAfterMs);
       await store.requeueTask({ taskId: task.id, attempt: task.attempt, runAfter: new Date(now.getTime() + delay), now });
-      this.log.warn({ task_id: task.id, attempt: task.attempt, code: failure.code, retry_in_ms: delay }, 'generation failed; will retry');
+      const { code, upstream } = failure;
+      this.log.warn({ task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay }, 'generation failed; will retry');
       return;
     }
     await store.failTask({ taskId: task.id, attempt: task.attempt, error: { code: failure.code, message: failure.message }, now });
-    this.log.warn({ task_id: task.id, attempt: task.attempt, code: failure.code, err: failure.internal ? error : undefined }, 'task failed');
+    const logged = { task_id: task.id, attempt: task.attempt, code: failure.code, upstream: failure.upstream };
+    this.log.warn({ ...logged, err: failure.internal ? error : undefined }, 'task failed');
   }
 }
 
@@ -223,10 +226,17 @@ interface FailureDescription {
   transient: boolean;
   /** An unexpected error: logged in full, but its text is not shown to the client. */
   internal: boolean;
+  /** A model provider's Retry-After: the retry waits at least this long. */
+  retryAfterMs?: number;
+  /** A model provider's status and reason, for the operator's log only. */
+  upstream?: GenerationError['upstream'];
 }
 
 function describeFailure(error: unknown): FailureDescription {
-  if (error instanceof GenerationError) return { code: error.code, message: error.message, transient: error.transient, internal: false };
+  if (error instanceof GenerationError) {
+    const { code, message, transient, retryAfterMs, upstream } = error;
+    return { code, message, transient, internal: false, retryAfterMs, upstream };
+  }
   if (error instanceof AttemptAborted) {
     return { code: 'generation_timeout', message: 'The generation took too long.', transient: true, internal: false };
   }

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import { TASK_STATUSES } from '../../../schemas/resources.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import { invalidMediaReference, isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import { generatedMediaRef, invalidMediaReference, isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
 import { decodeCursor, encodeCursor } from '../cursor.js';
@@ -674,9 +674,7 @@ export class SqliteStore implements Store {
     return this.groupCommit(() => {
       const owner = this.statement('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
       if (!owner) return false;
-      const generated: GeneratedMediaRef[] = input.media.map((m) => ({
-        media_id: m.id, content_type: m.contentType, width: m.width, height: m.height, size_bytes: m.sizeBytes,
-      }));
+      const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
       if (!this.finishInTransaction(input.taskId, input.attempt, 'complete', input.now, { generated })) return false;
       for (const m of input.media) {
         const media: MediaRecord = { ...m, accountId: owner.account_id, source: 'generated', taskId: input.taskId, createdAt: input.now };

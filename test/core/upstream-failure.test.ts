@@ -1,0 +1,38 @@
+import t from 'tap';
+import { generationRetryDelayMs } from '../../src/core/task-retry.js';
+import { durationMs, retryAfterMs, upstreamFailureOfStatus } from '../../src/core/upstream-failure.js';
+
+const now = new Date('2026-11-24T12:00:00Z');
+
+t.test('Retry-After in seconds or as an HTTP date; anything else is ignored', async (t) => {
+  t.equal(retryAfterMs('7', now), 7000);
+  t.equal(retryAfterMs(' 0 ', now), 0);
+  t.equal(retryAfterMs('Tue, 24 Nov 2026 12:00:30 GMT', now), 30_000);
+  t.equal(retryAfterMs('Tue, 24 Nov 2026 11:00:00 GMT', now), 0, 'a date in the past means now');
+  t.equal(retryAfterMs('soon', now), undefined);
+  t.equal(retryAfterMs('-5', now), undefined);
+  t.equal(retryAfterMs(null, now), undefined);
+});
+
+t.test('google.rpc.RetryInfo durations', async (t) => {
+  t.equal(durationMs('37s'), 37_000);
+  t.equal(durationMs('1.5s'), 1500);
+  t.equal(durationMs('5m'), undefined);
+  t.equal(durationMs(12), undefined);
+});
+
+t.test('HTTP statuses: 429, 408 and 5xx are transient; credentials and model refusals and other 4xx are not', async (t) => {
+  t.match(upstreamFailureOfStatus(429), { code: 'upstream_rate_limited', transient: true });
+  t.match(upstreamFailureOfStatus(408), { code: 'upstream_unavailable', transient: true });
+  t.match(upstreamFailureOfStatus(500), { code: 'upstream_unavailable', transient: true });
+  t.match(upstreamFailureOfStatus(503), { code: 'upstream_unavailable', transient: true });
+  for (const status of [401, 403, 404]) t.match(upstreamFailureOfStatus(status), { code: 'generator_unavailable', transient: false });
+  for (const status of [400, 413, 422]) t.match(upstreamFailureOfStatus(status), { code: 'upstream_rejected', transient: false });
+});
+
+t.test('a retry waits at least the upstream Retry-After, and at least its own backoff', async (t) => {
+  const middle = () => 0.5;
+  t.equal(generationRetryDelayMs(1, 2000, middle), 2000);
+  t.equal(generationRetryDelayMs(1, 2000, middle, 30_000), 30_000);
+  t.equal(generationRetryDelayMs(3, 2000, middle, 1000), 8000);
+});

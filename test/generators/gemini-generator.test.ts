@@ -1,0 +1,231 @@
+import sharp from 'sharp';
+import t, { type Test } from 'tap';
+import { GeminiGenerator } from '../../src/generators/gemini-generator.js';
+import { GenerationError, type GenerationInput } from '../../src/generators/port.js';
+import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
+import { geminiReply } from '../helpers/provider-replies.js';
+import { imageGeneratorContract } from './generator-contract.js';
+
+const API_KEY = 'gemini-test-key-do-not-log';
+// A fresh signal per call: the SDK leaves a listener on the signal it was given for as long as it lives.
+const live = () => new AbortController().signal;
+
+const input = (overrides: Partial<GenerationInput> = {}): GenerationInput => ({
+  model: 'alpha-pro',
+  prompt: 'a lighthouse on a cliff at dusk',
+  aspectRatio: '16:9',
+  resolution: '2K',
+  width: 2752,
+  height: 1536,
+  references: [],
+  ...overrides,
+});
+
+async function setup(t: Test, options: { maxConcurrency?: number } = {}) {
+  const upstream = await FakeUpstream.start(t);
+  const generator = new GeminiGenerator({
+    apiKey: API_KEY,
+    baseUrl: upstream.url,
+    model: 'gemini-3-pro-image-preview',
+    maxConcurrency: options.maxConcurrency ?? 4,
+  });
+  return { upstream, generator };
+}
+
+function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(() => undefined, (error: unknown) => error);
+}
+
+t.test('contract', async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  // A 1K square image whatever was asked: every contract size is reached by resizing.
+  upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+  imageGeneratorContract(t, () => new GeminiGenerator({ apiKey: API_KEY, baseUrl: upstream.url, model: 'gemini-3-pro-image-preview', maxConcurrency: 4 }));
+});
+
+t.test('sends one generateContent with the prompt, the references inline and the imageConfig', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
+  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } }).png().toBuffer();
+  const jpeg = await sharp({ create: { width: 30, height: 40, channels: 3, background: '#00ff00' } }).jpeg().toBuffer();
+
+  await generator.generate(input({ references: [png, jpeg] }), live());
+
+  t.equal(upstream.requests.length, 1);
+  const [request] = upstream.requests;
+  t.equal(request.method, 'POST');
+  t.equal(request.url, '/v1beta/models/gemini-3-pro-image-preview:generateContent');
+  t.equal(request.headers['x-goog-api-key'], API_KEY);
+  t.match(request.headers['content-type'], /^application\/json/);
+  t.same(JSON.parse(request.body.toString()), {
+    contents: [
+      {
+        role: 'user',
+        parts: [
+          { text: 'a lighthouse on a cliff at dusk' },
+          { inlineData: { mimeType: 'image/png', data: png.toString('base64') } },
+          { inlineData: { mimeType: 'image/jpeg', data: jpeg.toString('base64') } },
+        ],
+      },
+    ],
+    generationConfig: { responseModalities: ['IMAGE'], imageConfig: { aspectRatio: '16:9', imageSize: '2K' } },
+  });
+});
+
+t.test('an image of the exact size is kept byte for byte', async (t) => {
+  const { upstream, generator } = await setup(t);
+  const served = await pngBase64(2752, 1536);
+  upstream.replyWith(geminiReply.image(served));
+  const [image] = await generator.generate(input(), live());
+  t.ok(image.bytes.equals(Buffer.from(served, 'base64')));
+  t.equal(image.resizedFrom, undefined);
+});
+
+t.test('an image of another size is resized and centre-cropped to the catalog size, and says from what', async (t) => {
+  const { upstream, generator } = await setup(t);
+  // 1:1 with a red left third, white middle and blue right third: a 16:9 cover crop keeps the middle.
+  const third = 1024 / 4;
+  const square = await sharp({ create: { width: 1024, height: 1024, channels: 3, background: '#ffffff' } })
+    .composite([
+      { input: { create: { width: third, height: 1024, channels: 3, background: '#ff0000' } }, left: 0, top: 0 },
+      { input: { create: { width: third, height: 1024, channels: 3, background: '#0000ff' } }, left: 1024 - third, top: 0 },
+    ])
+    .png()
+    .toBuffer();
+  upstream.replyWith(geminiReply.image(square.toString('base64')));
+
+  const [image] = await generator.generate(input({ width: 1376, height: 768, resolution: '1K' }), live());
+
+  const { data, info } = await sharp(image.bytes).raw().toBuffer({ resolveWithObject: true });
+  t.same([info.width, info.height, image.width, image.height], [1376, 768, 1376, 768]);
+  t.same(image.resizedFrom, { width: 1024, height: 1024 });
+  t.equal((await sharp(image.bytes).metadata()).format, 'png');
+  const centre = ((384 * info.width) + 688) * info.channels;
+  t.same([...data.subarray(centre, centre + 3)], [255, 255, 255], 'the centre of the model image is kept');
+});
+
+t.test('a JPEG of the exact size is re-encoded as PNG without resizing', async (t) => {
+  const { upstream, generator } = await setup(t);
+  const jpeg = await sharp({ create: { width: 2752, height: 1536, channels: 3, background: '#336699' } }).jpeg().toBuffer();
+  upstream.replyWith(geminiReply.image(jpeg.toString('base64'), 'image/jpeg'));
+  const [image] = await generator.generate(input(), live());
+  t.equal((await sharp(image.bytes).metadata()).format, 'png');
+  t.equal(image.resizedFrom, undefined);
+});
+
+t.test('interim thought images are skipped for the final image', async (t) => {
+  const { upstream, generator } = await setup(t);
+  const final = await pngBase64(2752, 1536, '#00aa00');
+  upstream.replyWith(geminiReply.thoughtThenImage(await pngBase64(64, 64, '#aa0000'), final));
+  const [image] = await generator.generate(input(), live());
+  t.ok(image.bytes.equals(Buffer.from(final, 'base64')));
+});
+
+t.test('a blocked prompt is a permanent content_policy failure without the upstream text', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.promptBlocked('PROHIBITED_CONTENT'));
+  const error = await rejection(generator.generate(input(), live()));
+  t.ok(error instanceof GenerationError);
+  t.match(error, { code: 'content_policy', transient: false });
+  t.notMatch((error as Error).message, /PROHIBITED/);
+});
+
+t.test('a blocked image (finishReason IMAGE_SAFETY) is content_policy', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.imageBlocked());
+  t.match(await rejection(generator.generate(input(), live())), { code: 'content_policy', transient: false });
+});
+
+t.test('a reply without an image is a permanent upstream_no_image failure without the model text', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.textOnly());
+  const error = await rejection(generator.generate(input(), live()));
+  t.match(error, { code: 'upstream_no_image', transient: false });
+  t.notMatch((error as Error).message, /sk-secret/);
+});
+
+t.test('an image that does not decode is transient upstream_invalid_image', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(Buffer.from('not a png at all').toString('base64')));
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_invalid_image', transient: true });
+});
+
+t.test('429 is transient and carries Retry-After', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Resource has been exhausted (e.g. check quota).', { 'retry-after': '7' }));
+  const error = await rejection(generator.generate(input(), live()));
+  t.match(error, { code: 'upstream_rate_limited', transient: true, retryAfterMs: 7000, upstream: { status: 429, reason: 'RESOURCE_EXHAUSTED' } });
+  t.notMatch((error as Error).message, /exhausted/);
+});
+
+t.test('429 without Retry-After takes the wait from google.rpc.RetryInfo', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(
+    geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded.', undefined, [
+      { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '37s' },
+    ]),
+  );
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rate_limited', retryAfterMs: 37_000 });
+});
+
+t.test('500 is transient, and the next call succeeds', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.error(500, 'INTERNAL', 'An internal error has occurred.'), geminiReply.image(await pngBase64(2752, 1536)));
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_unavailable', transient: true });
+  const [image] = await generator.generate(input(), live());
+  t.same([image.width, image.height], [2752, 1536]);
+  t.equal(upstream.requests.length, 2, 'no hidden SDK retries');
+});
+
+t.test('400 INVALID_ARGUMENT is a permanent upstream_rejected; 403 is generator_unavailable', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.error(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.'), geminiReply.error(403, 'PERMISSION_DENIED', 'API key not valid.'));
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rejected', transient: false });
+  t.match(await rejection(generator.generate(input(), live())), { code: 'generator_unavailable', transient: false });
+});
+
+t.test('an unreachable upstream is transient upstream_unavailable', async (t) => {
+  const { upstream } = await setup(t);
+  const closed = new GeminiGenerator({ apiKey: API_KEY, baseUrl: 'http://127.0.0.1:1', model: 'm', maxConcurrency: 1 });
+  t.match(await rejection(closed.generate(input(), live())), { code: 'upstream_unavailable', transient: true });
+  t.equal(upstream.requests.length, 0);
+});
+
+t.test('a hanging upstream is abandoned when the signal times out, and the connection is closed', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith({ hang: true });
+  const signal = AbortSignal.timeout(200);
+  const error = await rejection(generator.generate(input(), signal));
+  t.equal(error, signal.reason, 'rejects with the timeout');
+  await upstream.abandonedCount(1);
+  t.equal(upstream.abandoned, 1, 'the provider saw the request abandoned');
+});
+
+t.test('calls in flight are capped per backend; the others wait for a slot', async (t) => {
+  const { upstream, generator } = await setup(t, { maxConcurrency: 1 });
+  upstream.replyWith({ hang: true }, geminiReply.image(await pngBase64(2752, 1536)));
+  const first = generator.generate(input(), live());
+  const second = generator.generate(input(), live());
+  await upstream.received(1);
+  // A request of our own to the provider: by its answer the second call has had every chance to send.
+  await fetch(`${upstream.url}/probe`, { method: 'POST' });
+  t.equal(upstream.requests.filter((r) => r.url !== '/probe').length, 1, 'the second call waits');
+  upstream.release(geminiReply.image(await pngBase64(2752, 1536)));
+  await Promise.all([first, second]);
+  t.equal(upstream.requests.filter((r) => r.url !== '/probe').length, 2);
+});
+
+t.test('a call waiting for a slot leaves the queue when aborted, without sending', async (t) => {
+  const { upstream, generator } = await setup(t, { maxConcurrency: 1 });
+  upstream.replyWith({ hang: true });
+  const first = generator.generate(input(), live());
+  await upstream.received(1);
+  const controller = new AbortController();
+  const waiting = generator.generate(input(), controller.signal);
+  const reason = new Error('canceled');
+  controller.abort(reason);
+  t.equal(await rejection(waiting), reason);
+  upstream.release(geminiReply.image(await pngBase64(2752, 1536)));
+  await first;
+  t.equal(upstream.requests.length, 1, 'the aborted call never reached the provider');
+});

@@ -1,0 +1,170 @@
+import sharp from 'sharp';
+import t, { type Test } from 'tap';
+import { OpenAiImagesGenerator } from '../../src/generators/openai-generator.js';
+import { GenerationError, type GenerationInput } from '../../src/generators/port.js';
+import { FakeUpstream, pngBase64, type ReceivedRequest } from '../helpers/fake-upstream.js';
+import { openAiReply } from '../helpers/provider-replies.js';
+import { imageGeneratorContract } from './generator-contract.js';
+
+const API_KEY = 'sk-openai-test-key-do-not-log';
+// A fresh signal per call: the SDK may leave a listener on the signal it was given.
+const live = () => new AbortController().signal;
+
+const input = (overrides: Partial<GenerationInput> = {}): GenerationInput => ({
+  model: 'beta-v5-pro',
+  prompt: 'a tin robot reading a newspaper',
+  aspectRatio: '3:2',
+  resolution: '1K',
+  width: 1264,
+  height: 848,
+  references: [],
+  ...overrides,
+});
+
+async function setup(t: Test, options: { model?: string; maxConcurrency?: number } = {}) {
+  const upstream = await FakeUpstream.start(t);
+  const generator = new OpenAiImagesGenerator({
+    apiKey: API_KEY,
+    baseUrl: `${upstream.url}/v1`,
+    model: options.model ?? 'gpt-image-2',
+    maxConcurrency: options.maxConcurrency ?? 4,
+  });
+  return { upstream, generator };
+}
+
+function rejection(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(() => undefined, (error: unknown) => error);
+}
+
+/** The multipart body of an images.edit request, parsed the way a server would. */
+async function formOf(request: ReceivedRequest): Promise<FormData> {
+  const headers = { 'content-type': String(request.headers['content-type']) };
+  return new Response(new Uint8Array(request.body), { headers }).formData();
+}
+
+t.test('contract', async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
+  imageGeneratorContract(t, () => new OpenAiImagesGenerator({ apiKey: API_KEY, baseUrl: `${upstream.url}/v1`, model: 'gpt-image-2', maxConcurrency: 4 }));
+});
+
+t.test('text-to-image is one images.generate with the catalog size as WIDTHxHEIGHT', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  await generator.generate(input(), live());
+  const [request] = upstream.requests;
+  t.equal(request.method, 'POST');
+  t.equal(request.url, '/v1/images/generations');
+  t.equal(request.headers.authorization, `Bearer ${API_KEY}`);
+  t.match(request.headers['content-type'], /^application\/json/);
+  t.same(JSON.parse(request.body.toString()), { model: 'gpt-image-2', prompt: 'a tin robot reading a newspaper', n: 1, size: '1264x848', stream: false });
+});
+
+t.test('models other than GPT image ones are asked for b64_json', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'flux-pro' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  await generator.generate(input(), live());
+  t.match(JSON.parse(upstream.requests[0].body.toString()), { model: 'flux-pro', response_format: 'b64_json', size: '1264x848' });
+});
+
+t.test('image-to-image is one images.edit with every reference as an image[] file', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } }).png().toBuffer();
+  const webp = await sharp({ create: { width: 30, height: 40, channels: 3, background: '#00ff00' } }).webp().toBuffer();
+
+  await generator.generate(input({ references: [png, webp] }), live());
+
+  const [request] = upstream.requests;
+  t.equal(request.url, '/v1/images/edits');
+  t.equal(request.headers.authorization, `Bearer ${API_KEY}`);
+  t.match(request.headers['content-type'], /^multipart\/form-data; boundary=/);
+  const form = await formOf(request);
+  t.equal(form.get('model'), 'gpt-image-2');
+  t.equal(form.get('prompt'), 'a tin robot reading a newspaper');
+  t.equal(form.get('size'), '1264x848');
+  t.equal(form.get('n'), '1');
+  const files = form.getAll('image[]') as File[];
+  t.equal(files.length, 2);
+  t.same(files.map((f) => f.type), ['image/png', 'image/webp']);
+  t.ok(Buffer.from(await files[0].arrayBuffer()).equals(png), 'first reference bytes as stored');
+  t.ok(Buffer.from(await files[1].arrayBuffer()).equals(webp), 'second reference bytes as stored');
+});
+
+t.test('an image of another size is resized to the catalog size, and says from what', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  const [image] = await generator.generate(input(), live());
+  const metadata = await sharp(image.bytes).metadata();
+  t.same([metadata.format, metadata.width, metadata.height], ['png', 1264, 848]);
+  t.same(image.resizedFrom, { width: 1536, height: 1024 });
+});
+
+t.test('moderation_blocked is a permanent content_policy failure without the upstream text', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.moderationBlocked());
+  const error = await rejection(generator.generate(input(), live()));
+  t.ok(error instanceof GenerationError);
+  t.match(error, { code: 'content_policy', transient: false, upstream: { status: 400, reason: 'moderation_blocked' } });
+  t.notMatch((error as Error).message, /req_internal|safety system/);
+});
+
+t.test('another 400 is a permanent upstream_rejected', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.error(400, { message: "Invalid value: '6336x2688'.", type: 'invalid_request_error', param: 'size', code: 'invalid_value' }));
+  const error = await rejection(generator.generate(input(), live()));
+  t.match(error, { code: 'upstream_rejected', transient: false });
+  t.notMatch((error as Error).message, /6336/);
+});
+
+t.test('429 is transient and carries Retry-After; 429 insufficient_quota is permanent', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(
+    openAiReply.error(429, { message: 'Rate limit reached for images per minute.', type: 'requests', code: 'rate_limit_exceeded' }, { 'retry-after': '12' }),
+    openAiReply.error(429, { message: 'You exceeded your current quota.', type: 'insufficient_quota', code: 'insufficient_quota' }),
+  );
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rate_limited', transient: true, retryAfterMs: 12_000 });
+  t.match(await rejection(generator.generate(input(), live())), { code: 'generator_unavailable', transient: false });
+});
+
+t.test('500 is transient, and the next call succeeds', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(
+    openAiReply.error(500, { message: 'The server had an error while processing your request.', type: 'server_error', code: null }),
+    openAiReply.image(await pngBase64(1264, 848)),
+  );
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_unavailable', transient: true });
+  const [image] = await generator.generate(input(), live());
+  t.same([image.width, image.height], [1264, 848]);
+  t.equal(upstream.requests.length, 2, 'no hidden SDK retries');
+});
+
+t.test('a reply without an image is a permanent upstream_no_image failure', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.empty());
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image', transient: false });
+});
+
+t.test('a hanging upstream is abandoned when the signal times out, and the connection is closed', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith({ hang: true });
+  const signal = AbortSignal.timeout(200);
+  const error = await rejection(generator.generate(input(), signal));
+  t.equal(error, signal.reason, 'rejects with the timeout');
+  await upstream.abandonedCount(1);
+  t.equal(upstream.abandoned, 1, 'the provider saw the request abandoned');
+});
+
+t.test('calls in flight are capped per backend; the others wait for a slot', async (t) => {
+  const { upstream, generator } = await setup(t, { maxConcurrency: 1 });
+  upstream.replyWith({ hang: true }, openAiReply.image(await pngBase64(1264, 848)));
+  const first = generator.generate(input(), live());
+  const second = generator.generate(input(), live());
+  await upstream.received(1);
+  // A request of our own to the provider: by its answer the second call has had every chance to send.
+  await fetch(`${upstream.url}/probe`, { method: 'POST' });
+  t.equal(upstream.requests.filter((r) => r.url !== '/probe').length, 1, 'the second call waits');
+  upstream.release(openAiReply.image(await pngBase64(1264, 848)));
+  await Promise.all([first, second]);
+  t.equal(upstream.requests.filter((r) => r.url !== '/probe').length, 2);
+});

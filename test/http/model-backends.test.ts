@@ -1,0 +1,139 @@
+import sharp from 'sharp';
+import t, { type Test } from 'tap';
+import { generatorFromConfig } from '../../src/generators/model-backends.js';
+import { TaskEvents } from '../../src/services/task-events.js';
+import { buildTestApp } from '../helpers/app.js';
+import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
+import { encodedImage } from '../helpers/images.js';
+import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { filePart, multipartRequest } from '../helpers/multipart.js';
+import { geminiReply } from '../helpers/provider-replies.js';
+import { testWorker } from '../helpers/worker.js';
+
+const GEMINI_KEY = 'gemini-e2e-key-never-logged';
+
+/** The app and an in-process worker whose generators come from configuration, alpha-pro on a loopback Gemini. */
+async function setup(t: Test, env: Record<string, string> = {}) {
+  const upstream = await FakeUpstream.start(t);
+  const events = new TaskEvents();
+  const harness = await buildTestApp(t, { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: GEMINI_KEY, GEMINI_BASE_URL: upstream.url, ...env }, { events });
+  const { config } = harness;
+  const worker = testWorker(t, harness, {
+    events,
+    generator: generatorFromConfig(config),
+    generationTimeoutMs: config.GENERATION_TIMEOUT_MS,
+    maxAttempts: config.TASK_MAX_ATTEMPTS,
+  });
+  worker.start();
+  const account = await harness.newAccount(1000);
+  return { ...harness, ...account, upstream };
+}
+
+type Harness = Awaited<ReturnType<typeof setup>>;
+
+async function upload(h: Harness, width: number, height: number): Promise<string> {
+  const request = multipartRequest([filePart(await encodedImage('png', width, height), { filename: 'ref.png' })]);
+  const response = await h.app.inject({ method: 'POST', url: '/api/v1/media', payload: request.payload, headers: { ...h.auth, ...request.headers } });
+  if (response.statusCode !== 201) throw new Error(`upload failed: ${response.body}`);
+  return response.json().data.media_id;
+}
+
+async function create(h: Harness, body: object): Promise<string> {
+  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: h.auth, payload: body });
+  if (created.statusCode !== 202) throw new Error(`create failed: ${created.body}`);
+  return created.json().data.task_id;
+}
+
+async function awaitTerminal(h: Harness, taskId: string) {
+  let task = { status: 'CREATED' } as { status: string; [key: string]: unknown };
+  for (let polls = 0; polls < 10 && !['COMPLETED', 'FAILED', 'CANCELED'].includes(task.status); polls++) {
+    task = (await h.app.inject({ url: `/api/v1/images/generations/${taskId}?wait=30`, headers: h.auth })).json().data;
+  }
+  return task;
+}
+
+async function refundsOf(h: Harness, taskId: string): Promise<number> {
+  const page = await h.store.listLedger(h.accountId, { limit: 100 });
+  return page.items.filter((entry) => entry.kind === 'refund' && entry.taskId === taskId).length;
+}
+
+t.test('alpha-pro image-to-image on Gemini completes; the result has the exact catalog size', async (t) => {
+  const h = await setup(t);
+  // The model answers 1024×1024 to a 16:9 request: the service resizes and crops to 1376×768.
+  h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+  const references = [await upload(h, 320, 240), await upload(h, 200, 300)];
+
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'the two of them at sea', image_reference: references, parameters: { aspect_ratio: '16:9' } });
+  const task = (await awaitTerminal(h, taskId)) as { status: string; generated: { url: string; width: number; height: number; resized_from: unknown }[] };
+
+  t.equal(task.status, 'COMPLETED');
+  t.match(task.generated[0], { width: 1376, height: 768, content_type: 'image/png', resized_from: { width: 1024, height: 1024 } });
+  const { pathname, search } = new URL(task.generated[0].url);
+  const file = await h.app.inject({ url: pathname + search });
+  t.equal(file.statusCode, 200);
+  const metadata = await sharp(file.rawPayload).metadata();
+  t.same([metadata.format, metadata.width, metadata.height], ['png', 1376, 768]);
+
+  t.equal(h.upstream.requests.length, 1);
+  const body = JSON.parse(h.upstream.requests[0].body.toString());
+  t.same(body.generationConfig.imageConfig, { aspectRatio: '16:9', imageSize: '1K' });
+  const sent = body.contents[0].parts.slice(1) as { inlineData: { mimeType: string; data: string } }[];
+  t.equal(sent.length, 2, 'both references sent inline');
+  for (const [i, mediaId] of references.entries()) {
+    const stored = await h.app.inject({ url: `/api/v1/media/${mediaId}/content`, headers: h.auth });
+    t.equal(sent[i].inlineData.mimeType, 'image/png');
+    t.ok(Buffer.from(sent[i].inlineData.data, 'base64').equals(stored.rawPayload), `reference ${i + 1} is the stored upload, in order`);
+  }
+  t.equal(h.upstream.requests[0].headers['x-goog-api-key'], GEMINI_KEY);
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('a prompt Gemini blocks fails with content_policy and exactly one refund', async (t) => {
+  const h = await setup(t);
+  h.upstream.replyWith(geminiReply.promptBlocked('PROHIBITED_CONTENT'));
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'something the provider refuses' });
+  const task = await awaitTerminal(h, taskId);
+  t.equal(task.status, 'FAILED');
+  t.match(task.error, { code: 'content_policy' });
+  t.notMatch(JSON.stringify(task.error), /PROHIBITED/, 'the upstream reason is not shown');
+  t.equal(h.upstream.requests.length, 1, 'a policy block is not retried');
+  t.equal(await refundsOf(h, taskId), 1);
+  t.equal((await h.store.getAccount(h.accountId))?.balance, 1000);
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('cancel during a slow Gemini call aborts the call and refunds once', async (t) => {
+  const h = await setup(t);
+  h.upstream.replyWith({ hang: true });
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'a slow one' });
+  await h.upstream.received(1);
+
+  const canceled = await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: h.auth });
+  t.equal(canceled.statusCode, 200);
+  t.equal(canceled.json().data.status, 'CANCELED');
+  await h.upstream.abandonedCount(1);
+  t.equal(h.upstream.abandoned, 1, 'the provider saw the call abandoned');
+  t.equal(await refundsOf(h, taskId), 1);
+  t.equal((await awaitTerminal(h, taskId)).status, 'CANCELED');
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('a Gemini call past GENERATION_TIMEOUT_MS is aborted; out of attempts, the task fails with one refund', async (t) => {
+  const h = await setup(t, { GENERATION_TIMEOUT_MS: '300', TASK_MAX_ATTEMPTS: '1' });
+  h.upstream.replyWith({ hang: true });
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'a hanging one' });
+  const task = await awaitTerminal(h, taskId);
+  t.equal(task.status, 'FAILED');
+  t.match(task.error, { code: 'generation_timeout' });
+  await h.upstream.abandonedCount(1);
+  t.equal(h.upstream.abandoned, 1, 'the provider saw the call abandoned');
+  t.equal(await refundsOf(h, taskId), 1);
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('beta-v5-pro stays on the local renderer when only alpha-pro is on Gemini', async (t) => {
+  const h = await setup(t);
+  const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'a local one' });
+  t.equal((await awaitTerminal(h, taskId)).status, 'COMPLETED');
+  t.equal(h.upstream.requests.length, 0);
+});
