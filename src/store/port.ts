@@ -247,6 +247,11 @@ export interface IdempotencyStore {
   claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim>;
   /** Stores the response for replay; false when the lease was lost to another request. */
   completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean>;
+  /**
+   * Extends a held key's lease to `leaseExpiresAt` while its request still runs; false when the
+   * lease was lost (taken over, or the key completed or released).
+   */
+  renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
   releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
   /**

@@ -148,7 +148,7 @@ t.test('uploads in flight are capped per key (429) and per process (503), before
     fetch(`http://127.0.0.1:${port}/api/v1/media`, {
       method: 'POST',
       headers: { ...auth, ...multipartRequest([{ name: 'file', filename: 'a.png', data: png }]).headers },
-      body: multipartRequest([{ name: 'file', filename: 'a.png', data: png }]).payload,
+      body: new Uint8Array(multipartRequest([{ name: 'file', filename: 'a.png', data: png }]).payload),
     });
   const stalled = await startStalledUpload(port, first.key);
   // The stalled upload holds its slot once the server has begun to read it; a request with the same key shows when.

@@ -596,6 +596,16 @@ export class SqliteStore implements Store {
     return result.changes > 0;
   }
 
+  async renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean> {
+    // Bookkeeping, unsynced: after a crash the lease runs out sooner, which is what a crash should do.
+    return this.groupCommit(
+      () =>
+        this.statement("UPDATE idempotency_keys SET lease_expires_at = ? WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
+          .run(input.leaseExpiresAt.getTime(), input.accountId, input.key, input.leaseToken).changes === 1,
+      { durable: false },
+    );
+  }
+
   async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
     // Bookkeeping like the claim it undoes, so unsynced and in the group commit. On its own it was
     // an autocommit under synchronous = FULL: one fsync on the event loop for every refused
