@@ -273,6 +273,13 @@ export interface WebhookDelivery {
   url: string;
   status: WebhookDeliveryStatus;
   attempts: number;
+  /** Attempts made by the retry schedule (manual retries not counted): the schedule's position. */
+  scheduledAttempts: number;
+  /**
+   * Non-null when the queued attempt is a manual retry: then `resumeAt` is the scheduled attempt it
+   * went ahead of (null when the schedule had ended or the delivery had succeeded).
+   */
+  manualRetry: { resumeAt: Date | null } | null;
   nextAttemptAt: Date | null;
   eventAt: Date;
   createdAt: Date;
@@ -302,6 +309,8 @@ export interface WebhookAttemptOutcome {
   attempt: WebhookAttempt;
   status: WebhookDeliveryStatus;
   nextAttemptAt: Date | null;
+  /** A manual retry: it does not advance the retry schedule. */
+  manual: boolean;
   now: Date;
 }
 

@@ -176,7 +176,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request) => {
-      const priced = tasks.estimate(request.body);
+      const priced = await tasks.estimate(request.body);
       return {
         data: { model: priced.model.id, cost: priced.cost, parameters: priced.parameters, width: priced.width, height: priced.height },
       };
