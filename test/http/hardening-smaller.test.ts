@@ -70,8 +70,8 @@ t.test("ledger entry ids count per account: an account's ids say nothing about o
     const ids: string[] = [];
     let cursor: string | null = null;
     do {
-      const page = (await app.inject({ url: `/api/v1/account/ledger?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: auth })).json();
-      ids.push(...page.data.map((e: { id: string }) => e.id));
+      const page: { data: { id: string }[]; next_cursor: string | null } = (await app.inject({ url: `/api/v1/account/ledger?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: auth })).json();
+      ids.push(...page.data.map((e) => e.id));
       cursor = page.next_cursor;
     } while (cursor);
     t.same(ids, ['4', '3', '2', '1'], 'newest first, numbered within the account, paged by the same numbers');
