@@ -10,7 +10,7 @@ import type { TaskService } from '../../services/task-service.js';
 import type { StoredResponse } from '../../store/port.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
 
 export interface GenerationRoutesOptions {
   tasks: TaskService;
@@ -127,7 +127,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
         security: BEARER_SECURITY,
         params: TaskIdParams,
-        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, 409) },
+        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, 409, ...UNEXPECTED_BODY_PROBLEMS) },
       },
     },
     async (request) => {

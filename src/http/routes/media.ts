@@ -13,7 +13,7 @@ import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipa
 import type { Caller } from '../plugins/auth.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toMediaResource } from '../../presenters/resources.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
 
 export interface SignedUrlVerifier {
   verify(mediaId: string, expires: number, signature: string, now: Date): boolean;
@@ -227,7 +227,7 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         description: 'Access ends at once (record, content, signed URLs, new references); the bytes are removed right after.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
-        response: { 204: { description: 'Deleted.', type: 'null' }, ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+        response: { 204: { description: 'Deleted.', type: 'null' }, ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, ...UNEXPECTED_BODY_PROBLEMS) },
       },
     },
     async (request, reply) => {
