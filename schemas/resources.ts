@@ -177,6 +177,9 @@ export const ERROR_CODES = [
   'too_many_active_tasks',
   'internal_error',
   'unavailable',
+  'method_not_allowed',
+  'request_timeout',
+  'headers_too_large',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

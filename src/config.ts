@@ -45,6 +45,12 @@ export const ConfigSchema = Type.Object({
   UPLOAD_MAX_BYTES: Int({ minimum: 1, default: 20 * 1024 * 1024, description: 'Largest accepted upload in bytes.' }),
   UPLOAD_MAX_PIXELS: Int({ minimum: 1, default: 40_000_000, description: 'Largest accepted upload in pixels.' }),
   UPLOAD_RETENTION_HOURS: Int({ minimum: 1, default: 7 * 24, description: 'Uploads expire after this many hours.' }),
+  UPLOAD_IDLE_TIMEOUT_MS: Int({ minimum: 100, default: 30_000, description: 'An upload body that sends no byte for this long is abandoned: its connection is closed and its spool file removed.' }),
+  UPLOAD_MAX_IN_FLIGHT: Int({ minimum: 1, default: 32, description: 'Uploads received or processed at once per API process; more get 503 with Retry-After.' }),
+  UPLOAD_MAX_IN_FLIGHT_PER_KEY: Int({ minimum: 1, default: 4, description: 'Uploads in flight at once per API key and process; more get 429 with Retry-After.' }),
+  HTTP_HEADERS_TIMEOUT_MS: Int({ minimum: 100, default: 20_000, description: 'A connection that has not sent a whole request line and headers within this long is closed (408).' }),
+  HTTP_REQUEST_TIMEOUT_MS: Int({ minimum: 100, default: 300_000, description: 'A request whose body has not been received completely within this long is closed (408).' }),
+  HTTP_IDLE_TIMEOUT_MS: Int({ minimum: 100, default: 90_000, description: 'A connection with no traffic either way for this long is closed; above the 60 s long-poll.' }),
   UPLOAD_DECODE_CONCURRENCY: Int({ minimum: 1, maximum: 64, default: 2, description: 'Uploads decoded and re-encoded at once per process (each uses about its own size in memory); more wait their turn.' }),
   RESULT_RETENTION_HOURS: Int({ minimum: 1, default: 30 * 24, description: 'Generated images expire after this many hours.' }),
   SIGNED_URL_TTL_SECONDS: Int({ minimum: 1, default: 3600, description: 'Lifetime of signed download URLs.' }),
@@ -92,6 +98,11 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(`Invalid environment variable ${variable}=${JSON.stringify(env[variable] ?? '')}: ${firstError.message}`);
   }
   const config = candidate as Config;
+  if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      `Invalid environment variable HTTP_HEADERS_TIMEOUT_MS=${config.HTTP_HEADERS_TIMEOUT_MS}: it must not exceed HTTP_REQUEST_TIMEOUT_MS (${config.HTTP_REQUEST_TIMEOUT_MS}), which includes the headers`,
+    );
+  }
   if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
   checkBackendSettings(config);
   return config;

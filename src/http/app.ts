@@ -13,11 +13,13 @@ import { MediaService } from '../services/media-service.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
 import { openBlobStore } from '../runtime.js';
 import { TaskEvents } from '../services/task-events.js';
+import { UploadSlots } from '../services/upload-slots.js';
+import { sweepSpoolFiles } from '../services/upload-spool.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
-import { registerErrorHandling } from './plugins/errors.js';
+import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerMetrics } from './plugins/metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
@@ -81,6 +83,16 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const app = Fastify({
     logger: deps.logger ?? { level: deps.config.LOG_LEVEL, redact: ['req.headers.authorization'] },
     bodyLimit: JSON_BODY_LIMIT,
+    // No request may hold a connection for ever (fastify's defaults wait without limit): headers
+    // and the whole request must arrive in time, and a silent connection is closed.
+    requestTimeout: deps.config.HTTP_REQUEST_TIMEOUT_MS,
+    connectionTimeout: deps.config.HTTP_IDLE_TIMEOUT_MS,
+    http: {
+      headersTimeout: deps.config.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeout: deps.config.HTTP_REQUEST_TIMEOUT_MS,
+      // Node checks the two timeouts above on this interval (default 30 s), so it bounds how late they fire.
+      connectionsCheckingInterval: Math.max(50, Math.min(5_000, Math.floor(deps.config.HTTP_HEADERS_TIMEOUT_MS / 4))),
+    },
     trustProxy: deps.config.TRUST_PROXY === undefined ? false : trustProxyOption(deps.config.TRUST_PROXY),
     routerOptions: { ignoreTrailingSlash: true },
     // A caller's own request id is kept so that both sides can find the same request in their logs.
@@ -90,6 +102,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     },
     schemaController: { compilersFactory: { buildValidator: buildValidatorCompilerFactory() } },
     logController: new OneLinePerRequest(),
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Hooks on every request that never wait take a callback: an async hook costs a promise and a
@@ -129,6 +143,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     maxPixels: deps.config.UPLOAD_MAX_PIXELS,
     normalizeConcurrency: deps.config.UPLOAD_DECODE_CONCURRENCY,
     log: app.log,
+  });
+
+  const uploadTempDir = join(deps.config.DATA_DIR, 'tmp');
+  // Spool files of uploads that a killed process left behind go at start, not only at the next
+  // housekeeping pass (an API-only process runs none).
+  app.addHook('onReady', async () => {
+    const removed = await sweepSpoolFiles(uploadTempDir, now());
+    if (removed) app.log.info({ removed }, 'upload spool files of dead processes removed');
   });
 
   await app.register(healthRoutes, { readinessChecks: { store: () => deps.store.ping(), blobs: () => blobs.ping() } });
@@ -172,8 +194,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         media,
         signer,
         now,
-        uploadTempDir: join(config.DATA_DIR, 'tmp'),
+        uploadTempDir,
         uploadMaxBytes: config.UPLOAD_MAX_BYTES,
+        uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
+        connectionIdleTimeoutMs: config.HTTP_IDLE_TIMEOUT_MS,
+        uploadSlots: new UploadSlots({ perProcess: config.UPLOAD_MAX_IN_FLIGHT, perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY }),
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });
       await api.register(webhookRoutes, { store: deps.store, now, onDeliveryQueued: deps.onWebhookQueued });

@@ -31,15 +31,35 @@ export function parseJsonBody(_request: FastifyRequest, body: string, done: (err
   done(null, value);
 }
 
-/** The JSON Pointer of the first key secure-json-parse refuses, in a value parsed without it. */
-function forbiddenKeyPointer(value: unknown, at = ''): string | null {
-  if (value === null || typeof value !== 'object') return null;
-  for (const [key, child] of Object.entries(value)) {
-    const pointer = `${at}/${escapePointer(key)}`;
-    if (key === '__proto__') return pointer;
-    if (key === 'constructor' && child !== null && typeof child === 'object' && Object.hasOwn(child, 'prototype')) return pointer;
-    const nested = forbiddenKeyPointer(child, pointer);
-    if (nested !== null) return nested;
+/**
+ * The JSON Pointer of the first key secure-json-parse refuses, in a value parsed without it. Walked
+ * with an explicit stack, not recursion: a body nested thousands of levels deep (well within the
+ * body limit) would otherwise overflow the call stack and end as a 500. Each entry links to its
+ * parent, and the pointer is spelled out only for the key found, so the walk stays linear in the
+ * body's size however deep it goes.
+ */
+function forbiddenKeyPointer(root: unknown): string | null {
+  interface Visit {
+    value: unknown;
+    key: string;
+    parent: Visit | null;
+  }
+  const pointerOf = (visit: Visit) => {
+    const segments: string[] = [];
+    for (let at: Visit | null = visit; at?.parent; at = at.parent) segments.push(escapePointer(at.key));
+    return segments.length === 0 ? '' : `/${segments.reverse().join('/')}`;
+  };
+  const pending: Visit[] = [{ value: root, key: '', parent: null }];
+  for (let visit = pending.pop(); visit; visit = pending.pop()) {
+    if (visit.value === null || typeof visit.value !== 'object') continue;
+    const children = Object.entries(visit.value).map(([key, value]): Visit => ({ value, key, parent: visit }));
+    for (const child of children) {
+      const { key, value } = child;
+      if (key === '__proto__') return pointerOf(child);
+      if (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype')) return pointerOf(child);
+    }
+    // Reversed onto the stack so that the first key's subtree is searched first, as before.
+    for (let i = children.length - 1; i >= 0; i--) pending.push(children[i]);
   }
   return null;
 }

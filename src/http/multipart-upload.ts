@@ -1,12 +1,14 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
+import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyMultipartBaseOptions, Multipart } from '@fastify/multipart';
 import type { FastifyRequest } from 'fastify';
 import { DomainError, type FieldError } from '../core/errors.js';
+import { spoolFileName } from '../services/upload-spool.js';
 import { escapePointer } from './problem.js';
 
 /** The one part an upload body may have. */
@@ -42,12 +44,31 @@ export interface ReceivedUpload {
  * been parsed, so a second part or a broken body is refused before any image work starts. On
  * failure nothing is left on disk.
  */
-export async function receiveSingleFile(request: FastifyRequest, options: { tempDir: string; maxBytes: number }): Promise<ReceivedUpload> {
+export interface ReceiveOptions {
+  tempDir: string;
+  maxBytes: number;
+  /** The connection is closed when the body sends nothing for this long (a stalled upload). */
+  idleTimeoutMs: number;
+  /** The connection's usual idle timeout, restored once the body has been received. */
+  connectionIdleTimeoutMs: number;
+}
+
+export async function receiveSingleFile(request: FastifyRequest, options: ReceiveOptions): Promise<ReceivedUpload> {
   if (!request.isMultipart()) {
     throw new DomainError('unsupported_media_type', 'Send the image as multipart/form-data with one part named `file`.');
   }
   await mkdir(options.tempDir, { recursive: true });
-  const path = join(options.tempDir, `upload-${randomUUID()}`);
+  const path = join(options.tempDir, spoolFileName());
+  // A body that stops arriving would hold its socket and spool file for as long as the client
+  // keeps the connection open. Silence for idleTimeoutMs closes the socket; the parser then fails
+  // and the catch below removes the spool file.
+  const socket = request.raw.socket as Socket | undefined;
+  const closeIdle = () => {
+    request.log.info({ idleTimeoutMs: options.idleTimeoutMs }, 'upload body stalled; connection closed');
+    socket?.destroy();
+  };
+  const watchesIdle = typeof socket?.setTimeout === 'function';
+  if (watchesIdle) socket!.setTimeout(options.idleTimeoutMs).on('timeout', closeIdle);
   let received: ReceivedUpload | null = null;
   try {
     const parts = request.parts();
@@ -63,6 +84,8 @@ export async function receiveSingleFile(request: FastifyRequest, options: { temp
   } catch (error) {
     await rm(path, { force: true });
     throw error;
+  } finally {
+    if (watchesIdle) socket!.off('timeout', closeIdle).setTimeout(options.connectionIdleTimeoutMs);
   }
   if (!received) throw partError('required', `/${UPLOAD_FIELD}`, `The body has no part named "${UPLOAD_FIELD}"; send the image in it.`);
   if (received.sizeBytes === 0) {

@@ -18,6 +18,9 @@ export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string 
   idempotency_key_reused: { status: 422, title: 'Idempotency key reused' },
   rate_limited: { status: 429, title: 'Rate limited' },
   too_many_active_tasks: { status: 429, title: 'Too many active tasks' },
+  method_not_allowed: { status: 405, title: 'Method not allowed' },
+  request_timeout: { status: 408, title: 'Request timeout' },
+  headers_too_large: { status: 431, title: 'Request header fields too large' },
   internal_error: { status: 500, title: 'Internal error' },
   unavailable: { status: 503, title: 'Service unavailable' },
 };

@@ -21,6 +21,12 @@ export function problemResponses(...statuses: number[]): Record<number, unknown>
 /** Statuses every authenticated route can answer with. */
 export const AUTHENTICATED_PROBLEMS = [400, 401, 429, 500] as const;
 
+/**
+ * A POST or DELETE that takes no body still reads one a client sends: a body of another type than
+ * JSON is a 415, and one over the body limit a 413.
+ */
+export const UNEXPECTED_BODY_PROBLEMS = [413, 415] as const;
+
 export const uuidParam = (name: string, description: string) =>
   Type.Object({ [name]: Type.String({ pattern: UUID_PATTERN, description }) }, { additionalProperties: false });
 

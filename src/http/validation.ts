@@ -1,4 +1,4 @@
-import { Ajv, type ErrorObject, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
 import type { FieldError } from '../core/errors.js';
@@ -30,7 +30,8 @@ export function buildValidatorCompilerFactory(): ValidatorFactory {
   const factory = (externalSchemas: Record<string, unknown>) => {
     const bodyAjv = makeAjv({ ...common, coerceTypes: false }, externalSchemas);
     const textAjv = makeAjv({ ...common, coerceTypes: true }, externalSchemas);
-    return ({ schema, httpPart }: ValidatorFactoryInput) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema as object);
+    return ({ schema, httpPart }: ValidatorFactoryInput) =>
+      httpPart === 'body' ? bodyAjv.compile(schema as object) : refusingNonFiniteNumbers(textAjv.compile(schema as object));
   };
   return factory as unknown as ValidatorFactory;
 }
@@ -40,6 +41,39 @@ function makeAjv(options: Options, externalSchemas: Record<string, unknown>): Aj
   (addFormats as unknown as (a: Ajv) => void)(ajv);
   for (const schema of Object.values(externalSchemas)) ajv.addSchema(schema as object);
   return ajv;
+}
+
+/**
+ * Ajv coerces the text "Infinity" (and "1e309") to the number Infinity, and then skips `minimum`
+ * and `maximum`, which it only applies to finite numbers: `limit=Infinity` passed a schema that
+ * says at most 100, and `wait=Infinity` held a long-poll for as long as its task lived. A query or
+ * path value coerced to a number that is not finite is refused here, as the schema means to.
+ */
+function refusingNonFiniteNumbers(validate: ValidateFunction): (data: unknown) => boolean {
+  const checked = Object.assign(
+    (data: unknown): boolean => {
+      if (!validate(data)) {
+        checked.errors = validate.errors;
+        return false;
+      }
+      const pointer = nonFiniteNumberPointer(data);
+      checked.errors = pointer === null ? null : [{ keyword: 'finite', instancePath: pointer, schemaPath: '#', params: {}, message: 'must be finite' }];
+      return pointer === null;
+    },
+    { errors: null as ValidateFunction['errors'] },
+  );
+  return checked;
+}
+
+/** Query strings and path parameters are flat: values, or arrays of values for a repeated name. */
+function nonFiniteNumberPointer(data: unknown): string | null {
+  if (data === null || typeof data !== 'object') return typeof data === 'number' && !Number.isFinite(data) ? '' : null;
+  for (const [name, value] of Object.entries(data)) {
+    const values: unknown[] = Array.isArray(value) ? value : [value];
+    const at = values.findIndex((v) => typeof v === 'number' && !Number.isFinite(v));
+    if (at >= 0) return `/${escapePointer(name)}${Array.isArray(value) ? `/${at}` : ''}`;
+  }
+  return null;
 }
 
 const LOCATION_BY_CONTEXT: Record<string, FieldError['location']> = {
@@ -102,6 +136,10 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
     case 'exclusiveMaximum':
       code = 'out_of_range';
       detail = `Must be ${error.message}.`;
+      break;
+    case 'finite':
+      code = 'out_of_range';
+      detail = 'Must be a finite number within the documented range.';
       break;
     case 'type':
       code = 'wrong_type';

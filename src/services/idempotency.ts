@@ -5,11 +5,13 @@ import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../stor
 /** DESIGN 3.8: a key answers with its first response for 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /**
- * How long an in-flight request holds its key before the key counts as abandoned (a crashed
- * process) and the next request with it may take over. Requests that hold a key do their work in
- * milliseconds; a minute is far beyond any of them yet short enough for a client's retry loop.
+ * How long an in-flight request holds its key without renewing it before the key counts as
+ * abandoned (a crashed process) and the next request with it may take over. The holder renews the
+ * lease every IDEMPOTENCY_LEASE_RENEW_MS while it runs, so a slow request (a large upload) keeps its
+ * key, and a retry after a crash is answered within seconds rather than after the longest request.
  */
-export const IDEMPOTENCY_LEASE_MS = 60 * 1000;
+export const IDEMPOTENCY_LEASE_MS = 5 * 1000;
+export const IDEMPOTENCY_LEASE_RENEW_MS = Math.floor(IDEMPOTENCY_LEASE_MS / 3);
 
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 /** Visible ASCII and spaces: what a client can type, log and compare without surprises. */
@@ -111,6 +113,11 @@ export class IdempotencyService {
   /** Keeps the response for replay; false when the lease had run out and another request took the key. */
   complete(held: HeldIdempotencyKey, response: StoredResponse): Promise<boolean> {
     return this.options.store.completeIdempotencyKey({ ...held, response });
+  }
+
+  /** Extends the lease of a key still held; false when it was lost (then stop renewing). */
+  renew(held: HeldIdempotencyKey): Promise<boolean> {
+    return this.options.store.renewIdempotencyKey({ ...held, leaseExpiresAt: new Date(this.options.now().getTime() + this.leaseMs) });
   }
 
   /** The request changed nothing (or failed on our side): the key is free for a retry. */

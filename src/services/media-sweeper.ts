@@ -1,7 +1,6 @@
-import { readdir, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { BlobStore } from '../blobs/port.js';
 import type { MediaStore } from '../store/port.js';
+import { sweepSpoolFiles } from './upload-spool.js';
 
 export interface MediaSweepOptions {
   store: MediaStore;
@@ -9,7 +8,7 @@ export interface MediaSweepOptions {
   now: Date;
   /** Rows deleted and blobs deleted per call, each at most this many. */
   batchSize?: number;
-  /** Where uploads are spooled (DATA_DIR/tmp); files older than an hour there are left by crashes. */
+  /** Where uploads are spooled (DATA_DIR/tmp); files of dead processes there are left by crashes. */
   uploadTempDir?: string;
   log?: { warn(details: object, message: string): void };
 }
@@ -26,7 +25,6 @@ export interface MediaSweepResult {
 }
 
 const DEFAULT_BATCH_SIZE = 100;
-const STALE_UPLOAD_TEMP_MS = 60 * 60 * 1000;
 
 /**
  * One pass of retention (DESIGN 3.8): deletes expired media rows, then the blobs whose deletion is
@@ -54,7 +52,7 @@ export async function sweepExpiredMedia(options: MediaSweepOptions): Promise<Med
     }
   }
 
-  const staleTempFiles = options.uploadTempDir ? await removeStaleFiles(options.uploadTempDir, now.getTime() - STALE_UPLOAD_TEMP_MS) : 0;
+  const staleTempFiles = options.uploadTempDir ? await sweepSpoolFiles(options.uploadTempDir, now) : 0;
 
   return {
     expiredMedia,
@@ -63,26 +61,4 @@ export async function sweepExpiredMedia(options: MediaSweepOptions): Promise<Med
     staleTempFiles,
     more: expiredMedia === batchSize || (due.length === batchSize && blobsDeleted > 0),
   };
-}
-
-async function removeStaleFiles(dir: string, cutoffMs: number): Promise<number> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
-    throw error;
-  }
-  let removed = 0;
-  for (const name of names) {
-    const path = join(dir, name);
-    try {
-      if ((await stat(path)).mtimeMs > cutoffMs) continue;
-      await rm(path, { force: true });
-      removed += 1;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
-    }
-  }
-  return removed;
 }

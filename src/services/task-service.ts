@@ -22,7 +22,9 @@ export interface TaskServiceOptions {
 export class TaskService {
   constructor(private readonly options: TaskServiceOptions) {}
 
-  estimate(request: GenerationRequest): PricedRequest {
+  /** Prices the request after the checks a create would make of it first (the webhook URL), so that an estimate promises nothing a create then refuses. */
+  async estimate(request: GenerationRequest): Promise<PricedRequest> {
+    if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     return priceRequest(request.model, request.parameters);
   }
 

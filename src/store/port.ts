@@ -249,6 +249,11 @@ export interface IdempotencyStore {
   claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim>;
   /** Stores the response for replay; false when the lease was lost to another request. */
   completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean>;
+  /**
+   * Extends a held key's lease to `leaseExpiresAt` while its request still runs; false when the
+   * lease was lost (taken over, or the key completed or released).
+   */
+  renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
   releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
   /**
@@ -270,6 +275,13 @@ export interface WebhookDelivery {
   url: string;
   status: WebhookDeliveryStatus;
   attempts: number;
+  /** Attempts made by the retry schedule (manual retries not counted): the schedule's position. */
+  scheduledAttempts: number;
+  /**
+   * Non-null when the queued attempt is a manual retry: then `resumeAt` is the scheduled attempt it
+   * went ahead of (null when the schedule had ended or the delivery had succeeded).
+   */
+  manualRetry: { resumeAt: Date | null } | null;
   nextAttemptAt: Date | null;
   eventAt: Date;
   createdAt: Date;
@@ -299,6 +311,8 @@ export interface WebhookAttemptOutcome {
   attempt: WebhookAttempt;
   status: WebhookDeliveryStatus;
   nextAttemptAt: Date | null;
+  /** A manual retry: it does not advance the retry schedule. */
+  manual: boolean;
   now: Date;
 }
 

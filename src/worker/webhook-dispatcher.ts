@@ -85,9 +85,16 @@ export class WebhookDispatcher {
       lookup: this.options.lookup,
     });
 
-    const attempts = delivery.attempts + 1;
     const finishedAt = this.now();
-    const nextAttemptAt = result.ok || result.stop ? null : nextWebhookAttemptAt(attempts, finishedAt, this.random, this.options.retryScale);
+    // A manual retry is outside the schedule: when it fails, the delivery goes back to the scheduled
+    // attempt it went ahead of (or stays failed), rather than taking the schedule's next slot.
+    const { manualRetry } = delivery;
+    const nextAttemptAt =
+      result.ok || result.stop
+        ? null
+        : manualRetry
+          ? manualRetry.resumeAt
+          : nextWebhookAttemptAt(delivery.scheduledAttempts + 1, finishedAt, this.random, this.options.retryScale);
     const status = result.ok ? 'delivered' : nextAttemptAt ? 'pending' : 'failed';
     await store.recordWebhookAttempt({
       deliveryId: delivery.id,
@@ -99,6 +106,7 @@ export class WebhookDispatcher {
       },
       status,
       nextAttemptAt,
+      manual: manualRetry !== null,
       now: finishedAt,
     });
     this.options.log?.info({ delivery_id: delivery.id, task_id: delivery.taskId, status_code: result.statusCode, outcome: status }, 'webhook attempt');

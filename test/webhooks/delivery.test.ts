@@ -43,14 +43,14 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
   // Each reading of the dispatcher's clock is at least a second after the last (and never behind
   // the real clock), so the shrunken retry delays are always over by the next claim.
   let clock = Date.now();
-  const makeDispatcher = (overrides: { lookup?: LookupAll; allowPrivate?: boolean; storeOverride?: SqliteStore; now?: () => Date } = {}) =>
+  const makeDispatcher = (overrides: { lookup?: LookupAll; allowPrivate?: boolean; storeOverride?: SqliteStore; now?: () => Date; retryScale?: number } = {}) =>
     new WebhookDispatcher({
       store: overrides.storeOverride ?? store,
       signer: new HmacMediaUrlSigner(TEST_MEDIA_SIGNING_SECRET, 'http://127.0.0.1:3000', 3600),
       allowPrivate: overrides.allowPrivate ?? options.allowPrivate ?? true,
       lookup: overrides.lookup,
       timeoutMs: 2000,
-      retryScale: 0.000001,
+      retryScale: overrides.retryScale ?? 0.000001,
       leaseMs: 60_000,
       pollMs: 10,
       concurrency: 1,
@@ -307,4 +307,49 @@ t.test('a name that resolves to a public address at create but to loopback at se
 t.test('config: the webhook retry scale must be in (0, 1]', async (t) => {
   t.throws(() => loadConfig({ WEBHOOK_RETRY_SCALE: '0' }), /WEBHOOK_RETRY_SCALE/);
   t.equal(loadConfig({ WEBHOOK_RETRY_SCALE: '0.5' }).WEBHOOK_RETRY_SCALE, 0.5);
+});
+
+t.test('a manual retry that fails leaves the retry schedule where it was', async (t) => {
+  const h = await setup(t);
+  const receiver = await startReceiver(t, [500]);
+  await h.createTask(receiver.url);
+  await testWorker(t, h).runOnce();
+  let clock = Date.now();
+  const dispatcher = h.makeDispatcher({ retryScale: 1, now: () => new Date(clock) });
+
+  await dispatcher.runOnce(); // the first, immediate attempt fails: the second is due 5 s later
+  const [afterFirst] = (await h.deliveries()).data;
+  t.equal(Date.parse(afterFirst.next_attempt_at) - clock, 5_000);
+
+  const retried = await h.app.inject({ method: 'POST', url: `/api/v1/webhooks/deliveries/${afterFirst.delivery_id}/retry`, headers: h.auth });
+  t.equal(retried.statusCode, 202);
+  clock = Date.now() + 1; // the manual retry is due at once
+  t.equal(await dispatcher.runOnce(), true);
+  const [afterManual] = (await h.deliveries()).data;
+  t.equal(afterManual.attempts.length, 2);
+  t.equal(afterManual.status, 'pending');
+  t.equal(afterManual.next_attempt_at, afterFirst.next_attempt_at, 'the scheduled second attempt is still next, not a later slot');
+
+  clock = Date.parse(afterManual.next_attempt_at);
+  t.equal(await dispatcher.runOnce(), true); // the scheduled second attempt fails: the third is 5 min later
+  const [afterSecond] = (await h.deliveries()).data;
+  t.equal(afterSecond.attempts.length, 3);
+  t.equal(Date.parse(afterSecond.next_attempt_at) - clock, 5 * 60_000);
+});
+
+t.test('a manual retry of a delivery that had failed for good, failing again, stays failed', async (t) => {
+  const h = await setup(t);
+  const receiver = await startReceiver(t, [410, 500]);
+  await h.createTask(receiver.url);
+  await testWorker(t, h).runOnce();
+  const dispatcher = h.makeDispatcher();
+  await drain(dispatcher);
+  const [gone] = (await h.deliveries()).data;
+  t.equal(gone.status, 'failed');
+  await h.app.inject({ method: 'POST', url: `/api/v1/webhooks/deliveries/${gone.delivery_id}/retry`, headers: h.auth });
+  await drain(dispatcher);
+  const [after] = (await h.deliveries()).data;
+  t.equal(after.attempts.length, 2);
+  t.equal(after.status, 'failed');
+  t.equal(after.next_attempt_at, null);
 });

@@ -64,6 +64,12 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
   scope.decorateRequest('caller', null as unknown as Caller);
   scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
     if (request.headers.authorization === undefined && request.routeOptions.config.auth === 'bearer-or-signature') return;
+    // Node keeps only the first of two Authorization headers. Which credential the client meant is
+    // unknowable, and a proxy that adds one may disagree with us about which counts: refused.
+    if (authorizationHeaderCount(request.raw.rawHeaders) > 1) {
+      const detail = 'Send one Authorization header; this request has several.';
+      throw new DomainError('invalid_request', detail, [{ pointer: '/authorization', location: 'header', code: 'duplicate_header', detail }]);
+    }
     const key = bearerTokenOf(request.headers.authorization);
     if (!key) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>.');
     // A shut-out address is refused before its key is even hashed: guessing costs us nothing more.
@@ -122,6 +128,12 @@ class ActiveKeyCache {
     this.entries.set(hash, { caller, expiresAt: now + this.ttlMs });
     return caller;
   }
+}
+
+function authorizationHeaderCount(rawHeaders: string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i].length === 13 && rawHeaders[i].toLowerCase() === 'authorization') count++;
+  return count;
 }
 
 function bearerTokenOf(header: string | undefined): string | null {

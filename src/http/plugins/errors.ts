@@ -1,4 +1,8 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import Router from 'find-my-way';
 import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
 import { fieldErrorOf } from '../validation.js';
@@ -20,10 +24,73 @@ export function registerErrorHandling(app: FastifyInstance): void {
     sendProblem(request, reply, code, detail, fieldErrors);
   });
 
+  // Every route's path and method, so that a path served for other methods gets 405 with Allow
+  // rather than 404: fastify's router tells only that nothing matched. The same router library as
+  // fastify's, so the two agree on what a path matches.
+  const routes = Router({ ignoreTrailingSlash: true });
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat().map((m) => m.toUpperCase() as Router.HTTPMethod)) {
+      if (!routes.hasRoute(method, route.url)) routes.on(method, route.url, () => {});
+    }
+  });
+
   app.setNotFoundHandler((request, reply) => {
-    sendProblem(request, reply, 'not_found', `No route for ${request.method} ${request.url.split('?')[0]}.`);
+    const path = request.url.split('?')[0];
+    const allowed = ALL_METHODS.filter((method) => routes.find(method, path) !== null);
+    if (allowed.length > 0) {
+      reply.header('allow', allowed.join(', '));
+      sendProblem(request, reply, 'method_not_allowed', `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`);
+      return;
+    }
+    sendProblem(request, reply, 'not_found', `No route for ${request.method} ${path}.`);
   });
 }
+
+const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/**
+ * Fastify's `frameworkErrors`: errors its router raises before any route is chosen (a path that
+ * does not decode, a path parameter longer than the router keeps), answered like every other
+ * error instead of with fastify's own JSON.
+ */
+export const frameworkErrorHandler: NonNullable<FastifyServerOptions['frameworkErrors']> = (error, request, reply) => {
+  const detail =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? 'A path segment is longer than any id this API issues.'
+      : 'The path is not valid: it holds a percent-encoding that does not decode to UTF-8.';
+  reply.header('x-request-id', request.id);
+  sendProblem(request, reply, 'invalid_request', detail, [{ pointer: '', location: 'path', code: 'invalid_format', detail }]);
+};
+
+/**
+ * Fastify's `clientErrorHandler`, for what Node's HTTP parser refuses before there is a request
+ * (a malformed request line or header, Content-Length with Transfer-Encoding, a bad chunk, headers
+ * over the size limit, a request not received in time). Node and fastify answer those with bodies
+ * of their own; this writes the same problem+json as every other error, then closes the
+ * connection, whose framing can no longer be trusted.
+ */
+export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // A response already begun on this connection cannot be followed by another one.
+  const inProgress = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (socket.writable && !inProgress?.headersSent) {
+    const [code, detail] = CLIENT_ERRORS[error.code ?? ''] ?? CLIENT_ERRORS.default;
+    const requestId = randomUUID();
+    const body = JSON.stringify(problemBody(code, detail, requestId));
+    const status = PROBLEM_BY_CODE[code].status;
+    socket.end(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroySoon();
+}
+
+const CLIENT_ERRORS: Record<string, [ErrorCode, string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: ['request_timeout', 'The request was not received in time; the connection is closed.'],
+  HPE_HEADER_OVERFLOW: ['headers_too_large', 'The request line and headers are larger than this server accepts.'],
+  default: ['invalid_request', 'The request is not well-formed HTTP/1.1; the connection is closed.'],
+};
 
 export function sendProblem(
   request: FastifyRequest,
@@ -50,6 +117,8 @@ const CODE_BY_FASTIFY_ERROR: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
   FST_ERR_CTP_BODY_TOO_LARGE: 'payload_too_large',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'invalid_request',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'invalid_json',
+  FST_ERR_CTP_INVALID_CONTENT_TYPE: 'unsupported_media_type',
 };
 
 const UPLOAD_PART = '/file';
@@ -74,10 +143,13 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   400: 'invalid_request',
   401: 'unauthorized',
   404: 'not_found',
+  405: 'method_not_allowed',
   406: 'invalid_request',
+  408: 'request_timeout',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
   429: 'rate_limited',
+  431: 'headers_too_large',
   503: 'unavailable',
 };
 

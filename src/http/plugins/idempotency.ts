@@ -4,6 +4,7 @@ import { DomainError } from '../../core/errors.js';
 import {
   IDEMPOTENCY_KEY_MAX_LENGTH,
   IDEMPOTENCY_KEY_PATTERN,
+  IDEMPOTENCY_LEASE_RENEW_MS,
   assertValidIdempotencyKey,
   jsonRequestFingerprint,
   type HeldIdempotencyKey,
@@ -39,6 +40,12 @@ export const REPLAYED_HEADER = 'idempotent-replayed';
 /** The headers that are part of the answer; the rest (request id, rate limits) belong to each delivery. */
 const KEPT_HEADERS = ['location', 'content-type'] as const;
 const IN_PROGRESS_RETRY_AFTER_SECONDS = 1;
+/**
+ * A guard, not a limit a request should meet: renewal ends with the response, and a request is cut
+ * off by HTTP_REQUEST_TIMEOUT_MS long before this. Should a response never settle its key, the key
+ * is not held for ever.
+ */
+const MAX_RENEWED_HOLD_MS = 15 * 60 * 1000;
 
 export const IdempotencyKeyHeaders = Type.Object({
   [IDEMPOTENCY_KEY_HEADER]: Type.Optional(
@@ -56,7 +63,8 @@ export const IdempotencyKeyHeaders = Type.Object({
 
 export class IdempotentRequest {
   /** Non-null from a successful claim until the response settles it. */
-  held: HeldIdempotencyKey | null = null;
+  private heldKey: HeldIdempotencyKey | null = null;
+  private renewal: NodeJS.Timeout | null = null;
 
   constructor(
     readonly key: string,
@@ -85,6 +93,38 @@ export class IdempotentRequest {
     }
     this.held = result.held;
     return true;
+  }
+
+  get held(): HeldIdempotencyKey | null {
+    return this.heldKey;
+  }
+
+  /**
+   * Holding a key renews its short lease until the key is settled; setting null (the response
+   * settled it) stops the renewal. A process that dies stops renewing, so its keys are free again
+   * within IDEMPOTENCY_LEASE_MS.
+   */
+  set held(held: HeldIdempotencyKey | null) {
+    this.heldKey = held;
+    if (this.renewal) clearInterval(this.renewal);
+    this.renewal = null;
+    if (!held) return;
+    const until = Date.now() + MAX_RENEWED_HOLD_MS;
+    this.renewal = setInterval(() => {
+      if (Date.now() > until) return this.stopRenewing();
+      this.service.renew(held).then(
+        (kept) => {
+          if (!kept && this.heldKey === held) this.stopRenewing();
+        },
+        (err: unknown) => this.request.log.warn({ err }, 'could not renew an idempotency lease'),
+      );
+    }, IDEMPOTENCY_LEASE_RENEW_MS);
+    this.renewal.unref();
+  }
+
+  private stopRenewing(): void {
+    if (this.renewal) clearInterval(this.renewal);
+    this.renewal = null;
   }
 
   /** The handler's own transaction completed the key (with the resource it created); onSend leaves it. */

@@ -8,7 +8,7 @@ import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schema
 import type { TaskService } from '../../services/task-service.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
 
 export interface GenerationRoutesOptions {
   tasks: TaskService;
@@ -120,7 +120,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
         security: BEARER_SECURITY,
         params: TaskIdParams,
-        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, 409) },
+        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, 409, ...UNEXPECTED_BODY_PROBLEMS) },
       },
     },
     async (request) => {
@@ -169,7 +169,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request) => {
-      const priced = tasks.estimate(request.body);
+      const priced = await tasks.estimate(request.body);
       return {
         data: { model: priced.model.id, cost: priced.cost, parameters: priced.parameters, width: priced.width, height: priced.height },
       };

@@ -2,16 +2,18 @@ import { rm } from 'node:fs/promises';
 import multipart from '@fastify/multipart';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { MediaEnvelope } from '../../../schemas/resources.js';
 import { DomainError } from '../../core/errors.js';
 import type { MediaService } from '../../services/media-service.js';
+import type { UploadSlots } from '../../services/upload-slots.js';
 import type { MediaRecord } from '../../store/port.js';
 import { requestFingerprint } from '../../services/idempotency.js';
 import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';
 import type { Caller } from '../plugins/auth.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toMediaResource } from '../../presenters/resources.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
 
 export interface SignedUrlVerifier {
   verify(mediaId: string, expires: number, signature: string, now: Date): boolean;
@@ -24,6 +26,12 @@ export interface MediaRoutesOptions {
   /** Where uploads are spooled before they are checked (DATA_DIR/tmp). */
   uploadTempDir: string;
   uploadMaxBytes: number;
+  /** A stalled upload body's connection is closed after this much silence. */
+  uploadIdleTimeoutMs: number;
+  /** The server's idle timeout, restored on the connection once the body is in. */
+  connectionIdleTimeoutMs: number;
+  /** Caps uploads in flight per process and per key. */
+  uploadSlots: UploadSlots;
   /** Bounds how long a client may cache content fetched with the Bearer key (as long as a signed URL lives). */
   signedUrlTtlSeconds: number;
 }
@@ -40,6 +48,8 @@ const SignedUrlQuery = Type.Object(
 
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
 const BINARY = { type: 'string', format: 'binary' };
+
+const UPLOAD_SLOT_RETRY_AFTER_SECONDS = 1;
 
 const FILE_EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
 
@@ -79,34 +89,55 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
           ),
           response: {
             201: Type.Ref(MediaEnvelope, { description: 'Stored; `Location` points at the media record.' }),
-            ...problemResponses(...AUTHENTICATED_PROBLEMS, 409, 413, 415, 422),
+            ...problemResponses(...AUTHENTICATED_PROBLEMS, 409, 413, 415, 422, 503),
           },
         },
       },
       async (request, reply) => {
-        let upload: Awaited<ReturnType<typeof receiveSingleFile>>;
-        try {
-          upload = await receiveSingleFile(request, { tempDir: options.uploadTempDir, maxBytes: options.uploadMaxBytes });
-        } catch (error) {
-          // The rest of the body may still be on its way; closing is cheaper than reading it.
-          reply.header('connection', 'close');
-          throw error;
+        const slot = options.uploadSlots.acquire(request.caller.keyId);
+        if ('refused' in slot) {
+          // Refused before a byte of the body is read: the connection is closed rather than drained.
+          reply.header('connection', 'close').header('retry-after', UPLOAD_SLOT_RETRY_AFTER_SECONDS);
+          throw slot.refused === 'key'
+            ? new DomainError('rate_limited', 'This API key has as many uploads in flight as it may; wait for one to finish.')
+            : new DomainError('unavailable', 'This server is receiving as many uploads as it takes at once; retry shortly.');
         }
-        let created: MediaRecord | null = null;
         try {
-          const fingerprint = requestFingerprint('POST', '/api/v1/media', upload.sha256);
-          // false: the first response to this Idempotency-Key has been replayed on reply.
-          const claimed = (await request.idempotency?.claim(reply, fingerprint)) ?? true;
-          if (claimed) created = await media.createUpload(request.caller.accountId, upload.path);
+          return await receiveAndStore(request, reply);
         } finally {
-          await rm(upload.path, { force: true });
+          slot.release();
         }
-        if (!created) return reply;
-        reply.header('location', `/api/v1/media/${created.id}`);
-        return reply.code(201).send({ data: toMediaResource(created) });
       },
     );
   });
+
+  async function receiveAndStore(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> {
+    let upload: Awaited<ReturnType<typeof receiveSingleFile>>;
+    try {
+      upload = await receiveSingleFile(request, {
+        tempDir: options.uploadTempDir,
+        maxBytes: options.uploadMaxBytes,
+        idleTimeoutMs: options.uploadIdleTimeoutMs,
+        connectionIdleTimeoutMs: options.connectionIdleTimeoutMs,
+      });
+    } catch (error) {
+      // The rest of the body may still be on its way; closing is cheaper than reading it.
+      reply.header('connection', 'close');
+      throw error;
+    }
+    let created: MediaRecord | null = null;
+    try {
+      const fingerprint = requestFingerprint('POST', '/api/v1/media', upload.sha256);
+      // false: the first response to this Idempotency-Key has been replayed on reply.
+      const claimed = (await request.idempotency?.claim(reply, fingerprint)) ?? true;
+      if (claimed) created = await media.createUpload(request.caller.accountId, upload.path);
+    } finally {
+      await rm(upload.path, { force: true });
+    }
+    if (!created) return reply;
+    reply.header('location', `/api/v1/media/${created.id}`);
+    return reply.code(201).send({ data: toMediaResource(created) });
+  }
 
   app.get(
     '/media/:media_id',
@@ -196,7 +227,7 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         description: 'Access ends at once (record, content, signed URLs, new references); the bytes are removed right after.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
-        response: { 204: { description: 'Deleted.', type: 'null' }, ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+        response: { 204: { description: 'Deleted.', type: 'null' }, ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, ...UNEXPECTED_BODY_PROBLEMS) },
       },
     },
     async (request, reply) => {

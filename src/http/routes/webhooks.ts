@@ -4,7 +4,7 @@ import { StringEnum, UUID_PATTERN } from '../../../schemas/model-entry.js';
 import { WEBHOOK_DELIVERY_STATUSES, WebhookDeliveryEnvelope, WebhookDeliveryPage, WebhookSecret } from '../../../schemas/webhooks.js';
 import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
 import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, uuidParam } from '../route-schemas.js';
+import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
 
 export interface WebhookRoutesOptions {
   store: Store;
@@ -71,7 +71,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         tags: ['webhooks'],
         summary: 'Replace the signing secret; the old one keeps signing (second signature) for 24 h',
         security: BEARER_SECURITY,
-        response: { 200: Type.Ref(WebhookSecret), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: Type.Ref(WebhookSecret), ...problemResponses(...AUTHENTICATED_PROBLEMS, ...UNEXPECTED_BODY_PROBLEMS) },
       },
     },
     async (request) =>
@@ -106,7 +106,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         summary: 'Send a delivery again now (same webhook-id)',
         security: BEARER_SECURITY,
         params: uuidParam('delivery_id', 'A delivery_id from the delivery log.'),
-        response: { 202: Type.Ref(WebhookDeliveryEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+        response: { 202: Type.Ref(WebhookDeliveryEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, ...UNEXPECTED_BODY_PROBLEMS) },
       },
     },
     async (request, reply) => {

@@ -206,4 +206,25 @@ export const SQLITE_MIGRATIONS: string[] = [
   DROP INDEX tasks_account_model;
   CREATE INDEX tasks_account_model_status ON tasks(account_id, model, status, id);
   `,
+  `
+  -- Ledger entry ids count per account (1, 2, 3 … of this account), not one sequence shared by all
+  -- accounts: in the API the id is the entry's number in its account, and a shared sequence told
+  -- each account how many entries every other account made in between. Existing entries are
+  -- numbered in their order. A page of the ledger is keyed by this number.
+  ALTER TABLE ledger ADD COLUMN account_seq INTEGER;
+  UPDATE ledger SET account_seq = numbered.seq
+    FROM (SELECT id, row_number() OVER (PARTITION BY account_id ORDER BY id) AS seq FROM ledger) AS numbered
+    WHERE ledger.id = numbered.id;
+  CREATE UNIQUE INDEX ledger_account_seq ON ledger(account_id, account_seq);
+  DROP INDEX ledger_account;
+
+  -- A manual retry of a webhook delivery is an attempt outside its schedule: scheduled_attempts
+  -- counts only the scheduled ones (the schedule's position), manual_attempt marks a queued manual
+  -- retry, and resume_at keeps the scheduled attempt it went ahead of, to which a failed manual
+  -- retry returns the delivery.
+  ALTER TABLE webhook_deliveries ADD COLUMN scheduled_attempts INTEGER NOT NULL DEFAULT 0;
+  UPDATE webhook_deliveries SET scheduled_attempts = attempts;
+  ALTER TABLE webhook_deliveries ADD COLUMN manual_attempt INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE webhook_deliveries ADD COLUMN resume_at INTEGER;
+  `,
 ];

@@ -9,7 +9,7 @@ export interface ApiKeyRow {
   created_at: number; last_used_at: number | null; revoked_at: number | null;
 }
 export interface LedgerRow {
-  id: number; account_id: string; kind: LedgerKind; amount: number; balance_after: number;
+  id: number; account_seq: number; account_id: string; kind: LedgerKind; amount: number; balance_after: number;
   task_id: string | null; note: string | null; created_at: number;
 }
 export interface TaskRow {
@@ -57,7 +57,7 @@ export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
-  id: String(r.id), accountId: r.account_id, kind: r.kind, amount: r.amount, balanceAfter: r.balance_after,
+  id: String(r.account_seq), accountId: r.account_id, kind: r.kind, amount: r.amount, balanceAfter: r.balance_after,
   taskId: r.task_id, note: r.note, createdAt: new Date(r.created_at),
 });
 

@@ -286,7 +286,7 @@ export class SqliteStore implements Store {
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
     const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
-    const rows = this.statement('SELECT * FROM ledger WHERE account_id = ? AND id < ? ORDER BY id DESC LIMIT ?')
+    const rows = this.statement('SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?')
       .all(accountId, before, query.limit + 1) as LedgerRow[];
     return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
   }
@@ -305,8 +305,12 @@ export class SqliteStore implements Store {
     const updated = this.statement('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
       .get(delta, accountId, delta) as { balance: number } | undefined;
     if (!updated) return false;
-    this.statement('INSERT INTO ledger (account_id, kind, amount, balance_after, task_id, note, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(accountId, kind, amount, updated.balance, taskId, note, now.getTime());
+    // The next number of the account's own sequence; the write transaction serialises this read.
+    this.statement(
+        `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
+         VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(accountId, accountId, kind, amount, updated.balance, taskId, note, now.getTime());
     return true;
   }
 
@@ -472,10 +476,11 @@ export class SqliteStore implements Store {
 
   async deleteMedia(accountId: string, mediaId: string, now: Date): Promise<string | null> {
     return this.groupCommit(() => {
-      const row = this.statement('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key')
-        .get(mediaId, accountId, now.getTime()) as { blob_key: string } | undefined;
+      const row = this.statement('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key, task_id')
+        .get(mediaId, accountId, now.getTime()) as { blob_key: string; task_id: string | null } | undefined;
       if (!row) return null;
       this.queueBlobDeletion(row.blob_key, now.getTime());
+      if (row.task_id) this.forgetGeneratedMedia(row.task_id, mediaId);
       return row.blob_key;
     }, { durable: true });
   }
@@ -484,12 +489,24 @@ export class SqliteStore implements Store {
     return this.write(() => {
       const rows = this.statement(
           `DELETE FROM media WHERE id IN (SELECT id FROM media WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
-           RETURNING blob_key`,
+           RETURNING id, blob_key, task_id`,
         )
-        .all(now.getTime(), limit) as { blob_key: string }[];
-      for (const row of rows) this.queueBlobDeletion(row.blob_key, now.getTime());
+        .all(now.getTime(), limit) as { id: string; blob_key: string; task_id: string | null }[];
+      for (const row of rows) {
+        this.queueBlobDeletion(row.blob_key, now.getTime());
+        if (row.task_id) this.forgetGeneratedMedia(row.task_id, row.id);
+      }
       return rows.length;
     });
+  }
+
+  /** A generated image that is gone leaves its task's `generated` list, rather than stay there with a URL that 404s. */
+  private forgetGeneratedMedia(taskId: string, mediaId: string): void {
+    const task = this.statement('SELECT generated FROM tasks WHERE id = ?').get(taskId) as { generated: string } | undefined;
+    if (!task) return;
+    const generated = JSON.parse(task.generated) as GeneratedMediaRef[];
+    const kept = generated.filter((ref) => ref.media_id !== mediaId);
+    if (kept.length !== generated.length) this.statement('UPDATE tasks SET generated = ? WHERE id = ?').run(JSON.stringify(kept), taskId);
   }
 
   async listDueBlobDeletions(now: Date, limit: number): Promise<string[]> {
@@ -594,6 +611,16 @@ export class SqliteStore implements Store {
         input.leaseToken,
       );
     return result.changes > 0;
+  }
+
+  async renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean> {
+    // Bookkeeping, unsynced: after a crash the lease runs out sooner, which is what a crash should do.
+    return this.groupCommit(
+      () =>
+        this.statement("UPDATE idempotency_keys SET lease_expires_at = ? WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
+          .run(input.leaseExpiresAt.getTime(), input.accountId, input.key, input.leaseToken).changes === 1,
+      { durable: false },
+    );
   }
 
   async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
@@ -826,10 +853,11 @@ export class SqliteStore implements Store {
       this.statement('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)')
         .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
       this.statement(
-          `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
+          `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + ?,
+             manual_attempt = 0, resume_at = NULL, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
            WHERE id = ?`,
         )
-        .run(input.status, msOrNull(input.nextAttemptAt), attempt.statusCode, attempt.error, input.now.getTime(), input.deliveryId);
+        .run(input.status, input.manual ? 0 : 1, msOrNull(input.nextAttemptAt), attempt.statusCode, attempt.error, input.now.getTime(), input.deliveryId);
     }, { durable: true });
   }
 
@@ -848,7 +876,11 @@ export class SqliteStore implements Store {
     const row = this.write(
       () =>
         this.statement(
-            `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?, updated_at = ?
+            // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the
+            // first one's), so that a failed manual retry leaves the schedule where it was.
+            `UPDATE webhook_deliveries SET
+               resume_at = CASE WHEN manual_attempt = 1 THEN resume_at WHEN status = 'pending' THEN next_attempt_at END,
+               manual_attempt = 1, status = 'pending', next_attempt_at = ?, updated_at = ?
              WHERE id = ? AND account_id = ? RETURNING *`,
           )
           .get(now.getTime(), now.getTime(), deliveryId, accountId) as WebhookDeliveryRow | undefined,
@@ -875,6 +907,9 @@ interface WebhookDeliveryRow {
   url: string;
   status: WebhookDeliveryStatus;
   attempts: number;
+  scheduled_attempts: number;
+  manual_attempt: number;
+  resume_at: number | null;
   next_attempt_at: number | null;
   event_at: number;
   created_at: number;
@@ -888,6 +923,8 @@ const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
   url: r.url,
   status: r.status,
   attempts: r.attempts,
+  scheduledAttempts: r.scheduled_attempts,
+  manualRetry: r.manual_attempt ? { resumeAt: r.resume_at === null ? null : new Date(r.resume_at) } : null,
   nextAttemptAt: r.next_attempt_at === null ? null : new Date(r.next_attempt_at),
   eventAt: new Date(r.event_at),
   createdAt: new Date(r.created_at),

@@ -1,0 +1,28 @@
+import t from 'tap';
+import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
+
+t.test('the migration numbers existing ledger entries per account, in their order, and new ones follow', async (t) => {
+  const path = `${t.testdir({})}/imagegen.sqlite`;
+  const old = openAtSchemaVersion(path, SQLITE_MIGRATIONS.length - 1);
+  const account = old.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, 0)');
+  account.run('a', 'a', 3);
+  account.run('b', 'b', 2);
+  const entry = old.prepare("INSERT INTO ledger (account_id, kind, amount, balance_after, created_at) VALUES (?, 'grant', 1, ?, 0)");
+  // Global ids 1..5, interleaved: a gets 1, 3, 5 and b gets 2, 4.
+  entry.run('a', 1);
+  entry.run('b', 1);
+  entry.run('a', 2);
+  entry.run('b', 2);
+  entry.run('a', 3);
+  old.close();
+
+  const store = new SqliteStore(path);
+  await store.migrate();
+  t.teardown(() => store.close());
+  await store.grantTokens({ accountId: 'b', amount: 5, note: null, now: new Date() });
+  const ids = async (accountId: string) => (await store.listLedger(accountId, { limit: 10 })).items.map((e) => [e.id, e.balanceAfter]);
+  t.same(await ids('a'), [['3', 3], ['2', 2], ['1', 1]]);
+  t.same(await ids('b'), [['3', 7], ['2', 2], ['1', 1]]);
+});
