@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
 import dotenv from 'dotenv';
-import { ConfigError, loadConfig, publicBaseUrl, type Config } from './config.js';
+import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
 import { buildApp } from './http/app.js';
 import { openRuntime, UnsupportedConfigurationError, type Runtime } from './runtime.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
@@ -149,7 +149,7 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   if (options.workers > 0) worker = buildBackgroundWork(config, runtime, { events, log: app.log, concurrency: options.workers });
   await app.listen({ port: config.PORT, host: config.HOST });
   worker?.start();
-  app.log.info({ workers: options.workers }, 'ready');
+  app.log.info({ workers: options.workers, model_backends: modelBackends(config) }, 'ready');
 
   const signal = await shutdownSignal();
   app.log.info({ signal }, 'shutting down');
@@ -166,7 +166,7 @@ async function workerCommand(config: Config): Promise<number> {
   const log = pino({ level: config.LOG_LEVEL });
   const worker = buildBackgroundWork(config, runtime, { log });
   worker.start();
-  log.info({ concurrency: config.WORKER_CONCURRENCY }, 'worker started');
+  log.info({ concurrency: config.WORKER_CONCURRENCY, model_backends: modelBackends(config) }, 'worker started');
   const signal = await shutdownSignal();
   log.info({ signal }, 'worker shutting down');
   await worker.stop(config.SHUTDOWN_GRACE_MS);

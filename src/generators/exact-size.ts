@@ -1,11 +1,10 @@
 import sharp, { type Metadata } from 'sharp';
 import { upstreamFailure } from '../core/upstream-failure.js';
-import { GenerationError, type GeneratedImage } from './port.js';
+import { GenerationError, RESULT_PNG_OPTIONS, type GeneratedImage } from './port.js';
 
 // A model's reply is not trusted to be small: the 4K catalog sizes are 27 Mpx, so 64 Mpx leaves
 // room for a model that overshoots without letting a hostile header declare billions of pixels.
 const UPSTREAM_MAX_INPUT_PIXELS = 8192 * 8192;
-const PNG_OPTIONS = { compressionLevel: 6 } as const;
 
 /**
  * Keeps the exact-size promise (DESIGN 3.2) for an image a model returned: at the catalog size
@@ -24,7 +23,7 @@ export async function toExactSizePng(bytes: Buffer, width: number, height: numbe
   try {
     const pipeline = sharp(bytes, { limitInputPixels: UPSTREAM_MAX_INPUT_PIXELS });
     if (!sameSize) pipeline.resize(width, height, { fit: 'cover', position: 'centre' });
-    const png = await pipeline.png(PNG_OPTIONS).toBuffer();
+    const png = await pipeline.png(RESULT_PNG_OPTIONS).toBuffer();
     const resizedFrom = sameSize ? undefined : { width: metadata.width ?? 0, height: metadata.height ?? 0 };
     return { bytes: png, contentType: 'image/png', width, height, ...(resizedFrom ? { resizedFrom } : {}) };
   } catch {

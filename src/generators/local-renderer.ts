@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import sharp, { type OverlayOptions } from 'sharp';
 import {
   GenerationError,
+  RESULT_PNG_OPTIONS,
   type GeneratedImage,
   type GenerationInput,
   type ImageGenerator,
@@ -11,8 +12,6 @@ const CAPTION_MAX_CODE_POINTS = 80;
 // Uploads are capped by size, not by dimensions; a small, highly compressible file can still
 // declare billions of pixels. 64 Mpx covers any real photo.
 const REFERENCE_MAX_INPUT_PIXELS = 8192 * 8192;
-// Encoding dominates the 4K budget: fast zlib, no per-row filter search, no quantisation.
-const PNG_OPTIONS = { compressionLevel: 2, adaptiveFiltering: false, palette: false } as const;
 const FONT_FAMILY = 'DejaVu Sans, sans-serif';
 
 export interface Rect {
@@ -41,7 +40,7 @@ export class LocalRenderer implements ImageGenerator {
     signal.throwIfAborted();
     const scene = Buffer.from(sceneSvg(input, tileRects));
     const bytes = await abortable(
-      sharp(scene).composite(tiles).removeAlpha().png(PNG_OPTIONS).toBuffer(),
+      sharp(scene).composite(tiles).removeAlpha().png(RESULT_PNG_OPTIONS).toBuffer(),
       signal,
     );
     return [{ bytes, contentType: 'image/png', width, height }];

@@ -43,8 +43,16 @@ export function generationError(failure: UpstreamFailure, details: GenerationErr
 
 /** A failure to reach the provider at all (DNS, refused, reset, TLS): worth another try. */
 export function networkFailure(error: unknown): GenerationError {
-  const reason = error instanceof Error ? (error.name === 'Error' ? 'network error' : error.name) : 'network error';
-  return generationError(upstreamFailure('upstream_unavailable'), { upstream: { reason } });
+  return generationError(upstreamFailure('upstream_unavailable'), { upstream: { reason: networkErrorCode(error) } });
+}
+
+/** The system error code (ECONNREFUSED, ENOTFOUND, …) that fetch wraps in its causes, for the log. */
+function networkErrorCode(error: unknown): string {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 4; cause = cause.cause, depth++) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && code.length > 0) return code;
+  }
+  return error instanceof Error ? error.name : 'network error';
 }
 
 /** References are stored uploads (PNG, JPEG or WebP, checked at upload); providers want their type. */

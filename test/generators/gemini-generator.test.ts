@@ -3,6 +3,7 @@ import t, { type Test } from 'tap';
 import { GeminiGenerator } from '../../src/generators/gemini-generator.js';
 import { GenerationError, type GenerationInput } from '../../src/generators/port.js';
 import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
+import { freePort } from '../helpers/processes.js';
 import { geminiReply } from '../helpers/provider-replies.js';
 import { imageGeneratorContract } from './generator-contract.js';
 
@@ -186,8 +187,10 @@ t.test('400 INVALID_ARGUMENT is a permanent upstream_rejected; 403 is generator_
 
 t.test('an unreachable upstream is transient upstream_unavailable', async (t) => {
   const { upstream } = await setup(t);
-  const closed = new GeminiGenerator({ apiKey: API_KEY, baseUrl: 'http://127.0.0.1:1', model: 'm', maxConcurrency: 1 });
-  t.match(await rejection(closed.generate(input(), live())), { code: 'upstream_unavailable', transient: true });
+  // A loopback port nobody listens on.
+  const closed = new GeminiGenerator({ apiKey: API_KEY, baseUrl: `http://127.0.0.1:${await freePort()}`, model: 'm', maxConcurrency: 1 });
+  const error = await rejection(closed.generate(input(), live()));
+  t.match(error, { code: 'upstream_unavailable', transient: true, upstream: { reason: 'ECONNREFUSED' } });
   t.equal(upstream.requests.length, 0);
 });
 

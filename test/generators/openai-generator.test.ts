@@ -3,6 +3,7 @@ import t, { type Test } from 'tap';
 import { OpenAiImagesGenerator } from '../../src/generators/openai-generator.js';
 import { GenerationError, type GenerationInput } from '../../src/generators/port.js';
 import { FakeUpstream, pngBase64, type ReceivedRequest } from '../helpers/fake-upstream.js';
+import { freePort } from '../helpers/processes.js';
 import { openAiReply } from '../helpers/provider-replies.js';
 import { imageGeneratorContract } from './generator-contract.js';
 
@@ -143,6 +144,14 @@ t.test('a reply without an image is a permanent upstream_no_image failure', asyn
   const { upstream, generator } = await setup(t);
   upstream.replyWith(openAiReply.empty());
   t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image', transient: false });
+});
+
+t.test('an unreachable upstream is transient upstream_unavailable', async (t) => {
+  // A loopback port nobody listens on.
+  const baseUrl = `http://127.0.0.1:${await freePort()}/v1`;
+  const generator = new OpenAiImagesGenerator({ apiKey: API_KEY, baseUrl, model: 'gpt-image-2', maxConcurrency: 1 });
+  const error = await rejection(generator.generate(input(), live()));
+  t.match(error, { code: 'upstream_unavailable', transient: true, upstream: { reason: 'ECONNREFUSED' } });
 });
 
 t.test('a hanging upstream is abandoned when the signal times out, and the connection is closed', async (t) => {

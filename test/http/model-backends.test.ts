@@ -7,16 +7,17 @@ import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
-import { geminiReply } from '../helpers/provider-replies.js';
+import { geminiReply, openAiReply } from '../helpers/provider-replies.js';
 import { testWorker } from '../helpers/worker.js';
 
 const GEMINI_KEY = 'gemini-e2e-key-never-logged';
 
 /** The app and an in-process worker whose generators come from configuration, alpha-pro on a loopback Gemini. */
-async function setup(t: Test, env: Record<string, string> = {}) {
+async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, string> = () => ({})) {
   const upstream = await FakeUpstream.start(t);
   const events = new TaskEvents();
-  const harness = await buildTestApp(t, { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: GEMINI_KEY, GEMINI_BASE_URL: upstream.url, ...env }, { events });
+  const env = { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: GEMINI_KEY, GEMINI_BASE_URL: upstream.url, ...moreEnv(upstream.url) };
+  const harness = await buildTestApp(t, env, { events });
   const { config } = harness;
   const worker = testWorker(t, harness, {
     events,
@@ -119,7 +120,7 @@ t.test('cancel during a slow Gemini call aborts the call and refunds once', asyn
 });
 
 t.test('a Gemini call past GENERATION_TIMEOUT_MS is aborted; out of attempts, the task fails with one refund', async (t) => {
-  const h = await setup(t, { GENERATION_TIMEOUT_MS: '300', TASK_MAX_ATTEMPTS: '1' });
+  const h = await setup(t, () => ({ GENERATION_TIMEOUT_MS: '300', TASK_MAX_ATTEMPTS: '1' }));
   h.upstream.replyWith({ hang: true });
   const taskId = await create(h, { model: 'alpha-pro', prompt: 'a hanging one' });
   const task = await awaitTerminal(h, taskId);
@@ -134,6 +135,26 @@ t.test('a Gemini call past GENERATION_TIMEOUT_MS is aborted; out of attempts, th
 t.test('beta-v5-pro stays on the local renderer when only alpha-pro is on Gemini', async (t) => {
   const h = await setup(t);
   const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'a local one' });
-  t.equal((await awaitTerminal(h, taskId)).status, 'COMPLETED');
+  const task = (await awaitTerminal(h, taskId)) as { status: string; generated: { resized_from: unknown }[] };
+  t.equal(task.status, 'COMPLETED');
+  t.equal(task.generated[0].resized_from, null, 'rendered at the exact size: nothing resized');
   t.equal(h.upstream.requests.length, 0);
+});
+
+t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through images.edit, exact size', async (t) => {
+  const h = await setup(t, (url) => ({
+    ALPHA_PRO_BACKEND: 'local',
+    BETA_V5_PRO_BACKEND: 'openai',
+    OPENAI_API_KEY: 'sk-e2e',
+    OPENAI_BASE_URL: `${url}/v1`,
+    OPENAI_IMAGE_MODEL: 'gpt-image-2',
+  }));
+  h.upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  const reference = await upload(h, 64, 64);
+  const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'the same at night', image_reference: [reference], parameters: { aspect_ratio: '3:2' } });
+  const task = (await awaitTerminal(h, taskId)) as { status: string; generated: { width: number; height: number; resized_from: unknown }[] };
+  t.equal(task.status, 'COMPLETED');
+  t.match(task.generated[0], { width: 1264, height: 848, resized_from: { width: 1536, height: 1024 } });
+  t.equal(h.upstream.requests[0].url, '/v1/images/edits');
+  t.equal(h.upstream.requests[0].headers.authorization, 'Bearer sk-e2e');
 });
