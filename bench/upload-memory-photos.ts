@@ -157,10 +157,12 @@ try {
 
   const { config, port, key, close } = await listenOnLoopback(dataDir);
   const upload = (path: string, bytes: number) => uploadFile(port, key, path, bytes);
-  // Warm-up: one of each, so the baselines include what the first upload loads once (codecs, pools).
+  // Warm-up: as many of each at once as are decoded at once, so that the baselines include what the
+  // process sets up once for that many (codecs, libvips' threads and their buffers, V8's heap).
   for (const path of [jpegPath, pngPath]) {
-    const status = await upload(path, (await stat(path)).size);
-    if (status !== 201) throw new Error(`warm-up upload of ${path} failed with ${status}`);
+    const bytes = (await stat(path)).size;
+    const statuses = await Promise.all(Array.from({ length: config.UPLOAD_DECODE_CONCURRENCY }, () => upload(path, bytes)));
+    if (statuses.some((s) => s !== 201)) throw new Error(`warm-up uploads of ${path} answered ${statuses.join(', ')}`);
   }
   const bursts = [await burst('camera-like JPEG, 6000×4000', jpegPath, upload), await burst('PNG, 8000×5000 (40 MP)', pngPath, upload)];
   await close();
