@@ -150,6 +150,12 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   await app.listen({ port: config.PORT, host: config.HOST });
   worker?.start();
   app.log.info({ workers: options.workers, model_backends: modelBackends(config) }, 'ready');
+  if (usesGlibcDefaultMmapThreshold()) {
+    app.log.warn(
+      'MALLOC_MMAP_THRESHOLD_ is not set: with glibc defaults, memory used to decode uploads is not given back after a burst. ' +
+        'Start with MALLOC_MMAP_THRESHOLD_=131072 MALLOC_ARENA_MAX=2 (as npm start does; README, "Memory").',
+    );
+  }
 
   const signal = await shutdownSignal();
   app.log.info({ signal }, 'shutting down');
@@ -172,6 +178,13 @@ async function workerCommand(config: Config): Promise<number> {
   await worker.stop(config.SHUTDOWN_GRACE_MS);
   await runtime.close();
   return 0;
+}
+
+/** glibc's malloc with its adaptive mmap threshold (README, "Memory"); other allocators are left alone. */
+function usesGlibcDefaultMmapThreshold(): boolean {
+  if (process.env.MALLOC_MMAP_THRESHOLD_ !== undefined) return false;
+  const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;
+  return header?.glibcVersionRuntime !== undefined;
 }
 
 function shutdownSignal(): Promise<string> {

@@ -30,6 +30,7 @@ import { healthRoutes } from './routes/health.js';
 import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { releaseImageCaches } from '../images/normalize-upload.js';
 import { parseJsonBody } from './json-body.js';
 import { buildValidatorCompilerFactory } from './validation.js';
 
@@ -134,6 +135,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
   });
 
+  releaseImageCaches();
   const blobs = deps.blobs ?? openBlobStore(deps.config);
   const media = new MediaService({
     store: deps.store,
