@@ -4,8 +4,12 @@
  * Ajv configuration and answers a constant. No auth, no store, no logging: what is left of a
  * request once the service's own work is taken away.
  *
- *   PORT=4000 node --import tsx bench/reference-server.ts
+ * With STATIC_ROOT set, it also serves that directory under /static/ with `@fastify/static`: the
+ * reference of the result download (a file sent as fastify's maintained plugin sends it).
+ *
+ *   PORT=4000 [STATIC_ROOT=dir] node --import tsx bench/reference-server.ts
  */
+import fastifyStatic from '@fastify/static';
 import Fastify from 'fastify';
 import { GenerationRequest } from '../schemas/catalog.js';
 import { buildValidatorCompilerFactory } from '../src/http/validation.js';
@@ -59,6 +63,8 @@ app.register(async (uploads) => {
   });
   uploads.post('/api/v1/media', async (_request, reply) => reply.code(201).send(CREATED));
 });
+
+if (process.env.STATIC_ROOT) await app.register(fastifyStatic, { root: process.env.STATIC_ROOT, prefix: '/static/' });
 
 await app.listen({ host: '127.0.0.1', port });
 process.once('SIGTERM', () => void app.close().then(() => process.exit(0)));

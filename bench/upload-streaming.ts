@@ -1,7 +1,7 @@
 /**
  * DESIGN 5: "a 20 MiB image streams without buffering whole request bodies twice". Builds the app
- * on 127.0.0.1 (as bench/upload-memory.ts does), warms it with one small upload, then sends one at
- * a time, each body streamed from disk by a client that holds a chunk at a time:
+ * in this process on 127.0.0.1 (so that it can force collections), warms it with one small upload,
+ * then sends one at a time, each body streamed from disk by a client that holds a chunk at a time:
  *
  * - a body of the largest size UPLOAD_MAX_BYTES admits that is not an image: received whole (the
  *   part goes to a temporary file as it arrives), then refused with 415 before any image work;

@@ -1,0 +1,51 @@
+import { Pool } from 'undici';
+import type { ChildServer } from '../lib/processes.js';
+import { CREATE_PATH, PROMPT } from '../lib/requests.js';
+
+/** What bench/run.ts gives a scenario module: services to start and stop, and its log. */
+export interface ScenarioContext {
+  /**
+   * A service (`serve`) on a fresh DATA_DIR of its own, with the bench's environment (limits that
+   * never answer) plus overrides, and a key with a large balance.
+   */
+  launchService(name: string, overrides?: Record<string, string>): Promise<BenchService>;
+  stop(server: ChildServer): Promise<void>;
+  log(line: string): void;
+  quick: boolean;
+}
+
+export interface BenchService {
+  server: ChildServer;
+  auth: Record<string, string>;
+  dataDir: string;
+}
+
+/** The create body of a text-to-image task at the given resolution (1:1). */
+export const textToImage = (resolution: '1K' | '2K' | '4K', n = 0) =>
+  JSON.stringify({ model: 'alpha-pro', prompt: `${PROMPT} #${n}`, parameters: { aspect_ratio: '1:1', resolution } });
+
+/** The fields of a task resource the scenarios read. */
+export interface TaskResource {
+  task_id: string;
+  status: string;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+  generated: { media_id: string; url: string }[];
+}
+
+/** POST a create through pool and return the task (throws unless 202). */
+export async function createTask(pool: Pool, auth: Record<string, string>, body: string): Promise<TaskResource> {
+  const res = await pool.request({ method: 'POST', path: CREATE_PATH, headers: { ...auth, 'content-type': 'application/json' }, body });
+  const parsed = (await res.body.json()) as { data: TaskResource };
+  if (res.statusCode !== 202) throw new Error(`create: ${res.statusCode} ${JSON.stringify(parsed)}`);
+  return parsed.data;
+}
+
+/** GET a task with `?wait=seconds` through pool (throws unless 200). */
+export async function waitForTask(pool: Pool, auth: Record<string, string>, taskId: string, seconds: number): Promise<TaskResource> {
+  const res = await pool.request({ method: 'GET', path: `${CREATE_PATH}/${taskId}?wait=${seconds}`, headers: auth });
+  const parsed = (await res.body.json()) as { data: TaskResource };
+  if (res.statusCode !== 200) throw new Error(`wait: ${res.statusCode} ${JSON.stringify(parsed)}`);
+  return parsed.data;
+}
