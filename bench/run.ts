@@ -236,17 +236,15 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
 
 /** A 4K result through its signed URL against `@fastify/static` (bench/scenarios/download.ts). */
 async function downloadMeasurement(): Promise<void> {
-  const measured = await downloadScenario({
+  const { result, row } = await downloadScenario({
     ...scenarioContext,
     workDir: work,
     rounds: ROUNDS,
     load: LOAD,
     onSample: (name, s) => log(`  ${name}: ${fmtSample(s)}, ${(s.receivedBytesPerSec / 1e6).toFixed(0)} MB/s`),
   });
-  report.download = measured.result;
-  report.http.push(
-    httpRow('download', 'Download a 4K PNG through its signed URL (reference: @fastify/static)', measured.service, measured.reference, measured.serviceSamples, measured.referenceSamples, measured.result.connections),
-  );
+  report.download = result;
+  report.http.push(row);
 }
 
 async function listScenarios(reference: ChildServer): Promise<void> {

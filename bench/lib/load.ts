@@ -98,14 +98,16 @@ export async function runLoad(
   beforeRun?.();
   const started = performance.now();
   const cpuBefore = serverPid ? cpuSecondsOf(serverPid) : null;
-  const result = await autocannon({ ...opts, setupClient: setupClient(), ...(options.amount ? { amount: options.amount } : { duration: options.durationSec }) });
+  const length = options.amount ? { amount: options.amount } : { duration: options.durationSec };
+  const result = await autocannon({ ...opts, setupClient: setupClient(), ...length });
   const elapsedSec = (performance.now() - started) / 1000;
   const cpuAfter = serverPid ? cpuSecondsOf(serverPid) : null;
   const cpuSec = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
   const requests = result.requests.total;
   const bodyBytes = request.body ? Buffer.byteLength(request.body) : 0;
   const statusCodes: Record<string, number> = {};
-  for (const [code, count] of Object.entries((result as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {})) {
+  const stats = (result as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats;
+  for (const [code, count] of Object.entries(stats ?? {})) {
     statusCodes[code] = count.count;
   }
   const durationSec = options.amount ? elapsedSec : result.duration;
@@ -140,6 +142,13 @@ export function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
 }
 
+/** p50, p99 and max of values (any order), rounded to 0.01. */
+export function percentilesOf(values: readonly number[]): { p50: number; p99: number; max: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  const round = (n: number) => Math.round(n * 100) / 100;
+  return { p50: round(quantile(sorted, 0.5)), p99: round(quantile(sorted, 0.99)), max: round(quantile(sorted, 1)) };
+}
+
 export interface Target {
   name: string;
   baseUrl: string;
@@ -164,13 +173,20 @@ export interface AlternatingResult {
  * each round, so that in a side-by-side run no build always follows the reference or always comes
  * last.
  */
-export async function alternate(targets: Target[], rounds: number, options: LoadOptions, onSample?: (name: string, s: LoadSample) => void): Promise<AlternatingResult> {
+export async function alternate(
+  targets: Target[],
+  rounds: number,
+  options: LoadOptions,
+  onSample?: (name: string, s: LoadSample) => void,
+): Promise<AlternatingResult> {
   const samples: Record<string, LoadSample[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
   const [first, ...others] = targets;
   for (let round = 0; round < rounds; round++) {
     const turn = round % Math.max(1, others.length);
     for (const target of [first, ...others.slice(turn), ...others.slice(0, turn)]) {
-      const sample = target.load ? await target.load(options) : await runLoad(target.baseUrl, target.request, options, target.pid, target.beforeRun);
+      const sample = target.load
+        ? await target.load(options)
+        : await runLoad(target.baseUrl, target.request, options, target.pid, target.beforeRun);
       samples[target.name].push(sample);
       onSample?.(target.name, sample);
     }
@@ -204,6 +220,8 @@ export function summarize(samples: LoadSample[], reference?: LoadSample[]): Summ
     rounds: samples.length,
     ratio: reference ? median(ratios) : null,
     ratios,
-    cpuUsPerRequest: samples.every((s) => s.cpuUsPerRequest !== null) ? median(samples.map((s) => s.cpuUsPerRequest!)) : null,
+    cpuUsPerRequest: samples.every((s) => s.cpuUsPerRequest !== null)
+      ? median(samples.map((s) => s.cpuUsPerRequest!))
+      : null,
   };
 }

@@ -34,18 +34,29 @@ export interface TaskResource {
   generated: { media_id: string; url: string }[];
 }
 
+type Auth = Record<string, string>;
+
 /** POST a create through pool and return the task (throws unless 202). */
-export async function createTask(pool: Pool, auth: Record<string, string>, body: string): Promise<TaskResource> {
-  const res = await pool.request({ method: 'POST', path: CREATE_PATH, headers: { ...auth, 'content-type': 'application/json' }, body });
+export async function createTask(pool: Pool, auth: Auth, body: string): Promise<TaskResource> {
+  const headers = { ...auth, 'content-type': 'application/json' };
+  const res = await pool.request({ method: 'POST', path: CREATE_PATH, headers, body });
   const parsed = (await res.body.json()) as { data: TaskResource };
   if (res.statusCode !== 202) throw new Error(`create: ${res.statusCode} ${JSON.stringify(parsed)}`);
   return parsed.data;
 }
 
 /** GET a task with `?wait=seconds` through pool (throws unless 200). */
-export async function waitForTask(pool: Pool, auth: Record<string, string>, taskId: string, seconds: number): Promise<TaskResource> {
+export async function waitForTask(pool: Pool, auth: Auth, taskId: string, seconds: number): Promise<TaskResource> {
   const res = await pool.request({ method: 'GET', path: `${CREATE_PATH}/${taskId}?wait=${seconds}`, headers: auth });
   const parsed = (await res.body.json()) as { data: TaskResource };
   if (res.statusCode !== 200) throw new Error(`wait: ${res.statusCode} ${JSON.stringify(parsed)}`);
   return parsed.data;
+}
+
+/** Renders `count` 1K tasks one after another: the renderer, the worker and a long-poll's path warmed up. */
+export async function warmUp(pool: Pool, auth: Auth, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    const task = await createTask(pool, auth, textToImage('1K', i));
+    await waitForTask(pool, auth, task.task_id, 30);
+  }
 }

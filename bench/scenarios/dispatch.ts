@@ -14,9 +14,9 @@
 import { availableParallelism } from 'node:os';
 import { Pool } from 'undici';
 import type { DispatchResult } from '../lib/report.js';
-import { median, quantile } from '../lib/load.js';
+import { percentilesOf } from '../lib/load.js';
 import { wallClock } from '../lib/wall-clock.js';
-import { createTask, textToImage, waitForTask, type ScenarioContext } from './context.js';
+import { createTask, textToImage, waitForTask, warmUp, type ScenarioContext } from './context.js';
 
 const WARM_UP_TASKS = 5;
 
@@ -24,10 +24,13 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
   const tasks = ctx.quick ? 40 : 200;
   const workers = availableParallelism();
   const { server, auth } = await ctx.launchService('service-dispatch', { WORKER_CONCURRENCY: String(workers) });
-  ctx.log(`dispatch latency: ${tasks} text-to-image 1K tasks one at a time, create → started_at, then ?wait=30 until COMPLETED (${workers} in-process workers)`);
+  ctx.log(
+    `dispatch latency: ${tasks} text-to-image 1K tasks one at a time, create → started_at, ` +
+      `then ?wait=30 until COMPLETED (${workers} in-process workers)`,
+  );
   const pool = new Pool(server.url, { connections: 1 });
   try {
-    for (let i = 0; i < WARM_UP_TASKS; i++) await waitForTask(pool, auth, (await createTask(pool, auth, textToImage('1K', i))).task_id, 30);
+    await warmUp(pool, auth, WARM_UP_TASKS);
     const now = wallClock();
     const dispatch: number[] = [];
     const recorded: number[] = [];
@@ -48,14 +51,13 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
       recorded.push(startedAt - Date.parse(task.created_at));
       completed.push(answeredAt - sentAt);
     }
-    for (const values of [dispatch, recorded, completed]) values.sort((a, b) => a - b);
     const result: DispatchResult = {
       tasks,
       workers,
       resolution: '1K 1:1',
-      dispatchFromMs: { p50: round2(quantile(dispatch, 0.5)), p99: round2(quantile(dispatch, 0.99)), max: round2(dispatch[dispatch.length - 1]) },
-      recordedMs: { p50: quantile(recorded, 0.5), p99: quantile(recorded, 0.99), max: recorded[recorded.length - 1] },
-      completedMs: { p50: round2(median(completed)), p99: round2(quantile(completed, 0.99)), max: round2(completed[completed.length - 1]) },
+      dispatchFromMs: percentilesOf(dispatch),
+      recordedMs: percentilesOf(recorded),
+      completedMs: percentilesOf(completed),
       notCompleted,
     };
     ctx.log(`  ${JSON.stringify(result)}`);
@@ -65,5 +67,3 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
     await ctx.stop(server);
   }
 }
-
-const round2 = (n: number) => Math.round(n * 100) / 100;

@@ -15,16 +15,22 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { mediaBlobKey } from '../../src/services/media-service.js';
-import { alternate, cpuSecondsOf, median, quantile, summarize, type LoadOptions, type LoadSample, type Summary } from '../lib/load.js';
+import { alternate, cpuSecondsOf, median, quantile, summarize } from '../lib/load.js';
+import type { LoadOptions, LoadSample } from '../lib/load.js';
 import { startReference, type ChildServer } from '../lib/processes.js';
-import type { DownloadResult } from '../lib/report.js';
+import type { DownloadResult, HttpRow } from '../lib/report.js';
 import { createTask, textToImage, waitForTask, type ScenarioContext } from './context.js';
 
 export const DOWNLOAD_CONNECTIONS = 10;
 
-export async function downloadScenario(
-  ctx: ScenarioContext & { workDir: string; rounds: number; load: LoadOptions; onSample(name: string, s: LoadSample): void },
-): Promise<{ result: DownloadResult; service: Summary; reference: Summary; serviceSamples: LoadSample[]; referenceSamples: LoadSample[] }> {
+export interface DownloadContext extends ScenarioContext {
+  workDir: string;
+  rounds: number;
+  load: LoadOptions;
+  onSample(name: string, s: LoadSample): void;
+}
+
+export async function downloadScenario(ctx: DownloadContext): Promise<{ result: DownloadResult; row: HttpRow }> {
   const { server, auth, dataDir } = await ctx.launchService('service-download', { WORKER_CONCURRENCY: '1' });
   let reference: ChildServer | null = null;
   const pool = new Pool(server.url, { connections: 1 });
@@ -38,13 +44,23 @@ export async function downloadScenario(
     // The signed URL must give exactly the stored file, or the comparison means nothing.
     const viaUrl = await pool.request({ method: 'GET', path: signed.pathname + signed.search });
     const downloaded = Buffer.from(await viaUrl.body.arrayBuffer());
-    if (viaUrl.statusCode !== 200 || !downloaded.equals(file)) throw new Error(`download: the signed URL answered ${viaUrl.statusCode} with other bytes`);
+    if (viaUrl.statusCode !== 200 || !downloaded.equals(file)) {
+      throw new Error(`download: the signed URL answered ${viaUrl.statusCode} with other bytes`);
+    }
 
     reference = await startReference(join(ctx.workDir, 'reference-static.log'), blobsDir);
     const options: LoadOptions = { ...ctx.load, connections: DOWNLOAD_CONNECTIONS };
-    ctx.log(`download of a 4K PNG (${(file.length / 1024 / 1024).toFixed(2)} MiB): ${ctx.rounds} rounds of @fastify/static / signed URL, ${DOWNLOAD_CONNECTIONS} connections`);
-    const targets = [downloadTarget('reference', reference, `/static/${mediaBlobKey(image.media_id)}`), downloadTarget('service', server, signed.pathname + signed.search)];
-    const { samples } = await alternate(targets, ctx.rounds, options, ctx.onSample).finally(() => Promise.all(targets.map((target) => target.close())));
+    ctx.log(
+      `download of a 4K PNG (${(file.length / 1024 / 1024).toFixed(2)} MiB): ${ctx.rounds} rounds of ` +
+        `@fastify/static / signed URL, ${DOWNLOAD_CONNECTIONS} connections`,
+    );
+    const targets = [
+      downloadTarget('reference', reference, `/static/${mediaBlobKey(image.media_id)}`),
+      downloadTarget('service', server, signed.pathname + signed.search),
+    ];
+    const { samples } = await alternate(targets, ctx.rounds, options, ctx.onSample).finally(() =>
+      Promise.all(targets.map((target) => target.close())),
+    );
     const result: DownloadResult = {
       bytes: file.length,
       sha256: createHash('sha256').update(file).digest('hex'),
@@ -52,10 +68,15 @@ export async function downloadScenario(
     };
     return {
       result,
-      service: summarize(samples.service, samples.reference),
-      reference: summarize(samples.reference),
-      serviceSamples: samples.service,
-      referenceSamples: samples.reference,
+      row: {
+        id: 'download',
+        title: 'Download a 4K PNG through its signed URL (reference: @fastify/static)',
+        connections: DOWNLOAD_CONNECTIONS,
+        service: summarize(samples.service, samples.reference),
+        reference: summarize(samples.reference),
+        serviceSamples: samples.service,
+        referenceSamples: samples.reference,
+      },
     };
   } finally {
     await pool.close();
@@ -116,5 +137,6 @@ function downloadTarget(name: string, server: ChildServer, path: string) {
       cpuCores: cpuSec !== null ? Math.round((cpuSec / durationSec) * 100) / 100 : null,
     };
   };
-  return { name, baseUrl: server.url, pid: server.pid, request: { method: 'GET' as const, path }, load, close: () => pool.close() };
+  const request = { method: 'GET' as const, path };
+  return { name, baseUrl: server.url, pid: server.pid, request, load, close: () => pool.close() };
 }

@@ -5,24 +5,25 @@
  * `serve` with its default in-process workers (one per core). The client (undici, one socket per
  * request) creates 5 000 text-to-image 1K tasks plus a margin, then sends one long-poll per task,
  * newest task first, all at once. The workers complete the oldest tasks meanwhile, so the margin
- * keeps at least 5 000 requests waiting at the same moment (counted by the client: sent and not yet
- * answered). RSS of the service is taken before the first long-poll (after a warm-up that rendered
- * and long-polled) and sampled every 10 ms (and VmHWM, reset before) while they wait.
+ * keeps at least 5 000 requests waiting at the same moment (counted by the client: written to their
+ * socket and not yet answered). RSS of the service is taken before the first long-poll (after a
+ * warm-up that rendered and long-polled) and followed to the end: VmHWM, reset before, and 10 ms
+ * VmRSS samples.
  *
- * The workers then complete tasks for a while: each of those long-polls returns when its task
- * does, and its wake-up is measured as the client's wall clock at the answer minus the task's
- * `completed_at` (whole ms, rounded down, so the figure is an upper bound). Rendering 5 000 images
- * on two cores would take minutes, so the tasks still waiting after that are canceled through the
- * API, which ends their long-polls the same way (measured apart, not the budget's figure).
+ * Then the workers complete tasks for a while. Each task completed once every long-poll was on its
+ * socket gives one wake-up: the client's wall clock at the answer minus the task's `completed_at`
+ * (whole ms, rounded down, so the figure is an upper bound). Rendering 5 000 images on two cores
+ * would take minutes, so the tasks still waiting after that are canceled through the API, which
+ * ends their long-polls the same way (measured apart, not the budget's figure).
  */
 import { availableParallelism } from 'node:os';
 import { Pool } from 'undici';
-import { median, quantile } from '../lib/load.js';
+import { percentilesOf } from '../lib/load.js';
 import { memoryOf, mib, resetPeak, sampleRss } from '../lib/memory.js';
 import { CREATE_PATH } from '../lib/requests.js';
 import type { LongPollResult, WakeUps } from '../lib/report.js';
 import { wallClock } from '../lib/wall-clock.js';
-import { createTask, textToImage, waitForTask, type ScenarioContext, type TaskResource } from './context.js';
+import { createTask, textToImage, warmUp, type ScenarioContext, type TaskResource } from './context.js';
 
 export const LONG_POLLS = 5000;
 
@@ -35,10 +36,14 @@ export async function longPollScenario(ctx: ScenarioContext): Promise<LongPollRe
   const workers = availableParallelism();
   const { server, auth } = await ctx.launchService('service-long-poll', { WORKER_CONCURRENCY: String(workers) });
   const small = new Pool(server.url, { connections: 50 });
-  const waiting = new Pool(server.url, { connections: polls + margin, pipelining: 1, headersTimeout: 120_000, bodyTimeout: 120_000 });
+  const waiting = new Pool(server.url, {
+    connections: polls + margin,
+    pipelining: 1,
+    headersTimeout: 120_000,
+    bodyTimeout: 120_000,
+  });
   try {
-    // Warm-up: the renderer, the worker and a long-poll's path.
-    for (let i = 0; i < 5; i++) await waitForTask(small, auth, (await createTask(small, auth, textToImage('1K', i))).task_id, 30);
+    await warmUp(small, auth, 5);
 
     ctx.log(`long-poll: creating ${polls + margin} text-to-image 1K tasks (${workers} in-process workers)`);
     const created = await inParallel(polls + margin, 50, (i) => createTask(small, auth, textToImage('1K', 100 + i)));
@@ -78,7 +83,8 @@ export async function longPollScenario(ctx: ScenarioContext): Promise<LongPollRe
     const stillWaiting = ids.filter((id) => !answered.has(id));
     ctx.log(`  ${completedByWorkers} answered; canceling the ${stillWaiting.length} tasks still waiting`);
     await inParallel(stillWaiting.length, 50, async (i) => {
-      const res = await small.request({ method: 'POST', path: `${CREATE_PATH}/${stillWaiting[i]}/cancel`, headers: auth });
+      const path = `${CREATE_PATH}/${stillWaiting[i]}/cancel`;
+      const res = await small.request({ method: 'POST', path, headers: auth });
       await res.body.dump();
     });
     await Promise.all(all);
@@ -92,12 +98,15 @@ export async function longPollScenario(ctx: ScenarioContext): Promise<LongPollRe
     }
     // Wake-ups are measured for the tasks that ended once every long-poll was on its socket: one
     // still queued in the client when its task ended says nothing about waking.
-    const wakeUps = (status: string) =>
-      summarizeWakeUps(
-        answers
-          .filter((a) => a.task?.status === status && a.task.completed_at && Date.parse(a.task.completed_at) >= Math.floor(allWaitingAt))
-          .map((a) => a.answeredAt - Date.parse(a.task!.completed_at!)),
-      );
+    const wakeUps = (status: string): WakeUps => {
+      const latencies = [];
+      for (const { task, answeredAt } of answers) {
+        const endedAt = task?.status === status && task.completed_at ? Date.parse(task.completed_at) : Number.NaN;
+        if (endedAt >= Math.floor(allWaitingAt)) latencies.push(answeredAt - endedAt);
+      }
+      const { p50, p99, max } = percentilesOf(latencies);
+      return { count: latencies.length, p50Ms: p50, p99Ms: p99, maxMs: max };
+    };
     const result: LongPollResult = {
       requests: ids.length,
       workers,
@@ -119,12 +128,6 @@ export async function longPollScenario(ctx: ScenarioContext): Promise<LongPollRe
     await small.close();
     await ctx.stop(server);
   }
-}
-
-function summarizeWakeUps(values: number[]): WakeUps {
-  const sorted = [...values].sort((a, b) => a - b);
-  const round = (n: number) => Math.round(n * 10) / 10;
-  return { count: sorted.length, p50Ms: round(median(sorted)), p99Ms: round(quantile(sorted, 0.99)), maxMs: round(sorted[sorted.length - 1] ?? Number.NaN) };
 }
 
 /** Runs job(0 … count − 1), at most `limit` at once; results in index order. */
