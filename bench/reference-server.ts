@@ -52,18 +52,6 @@ app.post('/api/v1/images/generations', { schema: { body: GenerationRequest } }, 
 app.get('/api/v1/images/generations/:task_id', async () => CREATED);
 app.get('/api/v1/images/generations', async () => PAGE);
 
-// The upload reference reads the whole multipart body and throws it away: the network and HTTP
-// parsing cost of moving the bytes, nothing else.
-app.register(async (uploads) => {
-  uploads.removeAllContentTypeParsers();
-  uploads.addContentTypeParser('multipart/form-data', { bodyLimit: 64 * 1024 * 1024 }, (_request, payload, done) => {
-    payload.on('error', done);
-    payload.on('end', () => done(null, null));
-    payload.resume();
-  });
-  uploads.post('/api/v1/media', async (_request, reply) => reply.code(201).send(CREATED));
-});
-
 if (process.env.STATIC_ROOT) await app.register(fastifyStatic, { root: process.env.STATIC_ROOT, prefix: '/static/' });
 
 await app.listen({ host: '127.0.0.1', port });

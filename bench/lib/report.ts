@@ -39,13 +39,17 @@ export interface LongPollResult {
   heldAtOnce: number;
   sendingSec: number;
   rssBaselineMiB: number;
+  /** Peak while the long-polls waited and the workers completed tasks (before the cancels). */
   rssPeakMiB: number;
   rssGrowthMiB: number;
+  /** Peak over the whole scenario, the cancels that end the rest at once included. */
+  rssPeakWithCancelsMiB: number;
   peakFrom: string;
   /** Answer − `completed_at` (an upper bound) for tasks the workers completed while every long-poll waited. */
   completed: WakeUps;
   /** The same for the tasks canceled through the API afterwards. */
   canceled: WakeUps;
+  /** By status and task status ("200 COMPLETED"), or the client's error code. */
   statuses: Record<string, number>;
   /** Answers that were not 200 with a task that had ended (errors, timeouts, a wait that ran out). */
   notTerminal: number;
@@ -104,8 +108,6 @@ export interface BenchReport {
   }[];
   upload: {
     uploadBytes: number;
-    mbPerSec: number;
-    referenceMbPerSec: number;
     concurrent: number;
     concurrentStatuses: Record<string, number>;
     concurrentElapsedSec: number;
@@ -114,7 +116,7 @@ export interface BenchReport {
     rssGrowthMiB: number;
     peakFrom: string;
     /**
-     * DESIGN 5's 20 MiB upload (bench/upload-streaming.ts), one at a time, a GC forced every 2 ms:
+     * DESIGN 5's 20 MiB upload (bench/upload-streaming.ts), one at a time, a GC forced every 10 ms:
      * a body of that size that is not an image (received whole, then refused with 415 before any
      * image work), and a PNG of that size, stored. Growth of live Buffers and of RSS.
      */
@@ -273,7 +275,7 @@ export function renderGenerated(report: BenchReport): string {
   lines.push(
     `Measured ${report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node.js ${m.node}, Linux ${m.kernel}; the run took ${minutes.toFixed(1)} min, with a 1-minute load average of ${m.loadAverage.start.toFixed(1)} when it started and ${m.loadAverage.end.toFixed(1)} when it ended (other work shares the machine).`,
   );
-  lines.push(`Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per ratio, ${s.shortRounds} for the lists and the upload's throughput, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`);
+  lines.push(`Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per ratio, ${s.shortRounds} for the lists, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`);
   heading('Budgets (DESIGN 5)');
   lines.push('| budget | target | measured | |');
   lines.push('|---|---|---|---|');
@@ -301,7 +303,7 @@ export function renderGenerated(report: BenchReport): string {
     const l = report.longPoll;
     heading('Long-poll');
     lines.push(
-      `${l.requests} tasks, one \`GET …?wait=60\` each on a socket of its own (undici), sent in ${l.sendingSec} s; **${l.heldAtOnce} waiting at once**. RSS of the service ${l.rssBaselineMiB} MiB before the first, ${l.rssPeakMiB} MiB at peak: **+${l.rssGrowthMiB} MiB** (${l.peakFrom}; ${l.workers} in-process workers rendering meanwhile). Answer − \`completed_at\` (whole ms, so an upper bound) for the ${l.completed.count} tasks the workers completed while the long-polls waited: p50 ${ms(l.completed.p50Ms)} ms, **p99 ${ms(l.completed.p99Ms)} ms**, max ${ms(l.completed.maxMs)} ms. The ${l.canceled.count} tasks still waiting after that were canceled through the API (rendering them all would take minutes): p50 ${ms(l.canceled.p50Ms)} ms, p99 ${ms(l.canceled.p99Ms)} ms, max ${ms(l.canceled.maxMs)} ms from the cancel to the answer. Answers: ${JSON.stringify(l.statuses)}.`,
+      `${l.requests} tasks, one \`GET …?wait=60\` each on a socket of its own (undici), sent in ${l.sendingSec} s; **${l.heldAtOnce} waiting at once**. RSS of the service ${l.rssBaselineMiB} MiB before the first, ${l.rssPeakMiB} MiB at peak while they waited: **+${l.rssGrowthMiB} MiB** (${l.peakFrom}; ${l.workers} in-process workers rendering meanwhile); ${l.rssPeakWithCancelsMiB} MiB at peak once the cancels that end the rest at once are counted too. Answer − \`completed_at\` (whole ms, so an upper bound) for the ${l.completed.count} tasks the workers completed while the long-polls waited: p50 ${ms(l.completed.p50Ms)} ms, **p99 ${ms(l.completed.p99Ms)} ms**, max ${ms(l.completed.maxMs)} ms. The ${l.canceled.count} tasks still waiting after that were canceled through the API (rendering them all would take minutes): p50 ${ms(l.canceled.p50Ms)} ms, p99 ${ms(l.canceled.p99Ms)} ms, max ${ms(l.canceled.maxMs)} ms from the cancel to the answer. Answers: ${JSON.stringify(l.statuses)}.`,
     );
   }
   const download = report.http.find((r) => r.id === 'download');
@@ -325,9 +327,8 @@ export function renderGenerated(report: BenchReport): string {
   if (report.upload) {
     const u = report.upload;
     heading('Upload');
-    lines.push(`- One ${mibText(u.uploadBytes)} PNG (random pixels, so it does not compress) at a time: **${u.mbPerSec.toFixed(1)} MB/s** (the reference, which only reads and drops the body: ${u.referenceMbPerSec.toFixed(0)} MB/s). Every upload is fully decoded, re-encoded without metadata and stored before its 201.`);
     const { received, stored } = u.large;
-    lines.push(`- One ${mibText(received.bytes)} body that is not an image, received whole and then refused (${received.status}) before any image work, with a full GC every 2 ms (\`bench/upload-streaming.ts\`): live Buffers **+${received.buffersGrowthMiB} MiB**, RSS +${received.rssGrowthMiB} MiB while it arrived: the part goes to a temporary file as it arrives and no copy of the body is held. One ${mibText(stored.bytes)} PNG of random pixels, decoded, re-encoded and stored (${stored.status}): Buffers +${stored.buffersGrowthMiB} MiB, RSS +${stored.rssGrowthMiB} MiB (libvips' pixels and output, outside the JavaScript heap).`);
+    lines.push(`- One ${mibText(received.bytes)} body that is not an image, received whole and then refused (${received.status}) before any image work, with a full GC every 10 ms (\`bench/upload-streaming.ts\`): live Buffers **+${received.buffersGrowthMiB} MiB**, RSS +${received.rssGrowthMiB} MiB while it arrived: the part goes to a temporary file as it arrives and no copy of the body is held. One ${mibText(stored.bytes)} PNG of random pixels, decoded, re-encoded and stored (${stored.status}): Buffers +${stored.buffersGrowthMiB} MiB, RSS +${stored.rssGrowthMiB} MiB (libvips' pixels and output, outside the JavaScript heap).`);
     lines.push(`- ${u.concurrent} at once: statuses ${JSON.stringify(u.concurrentStatuses)} in ${u.concurrentElapsedSec.toFixed(1)} s; RSS of the service process ${u.rssBaselineMiB} MiB before, ${u.rssPeakMiB} MiB at peak: **+${u.rssGrowthMiB} MiB** (${u.peakFrom}).`);
   }
   if (report.renderer) {

@@ -1,6 +1,6 @@
 import { Pool } from 'undici';
 import type { ChildServer } from '../lib/processes.js';
-import { CREATE_PATH, PROMPT } from '../lib/requests.js';
+import { CREATE_PATH, textToImage } from '../lib/requests.js';
 
 /** What bench/run.ts gives a scenario module: services to start and stop, and its log. */
 export interface ScenarioContext {
@@ -19,10 +19,6 @@ export interface BenchService {
   auth: Record<string, string>;
   dataDir: string;
 }
-
-/** The create body of a text-to-image task at the given resolution (1:1). */
-export const textToImage = (resolution: '1K' | '2K' | '4K', n = 0) =>
-  JSON.stringify({ model: 'alpha-pro', prompt: `${PROMPT} #${n}`, parameters: { aspect_ratio: '1:1', resolution } });
 
 /** The fields of a task resource the scenarios read. */
 export interface TaskResource {

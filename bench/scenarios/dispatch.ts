@@ -16,7 +16,8 @@ import { Pool } from 'undici';
 import type { DispatchResult } from '../lib/report.js';
 import { percentilesOf } from '../lib/load.js';
 import { wallClock } from '../lib/wall-clock.js';
-import { createTask, textToImage, waitForTask, warmUp, type ScenarioContext } from './context.js';
+import { textToImage } from '../lib/requests.js';
+import { createTask, waitForTask, warmUp, type ScenarioContext } from './context.js';
 
 const WARM_UP_TASKS = 5;
 

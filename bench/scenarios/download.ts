@@ -19,7 +19,8 @@ import { alternate, cpuSecondsOf, median, quantile, summarize } from '../lib/loa
 import type { LoadOptions, LoadSample } from '../lib/load.js';
 import { startReference, type ChildServer } from '../lib/processes.js';
 import type { DownloadResult, HttpRow } from '../lib/report.js';
-import { createTask, textToImage, waitForTask, type ScenarioContext } from './context.js';
+import { textToImage } from '../lib/requests.js';
+import { createTask, waitForTask, type ScenarioContext } from './context.js';
 
 export const DOWNLOAD_CONNECTIONS = 10;
 
