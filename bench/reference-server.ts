@@ -4,8 +4,12 @@
  * Ajv configuration and answers a constant. No auth, no store, no logging: what is left of a
  * request once the service's own work is taken away.
  *
- *   PORT=4000 node --import tsx bench/reference-server.ts
+ * With STATIC_ROOT set, it also serves that directory under /static/ with `@fastify/static`: the
+ * reference of the result download (a file sent as fastify's maintained plugin sends it).
+ *
+ *   PORT=4000 [STATIC_ROOT=dir] node --import tsx bench/reference-server.ts
  */
+import fastifyStatic from '@fastify/static';
 import Fastify from 'fastify';
 import { GenerationRequest } from '../schemas/catalog.js';
 import { buildValidatorCompilerFactory } from '../src/http/validation.js';
@@ -48,17 +52,7 @@ app.post('/api/v1/images/generations', { schema: { body: GenerationRequest } }, 
 app.get('/api/v1/images/generations/:task_id', async () => CREATED);
 app.get('/api/v1/images/generations', async () => PAGE);
 
-// The upload reference reads the whole multipart body and throws it away: the network and HTTP
-// parsing cost of moving the bytes, nothing else.
-app.register(async (uploads) => {
-  uploads.removeAllContentTypeParsers();
-  uploads.addContentTypeParser('multipart/form-data', { bodyLimit: 64 * 1024 * 1024 }, (_request, payload, done) => {
-    payload.on('error', done);
-    payload.on('end', () => done(null, null));
-    payload.resume();
-  });
-  uploads.post('/api/v1/media', async (_request, reply) => reply.code(201).send(CREATED));
-});
+if (process.env.STATIC_ROOT) await app.register(fastifyStatic, { root: process.env.STATIC_ROOT, prefix: '/static/' });
 
 await app.listen({ host: '127.0.0.1', port });
 process.once('SIGTERM', () => void app.close().then(() => process.exit(0)));

@@ -1,4 +1,3 @@
-import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 
@@ -41,18 +40,13 @@ export interface LoadSample {
   durationSec: number;
   /** Bytes/s sent by the client (the request bodies). */
   sentBytesPerSec: number;
+  /** Bytes/s the client received (responses, headers included). */
+  receivedBytesPerSec: number;
   statusCodes: Record<string, number>;
   /** CPU time (user + system) the server process spent per request during the measured run, µs. */
   cpuUsPerRequest: number | null;
   /** Share of one core the server process used during the measured run. */
   cpuCores: number | null;
-  /**
-   * Thousands of instructions the server process retired per request during the measured run
-   * (`perf stat`), or null where perf or the hardware counters are missing. Unlike time, a count
-   * of instructions does not grow when a neighbour takes the core's caches or the hypervisor its
-   * cycles, so it tells two builds apart where CPU time is too noisy to.
-   */
-  kiloInstructionsPerRequest: number | null;
 }
 
 const CLOCK_TICKS_PER_SEC = 100;
@@ -67,35 +61,6 @@ export function cpuSecondsOf(pid: number): number | null {
   } catch {
     return null;
   }
-}
-
-let perfWorks: boolean | undefined;
-
-/** Whether `perf stat` can count this machine's retired instructions (a binary, counters, permission). */
-function perfCanCountInstructions(): boolean {
-  if (perfWorks === undefined) {
-    const probe = spawnSync('perf', ['stat', '-x,', '-e', 'instructions', 'true'], { encoding: 'utf8', timeout: 10_000 });
-    perfWorks = probe.status === 0 && /^\d+,/m.test(probe.stderr ?? '');
-  }
-  return perfWorks;
-}
-
-/**
- * Starts counting the instructions process pid retires (all its threads); the returned function
- * stops the count and gives it, or null if it could not be counted.
- */
-export function countInstructions(pid: number): () => Promise<number | null> {
-  if (!perfCanCountInstructions()) return async () => null;
-  const perf = spawn('perf', ['stat', '-x,', '-e', 'instructions', '-p', String(pid)], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let report = '';
-  perf.stderr.setEncoding('utf8').on('data', (chunk: string) => (report += chunk));
-  const exited = new Promise<void>((resolve) => perf.once('close', () => resolve()));
-  return async () => {
-    perf.kill('SIGINT');
-    await exited;
-    const count = /^(\d+),/m.exec(report);
-    return count ? Number(count[1]) : null;
-  };
 }
 
 export async function runLoad(
@@ -133,16 +98,16 @@ export async function runLoad(
   beforeRun?.();
   const started = performance.now();
   const cpuBefore = serverPid ? cpuSecondsOf(serverPid) : null;
-  const stopCounting = serverPid ? countInstructions(serverPid) : async () => null;
-  const result = await autocannon({ ...opts, setupClient: setupClient(), ...(options.amount ? { amount: options.amount } : { duration: options.durationSec }) });
+  const length = options.amount ? { amount: options.amount } : { duration: options.durationSec };
+  const result = await autocannon({ ...opts, setupClient: setupClient(), ...length });
   const elapsedSec = (performance.now() - started) / 1000;
   const cpuAfter = serverPid ? cpuSecondsOf(serverPid) : null;
-  const instructions = await stopCounting();
   const cpuSec = cpuBefore !== null && cpuAfter !== null ? cpuAfter - cpuBefore : null;
   const requests = result.requests.total;
   const bodyBytes = request.body ? Buffer.byteLength(request.body) : 0;
   const statusCodes: Record<string, number> = {};
-  for (const [code, count] of Object.entries((result as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {})) {
+  const stats = (result as unknown as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats;
+  for (const [code, count] of Object.entries(stats ?? {})) {
     statusCodes[code] = count.count;
   }
   const durationSec = options.amount ? elapsedSec : result.duration;
@@ -157,10 +122,10 @@ export async function runLoad(
     requests,
     durationSec,
     sentBytesPerSec: (requests * bodyBytes) / durationSec,
+    receivedBytesPerSec: result.throughput.total / durationSec,
     statusCodes,
     cpuUsPerRequest: cpuSec !== null && requests > 0 ? Math.round((cpuSec * 1e6) / requests) : null,
     cpuCores: cpuSec !== null ? Math.round((cpuSec / elapsedSec) * 100) / 100 : null,
-    kiloInstructionsPerRequest: instructions !== null && requests > 0 ? Math.round(instructions / requests / 100) / 10 : null,
   };
 }
 
@@ -171,6 +136,19 @@ export function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
+/** The value at quantile q (0–1) of values sorted ascending (nearest rank); NaN for none. */
+export function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+/** p50, p99 and max of values (any order), rounded to 0.01. */
+export function percentilesOf(values: readonly number[]): { p50: number; p99: number; max: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  const round = (n: number) => Math.round(n * 100) / 100;
+  return { p50: round(quantile(sorted, 0.5)), p99: round(quantile(sorted, 0.99)), max: round(quantile(sorted, 1)) };
+}
+
 export interface Target {
   name: string;
   baseUrl: string;
@@ -179,6 +157,8 @@ export interface Target {
   /** Runs before the warm-up and before the measured run of this target. */
   beforeRun?: () => void;
   request: LoadRequest;
+  /** Loads the target with another client than autocannon (e.g. for large responses). */
+  load?: (options: LoadOptions) => Promise<LoadSample>;
 }
 
 export interface AlternatingResult {
@@ -193,13 +173,20 @@ export interface AlternatingResult {
  * each round, so that in a side-by-side run no build always follows the reference or always comes
  * last.
  */
-export async function alternate(targets: Target[], rounds: number, options: LoadOptions, onSample?: (name: string, s: LoadSample) => void): Promise<AlternatingResult> {
+export async function alternate(
+  targets: Target[],
+  rounds: number,
+  options: LoadOptions,
+  onSample?: (name: string, s: LoadSample) => void,
+): Promise<AlternatingResult> {
   const samples: Record<string, LoadSample[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
   const [first, ...others] = targets;
   for (let round = 0; round < rounds; round++) {
     const turn = round % Math.max(1, others.length);
     for (const target of [first, ...others.slice(turn), ...others.slice(0, turn)]) {
-      const sample = await runLoad(target.baseUrl, target.request, options, target.pid, target.beforeRun);
+      const sample = target.load
+        ? await target.load(options)
+        : await runLoad(target.baseUrl, target.request, options, target.pid, target.beforeRun);
       samples[target.name].push(sample);
       onSample?.(target.name, sample);
     }
@@ -220,8 +207,6 @@ export interface Summary {
   ratios: number[];
   /** Median CPU µs per request of the server process. */
   cpuUsPerRequest: number | null;
-  /** Median thousands of instructions per request of the server process (see LoadSample). */
-  kiloInstructionsPerRequest: number | null;
 }
 
 export function summarize(samples: LoadSample[], reference?: LoadSample[]): Summary {
@@ -235,7 +220,8 @@ export function summarize(samples: LoadSample[], reference?: LoadSample[]): Summ
     rounds: samples.length,
     ratio: reference ? median(ratios) : null,
     ratios,
-    cpuUsPerRequest: samples.every((s) => s.cpuUsPerRequest !== null) ? median(samples.map((s) => s.cpuUsPerRequest!)) : null,
-    kiloInstructionsPerRequest: samples.every((s) => s.kiloInstructionsPerRequest !== null) ? median(samples.map((s) => s.kiloInstructionsPerRequest!)) : null,
+    cpuUsPerRequest: samples.every((s) => s.cpuUsPerRequest !== null)
+      ? median(samples.map((s) => s.cpuUsPerRequest!))
+      : null,
   };
 }

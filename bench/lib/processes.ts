@@ -77,7 +77,7 @@ export interface ChildServer {
   port: number;
   url: string;
   child: ChildProcess;
-  /** SIGTERM, then wait for a clean exit (a --cpu-prof profile is written at exit). */
+  /** SIGTERM, then wait for a clean exit. */
   stop(): Promise<void>;
 }
 
@@ -150,18 +150,15 @@ export interface ServiceStartOptions {
   root?: string;
   env: Record<string, string>;
   logFile: string;
-  /** Directory for a V8 CPU profile of the whole run of this process (written when it exits). */
-  cpuProfileDir?: string;
 }
 
 export async function startService(options: ServiceStartOptions): Promise<ChildServer> {
   const port = await freePort();
   const cli = cliCommand(options.runtime, options.root);
-  const profiling = options.cpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`, `--cpu-prof-name=${options.name}.cpuprofile`] : [];
   return startChild({
     name: options.name,
     command: cli.command,
-    args: [...profiling, ...cli.args, 'serve'],
+    args: [...cli.args, 'serve'],
     env: { ...options.env, PORT: String(port) },
     port,
     logFile: options.logFile,
@@ -169,9 +166,10 @@ export async function startService(options: ServiceStartOptions): Promise<ChildS
   });
 }
 
-export async function startReference(logFile: string): Promise<ChildServer> {
+/** The bare fastify reference (bench/reference-server.ts); with staticRoot, also serving that directory under /static/. */
+export async function startReference(logFile: string, staticRoot?: string): Promise<ChildServer> {
   const port = await freePort();
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port) };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port), ...(staticRoot ? { STATIC_ROOT: staticRoot } : {}) };
   return startChild({
     name: 'reference',
     command: process.execPath,

@@ -1,0 +1,161 @@
+/**
+ * DESIGN 5, waiting: 5 000 concurrent `GET /images/generations/{id}?wait=60` add < 250 MiB RSS, and
+ * each returns within 20 ms (p99) of its task's completion.
+ *
+ * `serve` with its default in-process workers (one per core). The client (undici, one socket per
+ * request) creates 5 000 text-to-image 1K tasks plus a margin, then sends one long-poll per task,
+ * newest task first, all at once. The workers complete the oldest tasks meanwhile, so the margin
+ * keeps at least 5 000 requests waiting at the same moment (counted by the client: written to their
+ * socket and not yet answered). RSS of the service is taken before the first long-poll (after a
+ * warm-up that rendered and long-polled) and followed to the end: VmHWM, reset before, and 10 ms
+ * VmRSS samples.
+ *
+ * Then the workers complete tasks for a while. Each task completed once every long-poll was on its
+ * socket gives one wake-up: the client's wall clock at the answer minus the task's `completed_at`
+ * (whole ms, rounded down, so the figure is an upper bound). Rendering 5 000 images on two cores
+ * would take minutes, so the tasks still waiting after that are canceled through the API, which
+ * ends their long-polls the same way (measured apart, not the budget's figure).
+ */
+import { availableParallelism } from 'node:os';
+import { Pool } from 'undici';
+import { percentilesOf } from '../lib/load.js';
+import { memoryOf, mib, resetPeak, sampleRss } from '../lib/memory.js';
+import { CREATE_PATH, textToImage } from '../lib/requests.js';
+import type { LongPollResult, WakeUps } from '../lib/report.js';
+import { wallClock } from '../lib/wall-clock.js';
+import { createTask, warmUp, type ScenarioContext, type TaskResource } from './context.js';
+
+export const LONG_POLLS = 5000;
+
+export async function longPollScenario(ctx: ScenarioContext): Promise<LongPollResult> {
+  const polls = ctx.quick ? 1000 : LONG_POLLS;
+  // Tasks the workers may complete while the long-polls are being sent (a few seconds at about
+  // 50 renders a second on two loaded cores), so that `polls` are still waiting when the last is sent.
+  const margin = ctx.quick ? 200 : 600;
+  const completingMs = ctx.quick ? 3000 : 10_000;
+  const workers = availableParallelism();
+  const { server, auth } = await ctx.launchService('service-long-poll', { WORKER_CONCURRENCY: String(workers) });
+  const small = new Pool(server.url, { connections: 50 });
+  const waiting = new Pool(server.url, {
+    connections: polls + margin,
+    pipelining: 1,
+    // Thousands of connects at once overflow the listen backlog (511 in Node), and a refused SYN is
+    // sent again after 1, 3, 7 … s: on a loaded machine past undici's default 10 s.
+    connectTimeout: 60_000,
+    headersTimeout: 120_000,
+    bodyTimeout: 120_000,
+  });
+  try {
+    await warmUp(small, auth, 5);
+
+    ctx.log(`long-poll: creating ${polls + margin} text-to-image 1K tasks (${workers} in-process workers)`);
+    const created = await inParallel(polls + margin, 50, (i) => createTask(small, auth, textToImage('1K', 100 + i)));
+    const ids = created.map((t) => t.task_id).reverse();
+
+    const baseline = memoryOf(server.pid).rss;
+    const hwmReset = resetPeak(server.pid);
+    const sampler = sampleRss(server.pid, 10);
+    const now = wallClock();
+    // Requests written to their socket and not yet answered, sampled: how many wait at once.
+    let heldAtOnce = 0;
+    const heldSampler = setInterval(() => (heldAtOnce = Math.max(heldAtOnce, waiting.stats.running)), 10);
+    const answers: { answeredAt: number; status: number | string; task: TaskResource | null }[] = [];
+    ctx.log(`  sending ${ids.length} long-polls (?wait=60), one socket each`);
+    const sendingStarted = now();
+    const all = ids.map(async (id) => {
+      try {
+        const res = await waiting.request({ method: 'GET', path: `${CREATE_PATH}/${id}?wait=60`, headers: auth });
+        const answeredAt = now();
+        const parsed = (await res.body.json()) as { data?: TaskResource };
+        answers.push({ answeredAt, status: res.statusCode, task: parsed.data ?? null });
+      } catch (error) {
+        answers.push({ answeredAt: now(), status: (error as { code?: string }).code ?? String(error), task: null });
+      }
+    });
+    // Until every request is written to a socket of its own (none queued in the pool or a client).
+    await until(() => waiting.stats.queued === 0 && waiting.stats.pending === 0, 60_000);
+    const allWaitingAt = now();
+    const sendingMs = allWaitingAt - sendingStarted;
+    ctx.log(`  sent in ${(sendingMs / 1000).toFixed(1)} s; ${waiting.stats.running} waiting, ${heldAtOnce} at most`);
+
+    ctx.log(`  letting the workers complete tasks for ${completingMs / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, completingMs));
+    const completedByWorkers = answers.length;
+    // The budget's memory is what the waiting long-polls hold; the cancels that end them next are
+    // the bench's doing (thousands of requests and answers at once), so their peak is kept apart.
+    const waitingPeak = Math.max(sampler.stop().peak, hwmReset ? memoryOf(server.pid).hwm : 0);
+    const endingSampler = sampleRss(server.pid, 10);
+
+    const answered = new Set(answers.map((a) => a.task?.task_id));
+    const stillWaiting = ids.filter((id) => !answered.has(id));
+    ctx.log(`  ${completedByWorkers} answered; canceling the ${stillWaiting.length} tasks still waiting`);
+    await inParallel(stillWaiting.length, 50, async (i) => {
+      const path = `${CREATE_PATH}/${stillWaiting[i]}/cancel`;
+      const res = await small.request({ method: 'POST', path, headers: auth });
+      await res.body.dump();
+    });
+    await Promise.all(all);
+    clearInterval(heldSampler);
+    const endingPeak = Math.max(endingSampler.stop().peak, hwmReset ? memoryOf(server.pid).hwm : 0);
+
+    const statuses: Record<string, number> = {};
+    for (const a of answers) {
+      const key = a.task ? `${a.status} ${a.task.status}` : String(a.status);
+      statuses[key] = (statuses[key] ?? 0) + 1;
+    }
+    // Wake-ups are measured for the tasks that ended once every long-poll was on its socket: one
+    // still queued in the client when its task ended says nothing about waking.
+    const wakeUps = (status: string): WakeUps => {
+      const latencies = [];
+      for (const { task, answeredAt } of answers) {
+        const endedAt = task?.status === status && task.completed_at ? Date.parse(task.completed_at) : Number.NaN;
+        if (endedAt >= Math.floor(allWaitingAt)) latencies.push(answeredAt - endedAt);
+      }
+      const { p50, p99, max } = percentilesOf(latencies);
+      return { count: latencies.length, p50Ms: p50, p99Ms: p99, maxMs: max };
+    };
+    const result: LongPollResult = {
+      requests: ids.length,
+      workers,
+      heldAtOnce,
+      sendingSec: Math.round(sendingMs / 100) / 10,
+      rssBaselineMiB: mib(baseline),
+      rssPeakMiB: mib(waitingPeak),
+      rssGrowthMiB: mib(waitingPeak - baseline),
+      rssPeakWithCancelsMiB: mib(endingPeak),
+      peakFrom: hwmReset ? 'VmHWM (reset before the first long-poll) and 10 ms VmRSS samples' : '10 ms VmRSS samples',
+      completed: wakeUps('COMPLETED'),
+      canceled: wakeUps('CANCELED'),
+      statuses,
+      notTerminal: answers.filter((a) => a.status !== 200 || !a.task?.completed_at).length,
+    };
+    ctx.log(`  ${JSON.stringify(result)}`);
+    return result;
+  } finally {
+    await waiting.destroy();
+    await small.close();
+    await ctx.stop(server);
+  }
+}
+
+/** Runs job(0 … count − 1), at most `limit` at once; results in index order. */
+async function inParallel<T>(count: number, limit: number, job: (i: number) => Promise<T>): Promise<T[]> {
+  const results = new Array<T>(count);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, count) }, async () => {
+    while (next < count) {
+      const i = next++;
+      results[i] = await job(i);
+    }
+  });
+  await Promise.all(lanes);
+  return results;
+}
+
+async function until(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('long-poll: the requests were not all sent in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
