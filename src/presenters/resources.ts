@@ -17,12 +17,15 @@ export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Da
     cost: task.cost,
     generated: task.generated.map((item) => {
       const signed = signer.signedUrl(item.media_id, now);
-      return { ...item, url: signed.url, url_expires_at: signed.expiresAt.toISOString() };
+      // Generators store only the image types a media record can hold (MediaResource.content_type).
+      const contentType = item.content_type as MediaResource['content_type'];
+      return { ...item, content_type: contentType, url: signed.url, url_expires_at: signed.expiresAt.toISOString() };
     }),
-    model: task.model,
+    // Records hold what the catalog allowed at creation; the store types them as plain strings.
+    model: task.model as TaskResource['model'],
     prompt: task.prompt,
     image_reference: task.imageReference,
-    parameters: task.parameters,
+    parameters: task.parameters as TaskResource['parameters'],
     webhook_url: task.webhookUrl,
     error: task.error,
     created_at: task.createdAt.toISOString(),

@@ -1,7 +1,7 @@
 import type { GenerationRequest } from '../../schemas/catalog.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
-import { createTask, isTerminal, type TaskRecord } from '../core/task.js';
+import { createTask, imageReferencesOf, invalidMediaReference, isTerminal, type TaskRecord } from '../core/task.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import type { TaskEvents } from './task-events.js';
 import { newIdAt } from '../ids.js';
@@ -28,8 +28,19 @@ export interface TaskServiceOptions {
 export class TaskService {
   constructor(private readonly options: TaskServiceOptions) {}
 
-  estimate(request: GenerationRequest): PricedRequest {
-    return priceRequest(request.model, request.parameters);
+  /**
+   * Prices the request and refuses what create would refuse for its image references: each must
+   * be an unexpired upload of the account (the rule the store applies when it inserts a task).
+   */
+  async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
+    const priced = priceRequest(request.model, request.parameters);
+    const now = this.options.now();
+    const references = imageReferencesOf(request);
+    for (const [index, mediaId] of references.entries()) {
+      const media = await this.options.store.getMedia(accountId, mediaId, now);
+      if (media === null || media.source !== 'upload') throw invalidMediaReference(index);
+    }
+    return priced;
   }
 
   /**
