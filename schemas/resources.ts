@@ -31,10 +31,11 @@ export const GeneratedItem = Type.Object(
   { $id: 'GeneratedItem', additionalProperties: false },
 );
 
+export const TASK_ERROR_MESSAGE_MAX_LENGTH = 1000;
 export const TaskError = Type.Object(
   {
-    code: Type.String({ maxLength: 64, pattern: '^[a-z0-9_]+$', description: 'Stable machine-readable reason.' }),
-    message: Type.String({ maxLength: 1000 }),
+    code: Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', description: 'Stable machine-readable reason.' }),
+    message: Type.String({ maxLength: TASK_ERROR_MESSAGE_MAX_LENGTH }),
   },
   { $id: 'TaskError', additionalProperties: false },
 );

@@ -11,7 +11,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Liveness */
+        /**
+         * Liveness
+         * @description Answers 200 while the process runs; checks no dependency (use /readyz for that). Needs no key.
+         */
         get: operations["liveness"];
         put?: never;
         post?: never;
@@ -28,7 +31,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the store and the blob storage answer */
+        /**
+         * Readiness: the store and the blob storage answer
+         * @description 200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.
+         */
         get: operations["readiness"];
         put?: never;
         post?: never;
@@ -45,7 +51,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List the account's tasks, newest first */
+        /**
+         * List the account's tasks, newest first
+         * @description Cursor paged (`next_cursor`); filter by status, model and creation time.
+         */
         get: operations["listGenerations"];
         put?: never;
         /**
@@ -88,7 +97,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Cancel a CREATED or IN_PROGRESS task; its cost is refunded */
+        /**
+         * Cancel a CREATED or IN_PROGRESS task; its cost is refunded
+         * @description A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.
+         */
         post: operations["cancelGeneration"];
         delete?: never;
         options?: never;
@@ -123,7 +135,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Balance, the calling key and its limits */
+        /**
+         * Balance, the calling key and its limits
+         * @description The balance in tokens, which key made the call, and the rate limits and active-task cap that apply to it.
+         */
         get: operations["getAccount"];
         put?: never;
         post?: never;
@@ -140,7 +155,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Grants, debits and refunds of the account, newest first */
+        /**
+         * Grants, debits and refunds of the account, newest first
+         * @description Every token movement with the balance after it; grants − debits + refunds = balance, always. Cursor paged.
+         */
         get: operations["listLedger"];
         put?: never;
         post?: never;
@@ -157,7 +175,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The model catalog: limits, allowed values, defaults, pixel sizes, prices */
+        /**
+         * The model catalog: limits, allowed values, defaults, pixel sizes, prices
+         * @description Everything a request to a model may contain and what it costs; the request schemas are built from the same catalog.
+         */
         get: operations["listModels"];
         put?: never;
         post?: never;
@@ -174,7 +195,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One model of the catalog */
+        /**
+         * One model of the catalog
+         * @description The catalog entry of one model; an unknown name is a 404.
+         */
         get: operations["getModel"];
         put?: never;
         post?: never;
@@ -211,7 +235,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Read a media record */
+        /**
+         * Read a media record
+         * @description An upload or a generated image of this account, until it expires.
+         */
         get: operations["getMedia"];
         put?: never;
         post?: never;
@@ -252,7 +279,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's webhook signing secret */
+        /**
+         * The account's webhook signing secret
+         * @description The `whsec_` key that signs every webhook of this account (Standard Webhooks); made on first read.
+         */
         get: operations["getWebhookSecret"];
         put?: never;
         post?: never;
@@ -271,7 +301,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the signing secret; the old one keeps signing (second signature) for 24 h */
+        /**
+         * Replace the signing secret; the old one keeps signing (second signature) for 24 h
+         * @description For a leaked secret: deliveries carry a second signature with the old secret for 24 h, so receivers can switch without a gap.
+         */
         post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
@@ -286,7 +319,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Webhook deliveries with every attempt, newest first */
+        /**
+         * Webhook deliveries with every attempt, newest first
+         * @description One delivery per terminal event of a task with a webhook_url, each attempt with its status code or error; filter by task or status.
+         */
         get: operations["listWebhookDeliveries"];
         put?: never;
         post?: never;
@@ -305,7 +341,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send a delivery again now (same webhook-id) */
+        /**
+         * Send a delivery again now (same webhook-id)
+         * @description Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.
+         */
         post: operations["retryWebhookDelivery"];
         delete?: never;
         options?: never;

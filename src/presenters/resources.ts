@@ -1,4 +1,4 @@
-import type { TaskResource } from '../../schemas/resources.js';
+import { TASK_ERROR_MESSAGE_MAX_LENGTH, type TaskResource } from '../../schemas/resources.js';
 import type { TaskRecord } from '../core/task.js';
 import type { MediaResource } from '../../schemas/resources.js';
 import type { MediaRecord } from '../store/port.js';
@@ -27,7 +27,8 @@ export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Da
     image_reference: task.imageReference,
     parameters: task.parameters as TaskResource['parameters'],
     webhook_url: task.webhookUrl,
-    error: task.error,
+    // A backend's message can be long; the resource promises at most this many characters.
+    error: task.error && { code: task.error.code, message: task.error.message.slice(0, TASK_ERROR_MESSAGE_MAX_LENGTH) },
     created_at: task.createdAt.toISOString(),
     started_at: iso(task.startedAt),
     completed_at: iso(task.completedAt),

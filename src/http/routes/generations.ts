@@ -153,6 +153,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'cancelGeneration',
         tags: ['generations'],
         summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
+        description: 'A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.',
         security: BEARER_SECURITY,
         params: TaskIdParams,
         response: {
@@ -174,6 +175,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'listGenerations',
         tags: ['generations'],
         summary: "List the account's tasks, newest first",
+        description: 'Cursor paged (`next_cursor`); filter by status, model and creation time.',
         security: BEARER_SECURITY,
         querystring: ListQuery,
         response: { 200: apiSuccess(Type.Ref(TaskPage), 'A page of tasks, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },

@@ -42,6 +42,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         operationId: 'liveness',
         tags: ['operations'],
         summary: 'Liveness',
+        description: 'Answers 200 while the process runs; checks no dependency (use /readyz for that). Needs no key.',
         security: NO_SECURITY,
         response: { 200: plainResponse(Health, 'The process is alive.', RATE_LIMIT_HEADERS), ...healthProblems },
       },
@@ -56,6 +57,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         operationId: 'readiness',
         tags: ['operations'],
         summary: 'Readiness: the store and the blob storage answer',
+        description: '200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.',
         security: NO_SECURITY,
         response: {
           200: plainResponse(Health, 'Ready: every dependency answers.', RATE_LIMIT_HEADERS),

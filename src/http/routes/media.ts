@@ -144,6 +144,7 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         operationId: 'getMedia',
         tags: ['media'],
         summary: 'Read a media record',
+        description: 'An upload or a generated image of this account, until it expires.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
         response: { 200: apiSuccess(Type.Ref(MediaEnvelope), 'The media record.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },

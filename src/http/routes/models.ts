@@ -32,6 +32,7 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listModels',
         tags: ['models'],
         summary: 'The model catalog: limits, allowed values, defaults, pixel sizes, prices',
+        description: 'Everything a request to a model may contain and what it costs; the request schemas are built from the same catalog.',
         security: BEARER_SECURITY,
         response: { 200: apiSuccess(Type.Ref(ModelList), 'Every model.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
@@ -46,6 +47,7 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getModel',
         tags: ['models'],
         summary: 'One model of the catalog',
+        description: 'The catalog entry of one model; an unknown name is a 404.',
         security: BEARER_SECURITY,
         params: Type.Object({
           model: Type.String({

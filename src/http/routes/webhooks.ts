@@ -37,7 +37,8 @@ function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
     attempts: d.attemptLog.map((a) => ({
       attempted_at: a.attemptedAt.toISOString(),
       status_code: a.statusCode,
-      error: a.error,
+      // An error can quote the receiver's host name; the resource promises at most 1000 characters.
+      error: a.error === null ? null : a.error.slice(0, 1000),
       duration_ms: a.durationMs,
     })),
     next_attempt_at: d.status === 'pending' && d.nextAttemptAt ? d.nextAttemptAt.toISOString() : null,
@@ -57,6 +58,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'getWebhookSecret',
         tags: ['webhooks'],
         summary: "The account's webhook signing secret",
+        description: 'The `whsec_` key that signs every webhook of this account (Standard Webhooks); made on first read.',
         security: BEARER_SECURITY,
         response: { 200: apiSuccess(Type.Ref(WebhookSecret), 'The signing secret.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
@@ -71,6 +73,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'rotateWebhookSecret',
         tags: ['webhooks'],
         summary: 'Replace the signing secret; the old one keeps signing (second signature) for 24 h',
+        description: 'For a leaked secret: deliveries carry a second signature with the old secret for 24 h, so receivers can switch without a gap.',
         security: BEARER_SECURITY,
         response: {
           200: apiSuccess(Type.Ref(WebhookSecret), 'The new signing secret.'),
@@ -89,6 +92,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'listWebhookDeliveries',
         tags: ['webhooks'],
         summary: 'Webhook deliveries with every attempt, newest first',
+        description: 'One delivery per terminal event of a task with a webhook_url, each attempt with its status code or error; filter by task or status.',
         security: BEARER_SECURITY,
         querystring: DeliveryListQuery,
         response: { 200: apiSuccess(Type.Ref(WebhookDeliveryPage), 'A page of deliveries, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
@@ -108,6 +112,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'retryWebhookDelivery',
         tags: ['webhooks'],
         summary: 'Send a delivery again now (same webhook-id)',
+        description: 'Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.',
         security: BEARER_SECURITY,
         params: uuidParam('delivery_id', 'A delivery_id from the delivery log (either case).', EXAMPLE_TASK_ID),
         response: {
