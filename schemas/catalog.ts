@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import type { ModelCatalogEntry } from './model-entry.js';
+import { generationRequestExamples, generationRequestSchemaId, type ModelCatalogEntry } from './model-entry.js';
+import type { AspectRatio, Resolution } from './pixel-sizes.js';
 import { alphaPro, AlphaProGenerationRequest } from './models/alpha-pro.js';
 import { betaV5Pro, BetaV5ProGenerationRequest } from './models/beta-v5-pro.js';
 
@@ -18,17 +19,27 @@ export function findModel(id: string): ModelCatalogEntry | undefined {
   return byId.get(id);
 }
 
-const requestBranches = [AlphaProGenerationRequest, BetaV5ProGenerationRequest];
+/** The per-model request schemas; each is a named component the create body refers to. */
+export const GENERATION_REQUEST_SCHEMAS = [AlphaProGenerationRequest, BetaV5ProGenerationRequest];
+
+/** Every aspect ratio and resolution some model offers, in catalog order (for response enums). */
+export const ALL_ASPECT_RATIOS = [...new Set(MODEL_CATALOG.flatMap((m) => m.aspectRatios))] as AspectRatio[];
+export const ALL_RESOLUTIONS = [...new Set(MODEL_CATALOG.flatMap((m) => m.resolutions))] as Resolution[];
+export const MAX_PROMPT_LENGTH = Math.max(...MODEL_CATALOG.map((m) => m.promptLength.max));
+export const MAX_IMAGE_REFERENCES = Math.max(...MODEL_CATALOG.map((m) => m.imageReferenceCount.max));
 
 /**
  * The create/estimate body: a `oneOf` discriminated on `model`, so Ajv validates only the chosen
- * model's branch and its errors name that model's field instead of listing every branch.
+ * model's branch and its errors name that model's field instead of listing every branch. The
+ * OpenAPI document adds the discriminator's `mapping` (Ajv refuses that keyword).
  */
 export const GenerationRequest = Type.Unsafe<Static<typeof AlphaProGenerationRequest> | Static<typeof BetaV5ProGenerationRequest>>({
   type: 'object',
   required: ['model'],
   discriminator: { propertyName: 'model' },
-  oneOf: requestBranches,
+  oneOf: MODEL_CATALOG.map((m) => Type.Ref(generationRequestSchemaId(m.id))),
   description: 'A generation request. `model` selects the limits that apply to the other fields.',
+  // Named examples of the request body (Swagger UI pre-fills the first one).
+  'x-examples': Object.assign({}, ...MODEL_CATALOG.map(generationRequestExamples)),
 });
 export type GenerationRequest = Static<typeof GenerationRequest>;

@@ -1,5 +1,6 @@
 import { Type, type TUnsafe } from '@sinclair/typebox';
 import { PIXEL_SIZES, type AspectRatio, type Resolution } from './pixel-sizes.js';
+import { EXAMPLE_MEDIA_ID, UuidInput } from './primitives.js';
 
 /** What a model module declares; everything else about the model is derived from it. */
 export interface ModelDefinition<Id extends string = string> {
@@ -45,9 +46,6 @@ export function StringEnum<T extends string>(values: readonly T[], options: Reco
 /** With Ajv's unicode regular expressions this matches only strings without lone surrogates. */
 export const WELL_FORMED_UNICODE_PATTERN = '^[^\\uD800-\\uDFFF]*$';
 
-/** Pattern of a UUID (any version); media ids are UUIDv7. */
-export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$';
-
 export const WebhookUrl = Type.String({
   minLength: 1,
   maxLength: 2048,
@@ -59,7 +57,7 @@ export const WebhookUrl = Type.String({
  * so that Ajv reports the offending field; `additionalProperties: false` rejects unknown fields.
  */
 export function buildGenerationRequestSchema<Id extends string>(entry: ModelCatalogEntry<Id>) {
-  const schemaId = `GenerationRequest_${entry.id.replace(/[^A-Za-z0-9]/g, '_')}`;
+  const schemaId = generationRequestSchemaId(entry.id);
   return Type.Object(
     {
       model: Type.Literal(entry.id),
@@ -71,7 +69,7 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
         description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points.`,
       }),
       image_reference: Type.Optional(
-        Type.Array(Type.String({ pattern: UUID_PATTERN, description: 'A media_id returned by POST /api/v1/media.' }), {
+        Type.Array(UuidInput('A media_id returned by POST /api/v1/media (either case).'), {
           minItems: entry.imageReferenceCount.min,
           maxItems: entry.imageReferenceCount.max,
           description: `Image-to-image references, ${entry.imageReferenceCount.min} to ${entry.imageReferenceCount.max}. Omit for text-to-image.`,
@@ -92,6 +90,48 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
       ),
       webhook_url: Type.Optional(WebhookUrl),
     },
-    { additionalProperties: false, title: schemaId, description: `Generation request for ${entry.id}.` },
+    { $id: schemaId, additionalProperties: false, title: schemaId, description: `Generation request for ${entry.id}.` },
   );
+}
+
+/** The component name of a model's request schema, e.g. GenerationRequest_alpha_pro. */
+export function generationRequestSchemaId(modelId: string): string {
+  return `GenerationRequest_${modelId.replace(/[^A-Za-z0-9]/g, '_')}`;
+}
+
+export interface NamedExample {
+  summary: string;
+  description?: string;
+  value: unknown;
+}
+
+/**
+ * Request examples of one model, named for OpenAPI: a text-to-image request that succeeds as it
+ * stands (Swagger UI pre-fills the first), and an image-to-image request whose reference is a
+ * placeholder to replace with the media_id of an upload.
+ */
+export function generationRequestExamples(entry: ModelCatalogEntry): Record<string, NamedExample> {
+  const ratio = entry.aspectRatios.includes('16:9') ? '16:9' : entry.defaults.aspectRatio;
+  return {
+    [`${entry.id}-text-to-image`]: {
+      summary: `${entry.id}: text-to-image (${ratio}, ${entry.defaults.resolution}, ${entry.prices[entry.defaults.resolution]} tokens)`,
+      value: {
+        model: entry.id,
+        prompt: 'A lighthouse on a rocky coast at dawn, watercolour',
+        parameters: { aspect_ratio: ratio, resolution: entry.defaults.resolution },
+      },
+    },
+    [`${entry.id}-image-to-image`]: {
+      summary: `${entry.id}: image-to-image (upload first; replace the placeholder media_id)`,
+      description:
+        `\`${EXAMPLE_MEDIA_ID}\` is a placeholder, not a real upload: first upload an image with ` +
+        '`POST /api/v1/media` and put the `media_id` it returns here, or the request is refused (422 `invalid_media_reference`).',
+      value: {
+        model: entry.id,
+        prompt: 'The same scene at night, lit by the lighthouse beam',
+        image_reference: [EXAMPLE_MEDIA_ID],
+        parameters: { aspect_ratio: entry.defaults.aspectRatio, resolution: entry.defaults.resolution },
+      },
+    },
+  };
 }

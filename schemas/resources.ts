@@ -1,8 +1,18 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { ALL_ASPECT_RATIOS, ALL_RESOLUTIONS, MAX_IMAGE_REFERENCES, MAX_PROMPT_LENGTH, MODEL_IDS } from './catalog.js';
 import { StringEnum } from './model-entry.js';
-import { Nullable, Timestamp } from './primitives.js';
+import { Cursor, Int32, Nullable, Timestamp, TokenAmount, UrlString, Uuid } from './primitives.js';
 
 /** Shared response schemas; each has an `$id`, which names its OpenAPI component. */
+
+export const IMAGE_CONTENT_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
+/** Images a task can produce (DESIGN 3.3); more than one per task is room for models that return several. */
+export const MAX_GENERATED_PER_TASK = 16;
+/** Signed URLs: PUBLIC_BASE_URL, the path and two short query parameters. */
+const SIGNED_URL_MAX_LENGTH = 4096;
+export const WEBHOOK_URL_MAX_LENGTH = 2048;
+const PAGE_MAX_ITEMS = 100;
+const NextCursor = Nullable(Cursor('Pass as `cursor` to read the next page; null on the last page.'));
 
 
 export const TASK_STATUSES = ['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'] as const;
@@ -10,20 +20,21 @@ export const TaskStatus = StringEnum(TASK_STATUSES, { $id: 'TaskStatus', descrip
 
 export const GeneratedItem = Type.Object(
   {
-    media_id: Type.String(),
-    url: Type.String({ description: 'Signed download URL; works without the API key until url_expires_at.' }),
+    media_id: Uuid('The generated image; GET /api/v1/media/{media_id} reads its record.'),
+    url: UrlString(SIGNED_URL_MAX_LENGTH, 'Signed download URL; works without the API key until url_expires_at.'),
     url_expires_at: Timestamp,
-    content_type: Type.String(),
-    width: Type.Integer(),
-    height: Type.Integer(),
-    size_bytes: Type.Integer(),
+    content_type: StringEnum(IMAGE_CONTENT_TYPES),
+    width: Int32({ minimum: 1, description: 'Pixels.' }),
+    height: Int32({ minimum: 1, description: 'Pixels.' }),
+    size_bytes: TokenAmount({ minimum: 1, description: 'Bytes.' }),
     resized_from: Nullable(
       Type.Object(
-        { width: Type.Integer(), height: Type.Integer() },
+        { width: Int32({ minimum: 1 }), height: Int32({ minimum: 1 }) },
         {
           additionalProperties: false,
           description:
-            'The size the model returned when it differed from the catalog\'s: the image was scaled to cover width × height and centre-cropped. Null when the model returned the exact size.',
+            "The size the model returned when it differed from the catalog's: the image was scaled to cover " +
+            'width × height and centre-cropped. Null when the model returned the exact size.',
         },
       ),
     ),
@@ -31,25 +42,29 @@ export const GeneratedItem = Type.Object(
   { $id: 'GeneratedItem', additionalProperties: false },
 );
 
+export const TASK_ERROR_MESSAGE_MAX_LENGTH = 1000;
 export const TaskError = Type.Object(
-  { code: Type.String(), message: Type.String() },
+  {
+    code: Type.String({ maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', description: 'Stable machine-readable reason.' }),
+    message: Type.String({ maxLength: TASK_ERROR_MESSAGE_MAX_LENGTH }),
+  },
   { $id: 'TaskError', additionalProperties: false },
 );
 
 export const Task = Type.Object(
   {
-    task_id: Type.String({ description: 'UUIDv7' }),
+    task_id: Uuid('UUIDv7'),
     status: Type.Ref(TaskStatus),
-    cost: Type.Integer({ description: 'Price in tokens, debited at creation; refunded if the task fails or is canceled.' }),
-    generated: Type.Array(Type.Ref(GeneratedItem)),
-    model: Type.String(),
-    prompt: Type.String(),
-    image_reference: Type.Array(Type.String()),
+    cost: TokenAmount({ description: 'Price in tokens, debited at creation; refunded if the task fails or is canceled.' }),
+    generated: Type.Array(Type.Ref(GeneratedItem), { maxItems: MAX_GENERATED_PER_TASK }),
+    model: StringEnum(MODEL_IDS),
+    prompt: Type.String({ maxLength: MAX_PROMPT_LENGTH }),
+    image_reference: Type.Array(Uuid('An uploaded media_id.'), { maxItems: MAX_IMAGE_REFERENCES, description: 'Empty for text-to-image.' }),
     parameters: Type.Object(
-      { aspect_ratio: Type.String(), resolution: Type.String() },
+      { aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) },
       { additionalProperties: false, description: 'Effective values, defaults applied.' },
     ),
-    webhook_url: Nullable(Type.String()),
+    webhook_url: Nullable(Type.String({ maxLength: WEBHOOK_URL_MAX_LENGTH })),
     error: Nullable(Type.Ref(TaskError)),
     created_at: Timestamp,
     started_at: Nullable(Timestamp),
@@ -61,79 +76,88 @@ export type TaskResource = Static<typeof Task>;
 
 export const TaskEnvelope = Type.Object({ data: Type.Ref(Task) }, { $id: 'TaskEnvelope' });
 export const TaskPage = Type.Object(
-  { data: Type.Array(Type.Ref(Task)), next_cursor: Nullable(Type.String()) },
+  { data: Type.Array(Type.Ref(Task), { maxItems: PAGE_MAX_ITEMS }), next_cursor: NextCursor },
   { $id: 'TaskPage' },
 );
 
 export const Estimate = Type.Object(
   {
     data: Type.Object({
-      model: Type.String(),
-      cost: Type.Integer(),
-      parameters: Type.Object({ aspect_ratio: Type.String(), resolution: Type.String() }),
-      width: Type.Integer(),
-      height: Type.Integer(),
+      model: StringEnum(MODEL_IDS),
+      cost: TokenAmount({ description: 'Tokens a create with this body would debit.' }),
+      parameters: Type.Object({ aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) }),
+      width: Int32({ minimum: 1 }),
+      height: Int32({ minimum: 1 }),
     }),
   },
   { $id: 'Estimate' },
 );
 
+const Pixels = Type.Object({ width: Int32({ minimum: 1 }), height: Int32({ minimum: 1 }) }, { additionalProperties: false });
+const Bounds = (description: string) =>
+  Type.Object({ min: Int32({ minimum: 0 }), max: Int32({ minimum: 0 }) }, { additionalProperties: false, description });
+/** An object keyed by some of `keys`: a model lists only what it offers. */
+const KeyedBy = <T extends TSchema>(keys: readonly string[], value: T, description?: string) =>
+  Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Optional(value)])), { additionalProperties: false, ...(description ? { description } : {}) });
+
 export const ModelResource = Type.Object(
   {
-    id: Type.String(),
-    description: Type.String(),
-    prompt_length: Type.Object({ min: Type.Integer(), max: Type.Integer() }),
-    image_reference_count: Type.Object({ min: Type.Integer(), max: Type.Integer() }),
-    aspect_ratios: Type.Array(Type.String()),
-    resolutions: Type.Array(Type.String()),
-    defaults: Type.Object({ aspect_ratio: Type.String(), resolution: Type.String() }),
-    prices: Type.Record(Type.String(), Type.Integer(), { description: 'Tokens per resolution.' }),
-    pixel_sizes: Type.Record(
-      Type.String(),
-      Type.Record(Type.String(), Type.Object({ width: Type.Integer(), height: Type.Integer() })),
-      { description: 'pixel_sizes[aspect_ratio][resolution]' },
-    ),
+    id: StringEnum(MODEL_IDS),
+    description: Type.String({ maxLength: 500 }),
+    prompt_length: Bounds('Prompt length in Unicode code points.'),
+    image_reference_count: Bounds('References allowed for image-to-image.'),
+    aspect_ratios: Type.Array(StringEnum(ALL_ASPECT_RATIOS), { maxItems: ALL_ASPECT_RATIOS.length }),
+    resolutions: Type.Array(StringEnum(ALL_RESOLUTIONS), { maxItems: ALL_RESOLUTIONS.length }),
+    defaults: Type.Object({ aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) }),
+    prices: KeyedBy(ALL_RESOLUTIONS, TokenAmount(), 'Tokens per offered resolution.'),
+    pixel_sizes: KeyedBy(ALL_ASPECT_RATIOS, KeyedBy(ALL_RESOLUTIONS, Pixels), 'pixel_sizes[aspect_ratio][resolution]'),
   },
   { $id: 'Model' },
 );
 export const ModelEnvelope = Type.Object({ data: Type.Ref(ModelResource) }, { $id: 'ModelEnvelope' });
-export const ModelList = Type.Object({ data: Type.Array(Type.Ref(ModelResource)) }, { $id: 'ModelList' });
+export const ModelList = Type.Object({ data: Type.Array(Type.Ref(ModelResource), { maxItems: MODEL_IDS.length }) }, { $id: 'ModelList' });
 
 export const LEDGER_KINDS = ['grant', 'debit', 'refund'] as const;
+export const LEDGER_NOTE_MAX_LENGTH = 500;
+export const KEY_NAME_MAX_LENGTH = 200;
 export const LedgerEntryResource = Type.Object(
   {
-    id: Type.String({ description: 'Entry id; entries are listed newest first.' }),
+    id: Uuid('Entry id; entries are listed newest first.'),
     kind: StringEnum(LEDGER_KINDS, { description: '`grant` adds tokens, `debit` pays for a task at creation, `refund` returns a failed or canceled task\'s cost.' }),
-    amount: Type.Integer({ minimum: 1, description: 'Tokens moved; always positive, `kind` says which way.' }),
-    balance_after: Type.Integer({ minimum: 0, description: 'The balance right after this entry.' }),
-    task_id: Nullable(Type.String({ description: 'The task a debit or refund belongs to.' })),
-    note: Nullable(Type.String()),
+    amount: TokenAmount({ minimum: 1, description: 'Tokens moved; always positive, `kind` says which way.' }),
+    balance_after: TokenAmount({ description: 'The balance right after this entry.' }),
+    task_id: Nullable(Uuid('The task a debit or refund belongs to.')),
+    note: Nullable(Type.String({ maxLength: LEDGER_NOTE_MAX_LENGTH })),
     created_at: Timestamp,
   },
   { $id: 'LedgerEntry', additionalProperties: false },
 );
 export const LedgerPage = Type.Object(
-  { data: Type.Array(Type.Ref(LedgerEntryResource)), next_cursor: Nullable(Type.String()) },
+  { data: Type.Array(Type.Ref(LedgerEntryResource), { maxItems: PAGE_MAX_ITEMS }), next_cursor: NextCursor },
   { $id: 'LedgerPage', additionalProperties: false },
 );
 
 export const AccountResource = Type.Object(
   {
-    account_id: Type.String(),
-    balance: Type.Integer({ minimum: 0, description: 'Tokens available; grants − debits + refunds.' }),
+    account_id: Uuid('The account the key belongs to.'),
+    balance: TokenAmount({ description: 'Tokens available; grants − debits + refunds.' }),
     key: Type.Object(
       {
-        key_id: Type.String(),
-        name: Type.String(),
-        prefix: Type.String({ description: 'The first characters of the key, enough to tell keys apart; never the key.' }),
+        key_id: Uuid('The key; `keys revoke` takes it.'),
+        name: Type.String({ maxLength: KEY_NAME_MAX_LENGTH }),
+        prefix: Type.String({
+          maxLength: 12,
+          pattern: '^igk_[A-Za-z0-9_-]*$',
+          description: 'The first characters of the key, enough to tell keys apart; never the key.',
+        }),
       },
       { additionalProperties: false, description: 'The API key that made this request.' },
     ),
     limits: Type.Object(
       {
-        creates_per_min: Type.Integer({ description: 'Creates per minute allowed to this key.' }),
-        requests_per_min: Type.Integer({ description: 'Other requests per minute allowed to this key.' }),
-        max_active_tasks: Type.Integer({ description: 'CREATED + IN_PROGRESS tasks the account may have at once.' }),
+        creates_per_min: Int32({ description: 'Creates per minute allowed to this key.' }),
+        requests_per_min: Int32({ description: 'Other requests per minute allowed to this key.' }),
+        max_active_tasks: Int32({ description: 'CREATED + IN_PROGRESS tasks the account may have at once.' }),
       },
       { additionalProperties: false },
     ),
@@ -145,15 +169,15 @@ export const AccountEnvelope = Type.Object({ data: Type.Ref(AccountResource) }, 
 export const MEDIA_SOURCES = ['upload', 'generated'] as const;
 export const MediaResource = Type.Object(
   {
-    media_id: Type.String({ description: 'UUIDv7; use it in `image_reference` (uploads only).' }),
-    content_type: StringEnum(['image/png', 'image/jpeg', 'image/webp'], { description: 'Decided by the bytes, never by the filename or the declared type.' }),
-    width: Type.Integer({ description: 'Pixels, after EXIF orientation was applied.' }),
-    height: Type.Integer({ description: 'Pixels, after EXIF orientation was applied.' }),
-    size_bytes: Type.Integer({ description: 'Size of the stored bytes (re-encoded without metadata), not of the upload.' }),
-    sha256: Type.String({ pattern: '^[0-9a-f]{64}$', description: 'Hex SHA-256 of the stored bytes; also the ETag of the content.' }),
+    media_id: Uuid('UUIDv7; use it in `image_reference` (uploads only).'),
+    content_type: StringEnum(IMAGE_CONTENT_TYPES, { description: 'Decided by the bytes, never by the filename or the declared type.' }),
+    width: Int32({ minimum: 1, description: 'Pixels, after EXIF orientation was applied.' }),
+    height: Int32({ minimum: 1, description: 'Pixels, after EXIF orientation was applied.' }),
+    size_bytes: TokenAmount({ minimum: 1, description: 'Size of the stored bytes (re-encoded without metadata), not of the upload.' }),
+    sha256: Type.String({ minLength: 64, maxLength: 64, pattern: '^[0-9a-f]{64}$', description: 'Hex SHA-256 of the stored bytes; also the ETag of the content.' }),
     source: StringEnum(MEDIA_SOURCES),
     created_at: Timestamp,
-    expires_at: Type.String({ format: 'date-time', description: 'After this the media is gone: 404 here, 422 as a reference.' }),
+    expires_at: Type.String({ ...Timestamp, description: 'After this the media is gone: 404 here, 422 as a reference.' }),
   },
   { $id: 'Media', additionalProperties: false },
 );
@@ -182,23 +206,26 @@ export const ERROR_CODES = [
   'headers_too_large',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
+/** Problem texts are cut to this length (a field name in a pointer can be as long as the body). */
+export const PROBLEM_TEXT_MAX_LENGTH = 1000;
 
 export const Problem = Type.Object(
   {
-    type: Type.String(),
-    title: Type.String(),
-    status: Type.Integer(),
-    detail: Type.String(),
+    type: Type.String({ format: 'uri', maxLength: 100, description: '`urn:imagegen:problem:<code>`' }),
+    title: Type.String({ maxLength: 100 }),
+    status: Int32({ minimum: 400, maximum: 599 }),
+    detail: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH }),
     code: StringEnum(ERROR_CODES, { description: 'Stable machine-readable error code.' }),
-    request_id: Type.String(),
+    request_id: Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$', description: 'Also the `x-request-id` response header.' }),
     errors: Type.Optional(
       Type.Array(
         Type.Object({
-          pointer: Type.String({ description: 'JSON Pointer into the request part named by `location`.' }),
+          pointer: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH, description: 'JSON Pointer into the request part named by `location`.' }),
           location: StringEnum(['body', 'query', 'path', 'header']),
-          code: Type.String(),
-          detail: Type.String(),
+          code: Type.String({ maxLength: 64, pattern: '^[a-z0-9_]+$', description: 'Field-level reason, e.g. `required`, `too_long`.' }),
+          detail: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH }),
         }),
+        { maxItems: 10, description: 'The field errors; the first one found is reported.' },
       ),
     ),
   },

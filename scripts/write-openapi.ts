@@ -1,5 +1,12 @@
 import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { renderOpenApiYaml } from '../src/http/openapi-document.js';
+import { generateClientTypes } from './client-types.js';
 
-writeFileSync(new URL('../openapi.yaml', import.meta.url), await renderOpenApiYaml());
+const documentPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url));
+writeFileSync(documentPath, await renderOpenApiYaml());
 process.stdout.write('openapi.yaml written\n');
+
+const typesPath = fileURLToPath(new URL('../clients/typescript/schema.d.ts', import.meta.url));
+writeFileSync(typesPath, generateClientTypes(documentPath));
+process.stdout.write('clients/typescript/schema.d.ts written\n');

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import dotenv from 'dotenv';
 import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
@@ -133,8 +134,9 @@ function parseTokens(text: string): number {
 
 async function serve(config: Config, options: { workers: number }): Promise<number> {
   const runtime = await openRuntime(config, { longRunning: true });
-  if (runtime.store.kind === 'sqlite' && (await runtime.store.countAccounts()) === 0) {
-    await printDevelopmentKey(runtime, config);
+  if (runtime.store.kind === 'sqlite') {
+    if ((await runtime.store.countAccounts()) === 0) await printDevelopmentKey(runtime, config);
+    else printAnotherKeyHint(config);
   }
   const events = new TaskEvents();
   let worker: BackgroundWork | null = null;
@@ -212,6 +214,24 @@ async function printDevelopmentKey(runtime: Runtime, config: Config): Promise<vo
       `    -d '{"model":"alpha-pro","prompt":"a lighthouse at dawn","parameters":{"aspect_ratio":"16:9"}}'`,
       '',
       `API docs: ${base}/docs`,
+      '',
+    ].join('\n'),
+  );
+}
+
+/**
+ * A restart of an install that has accounts: the development key was printed once, on the first
+ * start, so say how to make another one, with the DATA_DIR the CLI must be given to find them.
+ */
+function printAnotherKeyHint(config: Config): void {
+  const dataDir = resolve(config.DATA_DIR);
+  out(
+    [
+      '',
+      `Using the existing install in ${dataDir}; its development key was shown on its first start only.`,
+      'To make another key, run the CLI on the same DATA_DIR:',
+      `  DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`,
+      `API docs: ${publicBaseUrl(config)}/docs`,
       '',
     ].join('\n'),
   );

@@ -60,6 +60,14 @@ export interface TaskCreationContext {
   newId: () => string;
 }
 
+/**
+ * The media ids a request references, in their canonical lowercase spelling: UUIDs are
+ * case-insensitive (RFC 9562), and ids are stored and compared lowercase.
+ */
+export function imageReferencesOf(request: GenerationRequest): string[] {
+  return (request.image_reference ?? []).map((id) => id.toLowerCase());
+}
+
 /** Turns a schema-valid request into the task to store: defaults applied, priced, sized. */
 export function createTask(request: GenerationRequest, context: TaskCreationContext): TaskRecord {
   const priced = priceRequest(request.model, request.parameters);
@@ -69,7 +77,7 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
     status: 'CREATED',
     model: priced.model.id,
     prompt: request.prompt,
-    imageReference: request.image_reference ?? [],
+    imageReference: imageReferencesOf(request),
     parameters: priced.parameters,
     width: priced.width,
     height: priced.height,

@@ -4,6 +4,8 @@ import Fastify, { LogController, type FastifyInstance, type FastifyReply, type F
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Redis } from 'ioredis';
 import type { BlobStore } from '../blobs/port.js';
+import cors from '@fastify/cors';
+import { GENERATION_REQUEST_SCHEMAS } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
 import type { Config } from '../config.js';
@@ -113,6 +115,24 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     reply.header('x-request-id', request.id);
     done();
   });
+  // Browsers of any origin may call the API: it uses no cookies, so a page can only act with a key
+  // it was given. Preflights are answered before authentication (browsers send them without it).
+  await app.register(cors, {
+    origin: '*',
+    methods: ['GET', 'HEAD', 'POST', 'DELETE'],
+    strictPreflight: false,
+    exposedHeaders: [
+      'Location',
+      'Idempotent-Replayed',
+      'Retry-After',
+      'RateLimit-Limit',
+      'RateLimit-Remaining',
+      'RateLimit-Reset',
+      'ETag',
+      'WWW-Authenticate',
+      'x-request-id',
+    ],
+  });
 
   // Fastify parses text/plain by default; this API speaks JSON (and multipart where declared), so a
   // text body must be refused with 415 rather than reach the schema as a string.
@@ -120,7 +140,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
 
-  for (const schema of [...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
+  for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);
   registerMetrics(app);
   await registerOpenApi(app, { exposeUi: true });

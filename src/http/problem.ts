@@ -1,6 +1,6 @@
 import type { ErrorCode } from '../core/errors.js';
 import type { FieldError } from '../core/errors.js';
-import type { ProblemBody } from '../../schemas/resources.js';
+import { PROBLEM_TEXT_MAX_LENGTH, type ProblemBody } from '../../schemas/resources.js';
 
 /** HTTP status and title of each stable error code (DESIGN 3.7); the only place codes meet HTTP. */
 export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string }> = {
@@ -33,11 +33,21 @@ export function problemBody(code: ErrorCode, detail: string, requestId: string, 
     type: `urn:imagegen:problem:${code}`,
     title,
     status,
-    detail,
+    detail: clip(detail),
     code,
     request_id: requestId,
-    ...(fieldErrors && fieldErrors.length > 0 ? { errors: fieldErrors } : {}),
+    ...(fieldErrors && fieldErrors.length > 0
+      ? { errors: fieldErrors.map((e) => ({ ...e, pointer: clip(e.pointer), detail: clip(e.detail) })) }
+      : {}),
   };
+}
+
+/**
+ * Texts that quote the request (an unknown field's name can be as long as the body) are cut to the
+ * length the Problem schema promises.
+ */
+function clip(text: string): string {
+  return text.length <= PROBLEM_TEXT_MAX_LENGTH ? text : `${text.slice(0, PROBLEM_TEXT_MAX_LENGTH - 1)}…`;
 }
 
 /** The error codes a status can carry, for the OpenAPI description of each problem response. */

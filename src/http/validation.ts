@@ -18,7 +18,7 @@ const common: Options = {
   strict: true,
   strictRequired: false,
   // TypeBox and OpenAPI annotations that are not validation keywords.
-  keywords: ['example'],
+  keywords: ['example', 'x-examples'],
 };
 
 type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;

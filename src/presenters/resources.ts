@@ -1,4 +1,4 @@
-import type { TaskResource } from '../../schemas/resources.js';
+import { TASK_ERROR_MESSAGE_MAX_LENGTH, type TaskResource } from '../../schemas/resources.js';
 import type { TaskRecord } from '../core/task.js';
 import type { MediaResource } from '../../schemas/resources.js';
 import type { MediaRecord } from '../store/port.js';
@@ -17,15 +17,25 @@ export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Da
     cost: task.cost,
     generated: task.generated.map((item) => {
       const signed = signer.signedUrl(item.media_id, now);
+      // Generators store only the image types a media record can hold (MediaResource.content_type).
+      const contentType = item.content_type as MediaResource['content_type'];
       const resizedFrom = item.resized_from ?? null;
-      return { ...item, url: signed.url, url_expires_at: signed.expiresAt.toISOString(), resized_from: resizedFrom };
+      return {
+        ...item,
+        content_type: contentType,
+        url: signed.url,
+        url_expires_at: signed.expiresAt.toISOString(),
+        resized_from: resizedFrom,
+      };
     }),
-    model: task.model,
+    // Records hold what the catalog allowed at creation; the store types them as plain strings.
+    model: task.model as TaskResource['model'],
     prompt: task.prompt,
     image_reference: task.imageReference,
-    parameters: task.parameters,
+    parameters: task.parameters as TaskResource['parameters'],
     webhook_url: task.webhookUrl,
-    error: task.error,
+    // A backend's message can be long; the resource promises at most this many characters.
+    error: task.error && { code: task.error.code, message: task.error.message.slice(0, TASK_ERROR_MESSAGE_MAX_LENGTH) },
     created_at: task.createdAt.toISOString(),
     started_at: iso(task.startedAt),
     completed_at: iso(task.completedAt),

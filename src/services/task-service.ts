@@ -1,7 +1,7 @@
 import type { GenerationRequest } from '../../schemas/catalog.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
-import { createTask, isTerminal, type TaskRecord } from '../core/task.js';
+import { createTask, imageReferencesOf, invalidMediaReference, isTerminal, type TaskRecord } from '../core/task.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import type { TaskEvents } from './task-events.js';
 import { newIdAt } from '../ids.js';
@@ -22,10 +22,21 @@ export interface TaskServiceOptions {
 export class TaskService {
   constructor(private readonly options: TaskServiceOptions) {}
 
-  /** Prices the request after the checks a create would make of it first (the webhook URL), so that an estimate promises nothing a create then refuses. */
-  async estimate(request: GenerationRequest): Promise<PricedRequest> {
+  /**
+   * Prices the request after the checks a create would make of it first, so that an estimate
+   * promises nothing a create then refuses: the webhook URL, and each image reference must be an
+   * unexpired upload of the account (the rule the store applies when it inserts a task).
+   */
+  async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
+    const priced = priceRequest(request.model, request.parameters);
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
-    return priceRequest(request.model, request.parameters);
+    const now = this.options.now();
+    const references = imageReferencesOf(request);
+    for (const [index, mediaId] of references.entries()) {
+      const media = await this.options.store.getMedia(accountId, mediaId, now);
+      if (media === null || media.source !== 'upload') throw invalidMediaReference(index);
+    }
+    return priced;
   }
 
   /**

@@ -2,7 +2,8 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AccountEnvelope, LedgerPage } from '../../../schemas/resources.js';
 import type { LedgerEntry, Store } from '../../store/port.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses } from '../route-schemas.js';
+import { Cursor } from '../../../schemas/primitives.js';
+import { AUTHENTICATED_CODES, BEARER_SECURITY, apiSuccess, problemResponses } from '../route-schemas.js';
 
 export interface AccountLimits {
   createsPerMin: number;
@@ -17,8 +18,8 @@ export interface AccountRoutesOptions {
 
 const LedgerQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
-    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page.' })),
+    limit: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' })),
+    cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
   },
   { additionalProperties: false },
 );
@@ -41,8 +42,9 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
         operationId: 'getAccount',
         tags: ['account'],
         summary: 'Balance, the calling key and its limits',
+        description: 'The balance in tokens, which key made the call, and the rate limits and active-task cap that apply to it.',
         security: BEARER_SECURITY,
-        response: { 200: Type.Ref(AccountEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: apiSuccess(Type.Ref(AccountEnvelope), 'The account.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
     async (request) => {
@@ -72,9 +74,10 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
         operationId: 'listLedger',
         tags: ['account'],
         summary: 'Grants, debits and refunds of the account, newest first',
+        description: 'Every token movement with the balance after it; grants − debits + refunds = balance, always. Cursor paged.',
         security: BEARER_SECURITY,
         querystring: LedgerQuery,
-        response: { 200: Type.Ref(LedgerPage), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: apiSuccess(Type.Ref(LedgerPage), 'A page of ledger entries, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
     async (request) => {

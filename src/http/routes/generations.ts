@@ -2,13 +2,26 @@ import type { IncomingMessage } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { RateLimitOptions } from '@fastify/rate-limit';
-import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
+import type { FastifyReply } from 'fastify';
+import { GenerationRequest, MODEL_IDS, type ModelId } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
-import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
+import { Cursor, EXAMPLE_TASK_ID, Timestamp } from '../../../schemas/primitives.js';
+import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage, type TaskResource } from '../../../schemas/resources.js';
+import type { TaskRecord } from '../../core/task.js';
 import type { TaskService } from '../../services/task-service.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
+import {
+  AUTHENTICATED_CODES,
+  BEARER_SECURITY,
+  IDEMPOTENT_REPLAYED,
+  JSON_BODY_CODES,
+  LOCATION,
+  apiSuccess,
+  canonicalId,
+  problemResponses,
+  uuidParam,
+} from '../route-schemas.js';
 
 export interface GenerationRoutesOptions {
   tasks: TaskService;
@@ -18,10 +31,14 @@ export interface GenerationRoutesOptions {
   createsRateLimit: RateLimitOptions;
 }
 
-const TaskIdParams = uuidParam('task_id', 'The task id returned at creation.');
+const TaskIdParams = uuidParam('task_id', 'The task id returned at creation (either case).', EXAMPLE_TASK_ID);
 
 const WaitQuery = Type.Object(
-  { wait: Type.Optional(Type.Integer({ minimum: 0, maximum: 60, description: 'Seconds to wait for a terminal state (long-poll).' })) },
+  {
+    wait: Type.Optional(
+      Type.Integer({ format: 'int32', minimum: 0, maximum: 60, description: 'Seconds to wait for a terminal state (long-poll).' }),
+    ),
+  },
   { additionalProperties: false },
 );
 
@@ -41,12 +58,12 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 const ListQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20, description: 'Page size.' })),
-    cursor: Type.Optional(Type.String({ maxLength: 200, description: 'next_cursor of the previous page.' })),
+    limit: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' })),
+    cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
     status: Type.Optional(StringEnum(TASK_STATUSES)),
     model: Type.Optional(StringEnum(MODEL_IDS)),
-    created_after: Type.Optional(Type.String({ format: 'date-time', description: 'Only tasks created strictly after.' })),
-    created_before: Type.Optional(Type.String({ format: 'date-time', description: 'Only tasks created strictly before.' })),
+    created_after: Type.Optional(Type.String({ ...Timestamp, description: 'Only tasks created strictly after.' })),
+    created_before: Type.Optional(Type.String({ ...Timestamp, description: 'Only tasks created strictly before.' })),
   },
   { additionalProperties: false },
 );
@@ -65,8 +82,20 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         headers: IdempotencyKeyHeaders,
         body: GenerationRequest,
         response: {
-          202: Type.Ref(TaskEnvelope, { description: 'Task created; `Location` points at it. A replay under the same Idempotency-Key carries `Idempotent-Replayed: true`.' }),
-          ...problemResponses(...AUTHENTICATED_PROBLEMS, 402, 409, 413, 415, 422),
+          202: apiSuccess(
+            Type.Ref(TaskEnvelope),
+            'Task created; `Location` points at it. A replay under the same Idempotency-Key carries `Idempotent-Replayed: true`.',
+            { ...LOCATION('Path of the created task.'), ...IDEMPOTENT_REPLAYED },
+          ),
+          ...problemResponses([
+            ...AUTHENTICATED_CODES,
+            ...JSON_BODY_CODES,
+            'insufficient_tokens',
+            'idempotency_in_progress',
+            'invalid_media_reference',
+            'idempotency_key_reused',
+            'too_many_active_tasks',
+          ]),
         },
       },
     },
@@ -100,13 +129,14 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         description: 'With `wait=N` the response is held until the task is terminal or N seconds have passed (long-polling).',
         params: TaskIdParams,
         querystring: WaitQuery,
-        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+        response: { 200: apiSuccess(Type.Ref(TaskEnvelope), 'The task.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },
       },
     },
     async (request) => {
       const waitMs = (request.query.wait ?? 0) * 1000;
       const disconnected = waitMs > 0 ? abortOnDisconnect(request.raw) : NEVER_ABORTED;
-      const task = await tasks.waitForTerminal(request.caller.accountId, request.params.task_id, waitMs, disconnected);
+      const taskId = canonicalId(request.params.task_id);
+      const task = await tasks.waitForTerminal(request.caller.accountId, taskId, waitMs, disconnected);
       return { data: toTaskResource(task, signer, now()) };
     },
   );
@@ -118,13 +148,17 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'cancelGeneration',
         tags: ['generations'],
         summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
+        description: 'A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.',
         security: BEARER_SECURITY,
         params: TaskIdParams,
-        response: { 200: Type.Ref(TaskEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, 409, ...UNEXPECTED_BODY_PROBLEMS) },
+        response: {
+          200: apiSuccess(Type.Ref(TaskEnvelope), 'The task, now CANCELED; its cost is refunded.'),
+          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found', 'invalid_state']),
+        },
       },
     },
     async (request) => {
-      const task = await tasks.cancel(request.caller.accountId, request.params.task_id);
+      const task = await tasks.cancel(request.caller.accountId, canonicalId(request.params.task_id));
       return { data: toTaskResource(task, signer, now()) };
     },
   );
@@ -136,9 +170,10 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'listGenerations',
         tags: ['generations'],
         summary: "List the account's tasks, newest first",
+        description: 'Cursor paged (`next_cursor`); filter by status, model and creation time.',
         security: BEARER_SECURITY,
         querystring: ListQuery,
-        response: { 200: Type.Ref(TaskPage), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: apiSuccess(Type.Ref(TaskPage), 'A page of tasks, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
     async (request) => {
@@ -163,15 +198,19 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'estimateGeneration',
         tags: ['generations'],
         summary: 'Validate and price a request without creating anything',
+        description: 'Refuses exactly what create would refuse for the same body, image references included; charges nothing.',
         security: BEARER_SECURITY,
         body: GenerationRequest,
-        response: { 200: Type.Ref(Estimate), ...problemResponses(...AUTHENTICATED_PROBLEMS, 413, 415) },
+        response: {
+          200: apiSuccess(Type.Ref(Estimate), 'What a create with this body would cost and produce.'),
+          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'invalid_media_reference']),
+        },
       },
     },
     async (request) => {
-      const priced = await tasks.estimate(request.body);
+      const priced = await tasks.estimate(request.caller.accountId, request.body);
       return {
-        data: { model: priced.model.id, cost: priced.cost, parameters: priced.parameters, width: priced.width, height: priced.height },
+        data: { model: priced.model.id as ModelId, cost: priced.cost, parameters: priced.parameters as TaskResource['parameters'], width: priced.width, height: priced.height },
       };
     },
   );

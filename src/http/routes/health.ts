@@ -1,18 +1,53 @@
+import rateLimit from '@fastify/rate-limit';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { StringEnum } from '../../../schemas/model-entry.js';
+import { NO_SECURITY, RATE_LIMIT_HEADERS, plainResponse, problemResponses } from '../route-schemas.js';
 
 export interface HealthRoutesOptions {
   /** Each check throws when its dependency is unusable. */
   readinessChecks: Record<string, () => Promise<void>>;
 }
 
-const Health = Type.Object({ status: Type.String(), checks: Type.Optional(Type.Record(Type.String(), Type.String())) });
+/**
+ * Health checks need no key, so they are limited per client address instead: far above what a
+ * load balancer or orchestrator probes, low enough that /readyz (which reaches the store and the
+ * blob storage) cannot be used to load them.
+ */
+export const HEALTH_CHECKS_PER_MIN_PER_ADDRESS = 600;
+
+const Health = Type.Object(
+  {
+    status: StringEnum(['ok', 'unavailable']),
+    checks: Type.Optional(
+      Type.Record(Type.String({ maxLength: 32, pattern: '^[a-z]+$' }), StringEnum(['ok', 'failing']), {
+        description: 'Each dependency (`store`, `blobs`) and its state.',
+        maxProperties: 16,
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const healthProblems = problemResponses(['rate_limited', 'internal_error']);
 
 export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { readinessChecks }) => {
+  // In this plugin's own scope: the per-address limit applies to these two routes only.
+  await app.register(rateLimit, { max: HEALTH_CHECKS_PER_MIN_PER_ADDRESS, timeWindow: 60_000, enableDraftSpec: true });
+
   app.get(
     '/healthz',
-    { schema: { operationId: 'liveness', tags: ['operations'], summary: 'Liveness', response: { 200: Health } } },
-    async () => ({ status: 'ok' }),
+    {
+      schema: {
+        operationId: 'liveness',
+        tags: ['operations'],
+        summary: 'Liveness',
+        description: 'Answers 200 while the process runs; checks no dependency (use /readyz for that). Needs no key.',
+        security: NO_SECURITY,
+        response: { 200: plainResponse(Health, 'The process is alive.', RATE_LIMIT_HEADERS), ...healthProblems },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
   );
 
   app.get(
@@ -22,11 +57,17 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         operationId: 'readiness',
         tags: ['operations'],
         summary: 'Readiness: the store and the blob storage answer',
-        response: { 200: Health, 503: { ...Health, description: 'A dependency is failing; `checks` says which.' } },
+        description: '200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.',
+        security: NO_SECURITY,
+        response: {
+          200: plainResponse(Health, 'Ready: every dependency answers.', RATE_LIMIT_HEADERS),
+          503: plainResponse(Health, 'A dependency is failing; `checks` says which.', {}),
+          ...healthProblems,
+        },
       },
     },
     async (request, reply) => {
-      const checks: Record<string, string> = {};
+      const checks: Record<string, 'ok' | 'failing'> = {};
       let ready = true;
       for (const [name, check] of Object.entries(readinessChecks)) {
         try {
@@ -39,7 +80,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         }
       }
       if (!ready) return reply.code(503).type('application/json').send({ status: 'unavailable', checks });
-      return { status: 'ok', checks };
+      return { status: 'ok' as const, checks };
     },
   );
 };

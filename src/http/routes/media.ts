@@ -3,7 +3,8 @@ import multipart from '@fastify/multipart';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { MediaEnvelope } from '../../../schemas/resources.js';
+import { IMAGE_CONTENT_TYPES, MediaEnvelope } from '../../../schemas/resources.js';
+import { EXAMPLE_MEDIA_ID } from '../../../schemas/primitives.js';
 import { DomainError } from '../../core/errors.js';
 import type { MediaService } from '../../services/media-service.js';
 import type { UploadSlots } from '../../services/upload-slots.js';
@@ -13,7 +14,20 @@ import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipa
 import type { Caller } from '../plugins/auth.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toMediaResource } from '../../presenters/resources.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
+import {
+  AUTHENTICATED_CODES,
+  BEARER_SECURITY,
+  ETAG,
+  IDEMPOTENT_REPLAYED,
+  JSON_BODY_CODES,
+  LOCATION,
+  apiEmpty,
+  apiHeaders,
+  apiSuccess,
+  canonicalId,
+  problemResponses,
+  uuidParam,
+} from '../route-schemas.js';
 
 export interface SignedUrlVerifier {
   verify(mediaId: string, expires: number, signature: string, now: Date): boolean;
@@ -36,18 +50,26 @@ export interface MediaRoutesOptions {
   signedUrlTtlSeconds: number;
 }
 
-const MediaIdParams = uuidParam('media_id', 'The media_id returned by the upload, or of a generated item.');
+const MediaIdParams = uuidParam('media_id', 'The media_id returned by the upload, or of a generated item (either case).', EXAMPLE_MEDIA_ID);
 
 const SignedUrlQuery = Type.Object(
   {
-    expires: Type.Optional(Type.String({ pattern: '^[0-9]{1,12}$', description: 'Part of a signed URL: its expiry, in Unix seconds.' })),
-    signature: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9_-]{1,128}$', description: 'Part of a signed URL.' })),
+    expires: Type.Optional(
+      Type.String({ maxLength: 12, pattern: '^[0-9]{1,12}$', description: 'Part of a signed URL: its expiry, in Unix seconds.' }),
+    ),
+    signature: Type.Optional(Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9_-]{1,128}$', description: 'Part of a signed URL.' })),
   },
   { additionalProperties: false },
 );
 
-const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
-const BINARY = { type: 'string', format: 'binary' };
+/** Image bytes in a response. */
+const BINARY = { type: 'string', format: 'binary', maxLength: 2_147_483_647 };
+/**
+ * The upload's file part, as OpenAPI 3.1 writes binary content: `contentMediaType` and no `type`.
+ * Swagger UI shows a file picker for it, and openapi-typescript types it `unknown`, which a Blob
+ * or File satisfies (a `type: string, format: binary` part would become `string`).
+ */
+const UPLOAD_FILE_PART = { contentMediaType: 'application/octet-stream', description: 'The image: PNG, JPEG or WebP.' };
 
 const UPLOAD_SLOT_RETRY_AFTER_SECONDS = 1;
 
@@ -83,13 +105,22 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
           security: BEARER_SECURITY,
           consumes: ['multipart/form-data'],
           headers: IdempotencyKeyHeaders,
-          body: Type.Object(
-            { [UPLOAD_FIELD]: Type.Unsafe<string>({ ...BINARY, description: 'The image: PNG, JPEG or WebP.' }) },
-            { required: [UPLOAD_FIELD], additionalProperties: false },
-          ),
+          body: Type.Object({ [UPLOAD_FIELD]: Type.Unsafe<unknown>(UPLOAD_FILE_PART) }, { required: [UPLOAD_FIELD], additionalProperties: false }),
           response: {
-            201: Type.Ref(MediaEnvelope, { description: 'Stored; `Location` points at the media record.' }),
-            ...problemResponses(...AUTHENTICATED_PROBLEMS, 409, 413, 415, 422, 503),
+            201: apiSuccess(Type.Ref(MediaEnvelope), 'Stored; `Location` points at the media record.', {
+              ...LOCATION('Path of the media record.'),
+              ...IDEMPOTENT_REPLAYED,
+            }),
+            ...problemResponses([
+              ...AUTHENTICATED_CODES,
+              'payload_too_large',
+              'unsupported_media_type',
+              'idempotency_in_progress',
+              'invalid_image',
+              'idempotency_key_reused',
+              'rate_limited',
+              'unavailable',
+            ]),
           },
         },
       },
@@ -146,12 +177,13 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         operationId: 'getMedia',
         tags: ['media'],
         summary: 'Read a media record',
+        description: 'An upload or a generated image of this account, until it expires.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
-        response: { 200: Type.Ref(MediaEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+        response: { 200: apiSuccess(Type.Ref(MediaEnvelope), 'The media record.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },
       },
     },
-    async (request) => ({ data: toMediaResource(await media.get(request.caller.accountId, request.params.media_id)) }),
+    async (request) => ({ data: toMediaResource(await media.get(request.caller.accountId, canonicalId(request.params.media_id))) }),
   );
 
   app.get(
@@ -173,16 +205,17 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         response: {
           200: {
             description: 'The stored image.',
-            content: Object.fromEntries(IMAGE_TYPES.map((type) => [type, { schema: BINARY }])),
+            headers: apiHeaders(ETAG),
+            content: Object.fromEntries(IMAGE_CONTENT_TYPES.map((type) => [type, { schema: BINARY }])),
           },
-          304: { description: 'Not modified: `If-None-Match` matched the ETag.', type: 'null' },
-          ...problemResponses(...AUTHENTICATED_PROBLEMS, 404),
+          304: apiEmpty('Not modified: `If-None-Match` matched the ETag.', ETAG),
+          ...problemResponses([...AUTHENTICATED_CODES, 'not_found']),
         },
       },
     },
     async (request, reply) => {
       const at = now();
-      const mediaId = request.params.media_id;
+      const mediaId = canonicalId(request.params.media_id);
       const { expires, signature } = request.query;
       let found: MediaRecord;
       let freshUntilMs: number;
@@ -227,11 +260,11 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         description: 'Access ends at once (record, content, signed URLs, new references); the bytes are removed right after.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
-        response: { 204: { description: 'Deleted.', type: 'null' }, ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, ...UNEXPECTED_BODY_PROBLEMS) },
+        response: { 204: apiEmpty('Deleted.'), ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found']) },
       },
     },
     async (request, reply) => {
-      await media.delete(request.caller.accountId, request.params.media_id);
+      await media.delete(request.caller.accountId, canonicalId(request.params.media_id));
       return reply.code(204).send();
     },
   );

@@ -1,21 +1,22 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { MODEL_CATALOG, MODEL_IDS, findModel } from '../../../schemas/catalog.js';
+import { MODEL_CATALOG, MODEL_IDS, findModel, type ModelId } from '../../../schemas/catalog.js';
 import type { ModelCatalogEntry } from '../../../schemas/model-entry.js';
 import { ModelEnvelope, ModelList } from '../../../schemas/resources.js';
 import { notFound } from '../../core/errors.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses } from '../route-schemas.js';
+import { AUTHENTICATED_CODES, BEARER_SECURITY, apiSuccess, problemResponses } from '../route-schemas.js';
 
 function toModelResource(model: ModelCatalogEntry) {
   return {
-    id: model.id,
+    // The catalog's entries are exactly the models MODEL_IDS lists.
+    id: model.id as ModelId,
     description: model.description,
     prompt_length: model.promptLength,
     image_reference_count: model.imageReferenceCount,
     aspect_ratios: [...model.aspectRatios],
     resolutions: [...model.resolutions],
     defaults: { aspect_ratio: model.defaults.aspectRatio, resolution: model.defaults.resolution },
-    prices: { ...model.prices } as Record<string, number>,
+    prices: { ...model.prices },
     pixel_sizes: model.pixelSizes,
   };
 }
@@ -31,8 +32,9 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listModels',
         tags: ['models'],
         summary: 'The model catalog: limits, allowed values, defaults, pixel sizes, prices',
+        description: 'Everything a request to a model may contain and what it costs; the request schemas are built from the same catalog.',
         security: BEARER_SECURITY,
-        response: { 200: Type.Ref(ModelList), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: apiSuccess(Type.Ref(ModelList), 'Every model.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
     async () => ({ data: modelResources }),
@@ -45,9 +47,17 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getModel',
         tags: ['models'],
         summary: 'One model of the catalog',
+        description: 'The catalog entry of one model; an unknown name is a 404.',
         security: BEARER_SECURITY,
-        params: Type.Object({ model: Type.String({ description: `One of ${MODEL_IDS.join(', ')}.` }) }),
-        response: { 200: Type.Ref(ModelEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404) },
+        params: Type.Object({
+          model: Type.String({
+            maxLength: 64,
+            pattern: '^[A-Za-z0-9._-]+$',
+            examples: [MODEL_IDS[0]],
+            description: `One of ${MODEL_IDS.join(', ')}; another name is a 404.`,
+          }),
+        }),
+        response: { 200: apiSuccess(Type.Ref(ModelEnvelope), 'The model.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },
       },
     },
     async (request) => {

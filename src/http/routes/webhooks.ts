@@ -1,10 +1,11 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { StringEnum, UUID_PATTERN } from '../../../schemas/model-entry.js';
+import { StringEnum } from '../../../schemas/model-entry.js';
+import { Cursor, EXAMPLE_TASK_ID, UuidInput } from '../../../schemas/primitives.js';
 import { WEBHOOK_DELIVERY_STATUSES, WebhookDeliveryEnvelope, WebhookDeliveryPage, WebhookSecret } from '../../../schemas/webhooks.js';
 import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
 import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
-import { AUTHENTICATED_PROBLEMS, BEARER_SECURITY, problemResponses, UNEXPECTED_BODY_PROBLEMS, uuidParam } from '../route-schemas.js';
+import { AUTHENTICATED_CODES, BEARER_SECURITY, JSON_BODY_CODES, apiSuccess, canonicalId, problemResponses, uuidParam } from '../route-schemas.js';
 
 export interface WebhookRoutesOptions {
   store: Store;
@@ -18,9 +19,9 @@ export const WEBHOOK_SECRET_ROTATION_GRACE_MS = 24 * 3600_000;
 
 const DeliveryListQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })),
-    cursor: Type.Optional(Type.String({ maxLength: 200 })),
-    task_id: Type.Optional(Type.String({ pattern: UUID_PATTERN })),
+    limit: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' })),
+    cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
+    task_id: Type.Optional(UuidInput('Only deliveries about this task (either case).')),
     status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)),
   },
   { additionalProperties: false },
@@ -36,7 +37,8 @@ function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
     attempts: d.attemptLog.map((a) => ({
       attempted_at: a.attemptedAt.toISOString(),
       status_code: a.statusCode,
-      error: a.error,
+      // An error can quote the receiver's host name; the resource promises at most 1000 characters.
+      error: a.error === null ? null : a.error.slice(0, 1000),
       duration_ms: a.durationMs,
     })),
     next_attempt_at: d.status === 'pending' && d.nextAttemptAt ? d.nextAttemptAt.toISOString() : null,
@@ -56,8 +58,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'getWebhookSecret',
         tags: ['webhooks'],
         summary: "The account's webhook signing secret",
+        description: 'The `whsec_` key that signs every webhook of this account (Standard Webhooks); made on first read.',
         security: BEARER_SECURITY,
-        response: { 200: Type.Ref(WebhookSecret), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: apiSuccess(Type.Ref(WebhookSecret), 'The signing secret.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
     async (request) => secretResponse(await store.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
@@ -70,8 +73,12 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'rotateWebhookSecret',
         tags: ['webhooks'],
         summary: 'Replace the signing secret; the old one keeps signing (second signature) for 24 h',
+        description: 'For a leaked secret: deliveries carry a second signature with the old secret for 24 h, so receivers can switch without a gap.',
         security: BEARER_SECURITY,
-        response: { 200: Type.Ref(WebhookSecret), ...problemResponses(...AUTHENTICATED_PROBLEMS, ...UNEXPECTED_BODY_PROBLEMS) },
+        response: {
+          200: apiSuccess(Type.Ref(WebhookSecret), 'The new signing secret.'),
+          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES]),
+        },
       },
     },
     async (request) =>
@@ -85,14 +92,15 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'listWebhookDeliveries',
         tags: ['webhooks'],
         summary: 'Webhook deliveries with every attempt, newest first',
+        description: 'One delivery per terminal event of a task with a webhook_url, each attempt with its status code or error; filter by task or status.',
         security: BEARER_SECURITY,
         querystring: DeliveryListQuery,
-        response: { 200: Type.Ref(WebhookDeliveryPage), ...problemResponses(...AUTHENTICATED_PROBLEMS) },
+        response: { 200: apiSuccess(Type.Ref(WebhookDeliveryPage), 'A page of deliveries, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
     async (request) => {
       const q = request.query;
-      const page = await store.listWebhookDeliveries(request.caller.accountId, { limit: q.limit ?? 20, cursor: q.cursor, taskId: q.task_id, status: q.status });
+      const page = await store.listWebhookDeliveries(request.caller.accountId, { limit: q.limit ?? 20, cursor: q.cursor, taskId: q.task_id === undefined ? undefined : canonicalId(q.task_id), status: q.status });
       return { data: page.items.map(toDeliveryResource), next_cursor: page.nextCursor };
     },
   );
@@ -104,13 +112,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'retryWebhookDelivery',
         tags: ['webhooks'],
         summary: 'Send a delivery again now (same webhook-id)',
+        description: 'Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.',
         security: BEARER_SECURITY,
-        params: uuidParam('delivery_id', 'A delivery_id from the delivery log.'),
-        response: { 202: Type.Ref(WebhookDeliveryEnvelope), ...problemResponses(...AUTHENTICATED_PROBLEMS, 404, ...UNEXPECTED_BODY_PROBLEMS) },
+        params: uuidParam('delivery_id', 'A delivery_id from the delivery log (either case).', EXAMPLE_TASK_ID),
+        response: {
+          202: apiSuccess(Type.Ref(WebhookDeliveryEnvelope), 'The delivery, queued to be sent now.'),
+          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found']),
+        },
       },
     },
     async (request, reply) => {
-      const delivery = await store.replayWebhookDelivery(request.caller.accountId, request.params.delivery_id, now());
+      const delivery = await store.replayWebhookDelivery(request.caller.accountId, canonicalId(request.params.delivery_id), now());
       onDeliveryQueued?.();
       return reply.code(202).send({ data: toDeliveryResource(delivery) });
     },
