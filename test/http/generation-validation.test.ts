@@ -315,7 +315,7 @@ for (const url of [CREATE, ESTIMATE]) {
 
   t.test(`${url}: a "__proto__" key 10 000 levels deep is found without overflowing the stack (400, not 500)`, async (t) => {
     const depth = 10_000;
-    const body = '{"a":'.repeat(depth) + '{"__proto__":1}' + '}'.repeat(depth);
+    const body = `${'{"a":'.repeat(depth)}{"__proto__":1}${'}'.repeat(depth)}`;
     const res = await rawPost(t, url, body, 'application/json');
     t.equal(res.statusCode, 400);
     t.match(res.headers['content-type'], /^application\/problem\+json/);

@@ -68,7 +68,10 @@ function webhookOperations() {
 function addDiscriminatorMappings(document: Record<string, any>): void {
   const schemas: Record<string, any> = document.components?.schemas ?? {};
   const visit = (node: unknown): void => {
-    if (Array.isArray(node)) return node.forEach(visit);
+    if (Array.isArray(node)) {
+      for (const item of node) visit(item);
+      return;
+    }
     if (node === null || typeof node !== 'object') return;
     const schema = node as Record<string, any>;
     const property = schema.discriminator?.propertyName;
