@@ -11,18 +11,11 @@ import type { MediaRecord } from '../port.js';
 import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { BackgroundCheckpointer } from './background-checkpointer.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
-import { fromTask, TASK_COLUMNS, taskRowOf, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRow } from './rows.js';
+import { fromTask, TASK_COLUMNS, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRecordRow } from './rows.js';
 import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
-/**
- * A task record's columns as one JSON array, read as one string and parsed by JSON.parse: better-
- * sqlite3 hands over each column of a row through V8's API, about 1 300 instructions a column,
- * where SQLite's json_array and V8's JSON.parse make the same array in 3.1 µs instead of 4.2 per
- * task (BENCHMARKS.md, "Optimisations"). Numbers are integers (ids of time, counts, pixels), which
- * JSON carries exactly; text round-trips exactly.
- */
-const TASK_JSON = `json_array(${TASK_COLUMNS.join(', ')})`;
-const taskFromJson = (json: string): TaskRecord => toTask(taskRowOf(JSON.parse(json) as unknown[]));
+/** The columns of a task record, by name: every read of a task goes through them and toTask. */
+const TASK_SELECT = `SELECT ${TASK_COLUMNS.join(', ')} FROM tasks`;
 /**
  * The models an account has tasks of, one index seek each (a skip scan of the
  * (account_id, model, status, id) index).
@@ -211,24 +204,19 @@ export class SqliteStore implements Store {
     return statement;
   }
 
-  /** Tasks read by `SELECT ${TASK_JSON} FROM tasks <rest>`, each as its JSON text (taskFromJson). */
-  private taskQuery(rest: string): Database.Statement {
-    const sql = `SELECT ${TASK_JSON} FROM tasks ${rest}`;
-    let statement = this.statements.get(sql);
-    if (!statement) {
-      statement = this.db.prepare(sql).pluck(true);
-      this.statements.set(sql, statement);
-    }
-    return statement;
+  /** The task where `condition` holds, read by its named columns. */
+  private readTask(condition: string, ...params: unknown[]): TaskRecord | null {
+    const row = this.statement(`${TASK_SELECT} WHERE ${condition}`).get(...params) as TaskRecordRow | undefined;
+    return row ? toTask(row) : null;
   }
 
-  /** A task-list statement (the first column of each row, like taskQuery's), from a cache of bounded size. */
+  /** A task-list statement, from a cache of bounded size. */
   private listStatement(sql: string): Database.Statement {
     let statement = this.listStatements.get(sql);
     if (statement) {
       this.listStatements.delete(sql);
     } else {
-      statement = this.db.prepare(sql).pluck(true);
+      statement = this.db.prepare(sql);
       if (this.listStatements.size >= MAX_LIST_STATEMENTS) this.listStatements.delete(this.listStatements.keys().next().value!);
     }
     this.listStatements.set(sql, statement);
@@ -398,8 +386,7 @@ export class SqliteStore implements Store {
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
-    const json = this.taskQuery('WHERE id = ? AND account_id = ?').get(taskId, accountId) as string | undefined;
-    return json === undefined ? null : taskFromJson(json);
+    return this.readTask('id = ? AND account_id = ?', taskId, accountId);
   }
 
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
@@ -427,14 +414,14 @@ export class SqliteStore implements Store {
         const n = ranges.length;
         params[`model${n}`] = model;
         params[`status${n}`] = status;
-        ranges.push(`SELECT ${TASK_JSON} AS task, id FROM tasks WHERE ${where} AND model = @model${n} AND status = @status${n}`);
+        ranges.push(`${TASK_SELECT} WHERE ${where} AND model = @model${n} AND status = @status${n}`);
       }
     }
     if (ranges.length === 0) return { items: [], nextCursor: null };
     // The limit is written into the SQL: as a bound parameter it cost SQLite 2.5 times the whole
     // query (BENCHMARKS.md, "Optimisations").
-    const tasks = this.listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`).all(params) as string[];
-    return pageOf(tasks.map(taskFromJson), query.limit, (t) => t.id);
+    const rows = this.listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`).all(params) as TaskRecordRow[];
+    return pageOf(rows.map(toTask), query.limit, (t) => t.id);
   }
 
   // ── media ────────────────────────────────────────────────────────────────────────────────────
@@ -633,8 +620,9 @@ export class SqliteStore implements Store {
         }
       }
 
-      const next = this.statement("SELECT * FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
-      for (let row = next.get(now) as TaskRow | undefined; row; row = next.get(now) as TaskRow | undefined) {
+      const next = this.statement("SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
+      type Candidate = { id: string; attempt: number; created_at: number };
+      for (let row = next.get(now) as Candidate | undefined; row; row = next.get(now) as Candidate | undefined) {
         if (row.created_at + policy.deadlineMs <= now) {
           this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, {
             error: { code: 'deadline_exceeded', message: 'The task could not be completed in time.' },
@@ -644,9 +632,9 @@ export class SqliteStore implements Store {
         }
         const claimed = this.statement(
             `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
-             WHERE id = ? RETURNING *`,
+             WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
           )
-          .get(now + policy.leaseMs, now, row.id) as TaskRow;
+          .get(now + policy.leaseMs, now, row.id) as TaskRecordRow;
         return toTask(claimed);
       }
       return null;
@@ -700,17 +688,18 @@ export class SqliteStore implements Store {
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
     return this.groupCommit(() => {
-      const row = this.statement('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
+      const row = this.statement('SELECT status, attempt FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as
+        | { status: TaskStatus; attempt: number }
+        | undefined;
       if (!row) throw new DomainError('not_found', 'Task not found.');
       nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
       this.finishInTransaction(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
-      return toTask(this.statement('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow);
+      return this.readTask('id = ?', taskId)!;
     }, { durable: true });
   }
 
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
-    const json = this.taskQuery('WHERE id = ?').get(taskId) as string | undefined;
-    return json === undefined ? null : taskFromJson(json);
+    return this.readTask('id = ?', taskId);
   }
 
   async mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>> {
