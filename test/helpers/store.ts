@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import type { Store } from '../../src/store/port.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openPostgresTestStore, postgresTestUrl, reachable } from './postgres.js';
 
 /**
  * Where tests get their store: the contract suite runs over every adapter below, and the HTTP
@@ -50,7 +51,9 @@ const sqlite: StoreAdapterUnderTest = {
   },
 };
 
-export const STORE_ADAPTERS: readonly StoreAdapterUnderTest[] = [sqlite];
+const postgres: StoreAdapterUnderTest = { kind: 'postgres', open: (t) => openPostgresTestStore(t) };
+
+export const STORE_ADAPTERS: readonly StoreAdapterUnderTest[] = [sqlite, postgres];
 
 /** The adapter named by TEST_STORE (default sqlite), for the tests that run on one adapter at a time. */
 export function testStoreAdapter(kind = (process.env.TEST_STORE ?? 'sqlite') as StoreKind): StoreAdapterUnderTest {
@@ -59,7 +62,18 @@ export function testStoreAdapter(kind = (process.env.TEST_STORE ?? 'sqlite') as 
   return adapter;
 }
 
-/** tap options for a test on `kind`. */
+/** tap options for a test on `kind`: skipped, with the reason, where no PostgreSQL answers (.ci/run starts one). */
 export async function needsStore(kind: StoreKind): Promise<{ skip: string | false }> {
-  return { skip: kind === 'sqlite' ? false : `no ${kind} adapter yet` };
+  if (kind === 'sqlite') return { skip: false };
+  return (await reachable()) ? { skip: false } : { skip: `no PostgreSQL at ${postgresTestUrl()}` };
+}
+
+/**
+ * A test run once on every store adapter, as subtests named by the adapter (PostgreSQL skipped
+ * where none answers): for the HTTP tests of money and races, which must hold on every store.
+ */
+export function testOnEveryStore(t: Test, name: string, fn: (t: Test, storeAdapter: StoreAdapterUnderTest) => Promise<void>): void {
+  t.test(name, async (t) => {
+    for (const adapter of STORE_ADAPTERS) t.test(adapter.kind, await needsStore(adapter.kind), (t) => fn(t, adapter));
+  });
 }

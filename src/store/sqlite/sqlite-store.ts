@@ -2,10 +2,12 @@ import Database from 'better-sqlite3';
 import { TASK_STATUSES } from '../../../schemas/resources.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import { invalidMediaReference, isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import { afterLostLease, admitsAnotherActiveTask, countsAsActive, DEADLINE_EXCEEDED, isPastDeadline, webhookEventFor } from '../../core/task-execution.js';
+import { invalidMediaReference, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
-import { decodeCursor, encodeCursor } from '../cursor.js';
+import { decodeCursor } from '../cursor.js';
+import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, StoredResponse } from '../port.js';
 import type { MediaRecord } from '../port.js';
 import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
@@ -31,8 +33,6 @@ const MODELS_OF_ACCOUNT = `
 
 /** Writes per group commit: bounds how long one batch holds the event loop. */
 const MAX_WRITES_PER_COMMIT = 64;
-/** The largest page any list of the store serves (the API's are at most 100). */
-const MAX_PAGE_SIZE = 1000;
 /**
  * Task-list statements kept at most. Their SQL differs by page size, filters and the account's
  * models (listTasks), so unlike the store's other statements they are not a small fixed set.
@@ -353,7 +353,7 @@ export class SqliteStore implements Store {
   private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined): void {
     this.assertReferencesUsable(task);
     const active = this.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(task.accountId) as { active_tasks: number } | undefined;
-    if (active && active.active_tasks >= limits.maxActiveTasks) {
+    if (active && !admitsAnotherActiveTask(active.active_tasks, limits.maxActiveTasks)) {
       throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
     }
     if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
@@ -368,7 +368,7 @@ export class SqliteStore implements Store {
     if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
       throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
     }
-    if (!isTerminal(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
+    if (countsAsActive(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
   }
 
   /** Every image reference must be an upload of the task's account, unexpired when the task is created. */
@@ -611,23 +611,16 @@ export class SqliteStore implements Store {
       const expired = this.statement("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
         .all(now) as { id: string; attempt: number }[];
       for (const lost of expired) {
-        if (lost.attempt >= policy.maxAttempts) {
-          this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, {
-            error: { code: 'worker_lost', message: 'The task was interrupted too many times and was not completed.' },
-          });
-        } else {
-          this.requeueInTransaction(lost.id, lost.attempt, now);
-        }
+        const outcome = afterLostLease(lost.attempt, policy.maxAttempts);
+        if (outcome.action === 'fail') this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
+        else this.requeueInTransaction(lost.id, lost.attempt, now);
       }
 
       const next = this.statement("SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
       type Candidate = { id: string; attempt: number; created_at: number };
       for (let row = next.get(now) as Candidate | undefined; row; row = next.get(now) as Candidate | undefined) {
-        if (row.created_at + policy.deadlineMs <= now) {
-          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, {
-            error: { code: 'deadline_exceeded', message: 'The task could not be completed in time.' },
-            fromStatuses: ['CREATED'],
-          });
+        if (isPastDeadline(new Date(row.created_at), policy.now, policy.deadlineMs)) {
+          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
           continue;
         }
         const claimed = this.statement(
@@ -754,12 +747,13 @@ export class SqliteStore implements Store {
     // has one active task fewer. Floored at 0 so that no drift could ever stop a task finishing.
     this.statement('UPDATE accounts SET active_tasks = max(active_tasks - 1, 0) WHERE id = ?').run(updated.account_id);
     if (refundsOnEntry(target)) this.refundInTransaction(taskId, now);
-    if (updated.webhook_url) {
+    const eventType = webhookEventFor(target);
+    if (updated.webhook_url && eventType) {
       this.statement(
           `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
            VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
         )
-        .run(newIdAt(now), updated.account_id, taskId, `image.generation.${target.toLowerCase()}`, updated.webhook_url, now.getTime(), now.getTime(), now.getTime(), now.getTime());
+        .run(newIdAt(now), updated.account_id, taskId, eventType, updated.webhook_url, now.getTime(), now.getTime(), now.getTime(), now.getTime());
     }
     return true;
   }
@@ -888,37 +882,6 @@ class BlobReservationLapsedError extends Error {
   constructor(blobKey: string) {
     super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
   }
-}
-
-/**
- * Conditions and parameters of a newest-first page of one account's rows keyed by UUIDv7 id, with
- * equality filters on the given columns (undefined = no filter). The caller adds the LIMIT, of
- * pageFetchSize rows.
- */
-function newestFirstKeyset(accountId: string, cursor: string | undefined, equals: Record<string, string | undefined>) {
-  const conditions = ['account_id = @accountId', 'id < @before'];
-  // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
-  const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g' };
-  for (const [column, value] of Object.entries(equals)) {
-    if (value === undefined) continue;
-    conditions.push(`${column} = @${column}`);
-    params[column] = value;
-  }
-  return { conditions, params };
-}
-
-/** Rows fetched for a page: one more than it holds, so that a next page needs no extra query. */
-function pageFetchSize(limit: number): number {
-  // Checked because listTasks writes it into its SQL.
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) throw new RangeError(`page size ${limit} is not an integer from 1 to ${MAX_PAGE_SIZE}`);
-  return limit + 1;
-}
-
-/** Rows were fetched with limit + 1 so that the presence of a next page needs no extra query. */
-function pageOf<T>(items: T[], limit: number, positionOf: (item: T) => string): Page<T> {
-  const hasMore = items.length > limit;
-  const pageItems = hasMore ? items.slice(0, limit) : items;
-  return { items: pageItems, nextCursor: hasMore ? encodeCursor(positionOf(pageItems[pageItems.length - 1])) : null };
 }
 
 interface IdempotencyKeyRow {
