@@ -52,6 +52,7 @@ export const ConfigSchema = Type.Object({
   GENERATION_TIMEOUT_MS: Int({ minimum: 100, default: 120_000, description: 'One generation attempt is aborted after this long (a transient failure).' }),
   GENERATION_RETRY_BASE_MS: Int({ minimum: 1, default: 2_000, description: 'First backoff before retrying a transient generation failure.' }),
   WORKER_POLL_MS: Int({ minimum: 10, default: 500, description: 'How often an idle worker looks for work made by other processes.' }),
+  LONG_POLL_FALLBACK_MS: Int({ minimum: 10, default: 1000, description: 'How often a long-poll re-reads its task in case a change signal was missed (SQLite: changes made by other processes).' }),
   SHUTDOWN_GRACE_MS: Int({ default: 20_000, description: 'On SIGTERM, how long in-flight tasks may finish before they are released.' }),
   DEV_ACCOUNT_TOKENS: Int({ default: 1000, description: 'Balance of the development account made on the first start of an empty embedded install.' }),
 });

@@ -4,7 +4,7 @@ import type { Test } from 'tap';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import type { OpenedTestStore } from './store.js';
 
-/** The PostgreSQL the tests use (DEVELOPERS.md): the machine's, unless TEST_DATABASE_URL names another. */
+/** The PostgreSQL the tests use (README, .ci/run starts it): the machine's, unless TEST_DATABASE_URL names another. */
 export const postgresTestUrl = () => process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 
 let reachability: Promise<boolean> | null = null;
