@@ -1,12 +1,11 @@
 import Database from 'better-sqlite3';
 import t, { type Test } from 'tap';
-import { TASK_STATUSES } from '../../schemas/resources.js';
-import { createTask, type TaskRecord, type TaskStatus } from '../../src/core/task.js';
+import type { TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
-import type { TaskListQuery } from '../../src/store/port.js';
 import { fromTask } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
+import { allPages, mixedTasks, MIX_START, newestFirst } from '../helpers/task-mix.js';
 
 /**
  * The SQLite store keeps an account's tasks in one index ordered (account_id, model, status, id)
@@ -15,29 +14,7 @@ import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
  * before migration 6, and more page sizes than the store keeps statements for.
  */
 
-/** A model the catalog does not offer (any more): its tasks must still be listed. */
-const RETIRED_MODEL = 'gamma-retired';
-const MODELS = ['alpha-pro', 'beta-v5-pro', RETIRED_MODEL];
-const START = Date.parse('2026-03-01T00:00:00Z');
-
-/** Tasks of every model and status, three in each millisecond used, in a fixed pseudo-random mix. */
-function mixedTasks(accountId: string, count: number, seed: number): TaskRecord[] {
-  let state = seed;
-  const next = (n: number) => {
-    state = (state * 1103515245 + 12345) % 2 ** 31;
-    return state % n;
-  };
-  const tasks: TaskRecord[] = [];
-  for (let i = 0; i < count; i++) {
-    // In creation order, as ids are made: a UUIDv7 generator never goes back to an earlier millisecond.
-    const at = new Date(START + Math.floor(i / 3) * 1000);
-    const task = createTask({ model: 'alpha-pro', prompt: `task ${i}` }, { accountId, now: at, newId: () => newIdAt(at) });
-    const status = TASK_STATUSES[next(TASK_STATUSES.length)] as TaskStatus;
-    const finished = status === 'CREATED' ? {} : { startedAt: at, completedAt: status === 'IN_PROGRESS' ? null : at };
-    tasks.push({ ...task, model: MODELS[next(MODELS.length)], status, ...finished });
-  }
-  return tasks;
-}
+const START = MIX_START;
 
 async function storeWith(t: Test, tasksOf: (accountId: string) => TaskRecord[]) {
   const store = new SqliteStore(`${t.testdir({})}/store.sqlite`);
@@ -51,21 +28,6 @@ async function storeWith(t: Test, tasksOf: (accountId: string) => TaskRecord[]) 
   for (const task of [...tasks, ...mixedTasks(other.id, 60, 7)]) await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
   return { store, accountId: listed.id, tasks };
 }
-
-/** Every page of a list, followed by its cursor. */
-async function allPages(t: Test, store: SqliteStore, accountId: string, query: Omit<TaskListQuery, 'cursor'>) {
-  const pages: string[][] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await store.listTasks(accountId, { ...query, cursor });
-    t.ok(page.items.length <= query.limit);
-    pages.push(page.items.map((task) => task.id));
-    cursor = page.nextCursor ?? undefined;
-  } while (cursor && pages.length < 1000);
-  return pages;
-}
-
-const newestFirst = (tasks: TaskRecord[]) => tasks.map((task) => task.id).sort().reverse();
 
 t.test('a store made before migration 6 lists the same tasks after it, from the one index', async (t) => {
   const path = `${t.testdir({})}/store.sqlite`;

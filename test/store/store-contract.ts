@@ -1,12 +1,13 @@
 import type { Test } from 'tap';
 import { TASK_STATUSES } from '../../schemas/resources.js';
 import { DomainError } from '../../src/core/errors.js';
-import { createTask, type TaskRecord, type TaskStatus } from '../../src/core/task.js';
+import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
 import type { ClaimPolicy, GeneratedMediaInput, Store, StoredResponse, TaskListQuery } from '../../src/store/port.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import type { StoreAdapterUnderTest } from '../helpers/store.js';
 import { storeUpload } from '../helpers/uploads.js';
+import { allPages, mixedTasks, MIX_START, MIXED_MODELS, newestFirst } from '../helpers/task-mix.js';
 
 /**
  * The Store port's contract, written once and run over every adapter (test/store/*-store.test.ts).
@@ -513,24 +514,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
   });
 
   t.test('task listing', async (t) => {
-    /** A model the catalog does not offer (any more): its tasks must still be listed. */
-    const MODELS = ['alpha-pro', 'beta-v5-pro', 'gamma-retired'];
-    const START = Date.parse('2026-03-01T00:00:00Z');
-    /** Tasks of every model and status, three in each second used, in a fixed pseudo-random mix. */
-    const mixedTasks = (accountId: string, count: number, seed: number): TaskRecord[] => {
-      let state = seed;
-      const next = (n: number) => {
-        state = (state * 1103515245 + 12345) % 2 ** 31;
-        return state % n;
-      };
-      return Array.from({ length: count }, (_, i) => {
-        const at = new Date(START + Math.floor(i / 3) * 1000);
-        const task = createTask({ model: 'alpha-pro', prompt: `task ${i}` }, { accountId, now: at, newId: () => newIdAt(at) });
-        const status = TASK_STATUSES[next(TASK_STATUSES.length)] as TaskStatus;
-        const finished = status === 'CREATED' ? {} : { startedAt: at, completedAt: status === 'IN_PROGRESS' ? null : at };
-        return { ...task, model: MODELS[next(MODELS.length)], status, ...finished };
-      });
-    };
+    const MODELS = MIXED_MODELS;
+    const START = MIX_START;
     const storeWith = async (t: Test, tasksOf: (accountId: string) => TaskRecord[]) => {
       const store = await open(t);
       const listed = await newAccount(store, 1_000_000, 'listed');
@@ -539,19 +524,6 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       for (const task of [...tasks, ...mixedTasks(other, 60, 7)]) await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
       return { store, accountId: listed, tasks };
     };
-    const allPages = async (t: Test, store: Store, accountId: string, query: Omit<TaskListQuery, 'cursor'>) => {
-      const pages: string[][] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await store.listTasks(accountId, { ...query, cursor });
-        t.ok(page.items.length <= query.limit);
-        pages.push(page.items.map((task) => task.id));
-        cursor = page.nextCursor ?? undefined;
-      } while (cursor && pages.length < 1000);
-      return pages;
-    };
-    const newestFirst = (tasks: TaskRecord[]) => tasks.map((task) => task.id).sort().reverse();
-
     t.test('every filter pages through exactly its tasks, newest first', async (t) => {
       const { store, accountId, tasks } = await storeWith(t, (id) => mixedTasks(id, 150, 42));
       const windowStart = new Date(START + 10_000);
