@@ -65,10 +65,12 @@ export const POSTGRES_MIGRATIONS: string[] = [
     started_at timestamptz,
     completed_at timestamptz
   );
-  -- Keyset indexes of the newest-first lists: a page is one index range at any depth.
+  -- Keyset indexes of the newest-first lists, one per combination of filters, so that a page is one
+  -- index range read in order at any depth (no sort of all an account's matching tasks).
   CREATE INDEX tasks_account ON tasks(account_id, id);
   CREATE INDEX tasks_account_status ON tasks(account_id, status, id);
-  CREATE INDEX tasks_account_model ON tasks(account_id, model, status, id);
+  CREATE INDEX tasks_account_model ON tasks(account_id, model, id);
+  CREATE INDEX tasks_account_model_status ON tasks(account_id, model, status, id);
   -- The queue: runnable tasks oldest first, and running tasks by lease expiry. Partial, so they
   -- hold only the few active tasks however many finished ones the table keeps.
   CREATE INDEX tasks_runnable ON tasks(id) WHERE status = 'CREATED';
