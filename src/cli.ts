@@ -8,7 +8,6 @@ import { openRuntime, UnsupportedConfigurationError, type Runtime } from './runt
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
 import { pino } from 'pino';
-import { TaskEvents } from './services/task-events.js';
 import { buildBackgroundWork, type BackgroundWork } from './worker/build-worker.js';
 
 const USAGE = `Usage: imagegen <command> [options]
@@ -138,7 +137,7 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
     if ((await runtime.store.countAccounts()) === 0) await printDevelopmentKey(runtime, config);
     else printAnotherKeyHint(config);
   }
-  const events = new TaskEvents();
+  const { events } = runtime;
   let worker: BackgroundWork | null = null;
   const app = await buildApp({
     config,
@@ -172,7 +171,7 @@ async function workerCommand(config: Config): Promise<number> {
   if (config.WORKER_CONCURRENCY === 0) throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
   const runtime = await openRuntime(config, { longRunning: true });
   const log = pino({ level: config.LOG_LEVEL });
-  const worker = buildBackgroundWork(config, runtime, { log });
+  const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events });
   worker.start();
   log.info({ concurrency: config.WORKER_CONCURRENCY, model_backends: modelBackends(config) }, 'worker started');
   const signal = await shutdownSignal();

@@ -1,10 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blobs/port.js';
 import { FsBlobStore } from './blobs/fs-blob-store.js';
 import { sqlitePath, type Config } from './config.js';
 import { loadOrCreateSecret } from './secrets.js';
+import { TaskEvents } from './services/task-events.js';
 import type { Store } from './store/port.js';
+import { PostgresStore } from './store/postgres/postgres-store.js';
 import { SqliteStore } from './store/sqlite/sqlite-store.js';
 
 /** The adapters a process runs on, chosen from configuration. */
@@ -12,6 +15,8 @@ export interface Runtime {
   store: Store;
   blobs: BlobStore;
   mediaSigningSecret: string;
+  /** Task signals: this process's own, and on PostgreSQL those of every other process too. */
+  events: TaskEvents;
   close(): Promise<void>;
 }
 
@@ -22,9 +27,7 @@ export class UnsupportedConfigurationError extends Error {}
  * command makes a handful of commits and needs no thread.
  */
 export function openStore(config: Config, options: { longRunning?: boolean } = {}): Store {
-  if (config.DATABASE_URL) {
-    throw new UnsupportedConfigurationError('DATABASE_URL (PostgreSQL) is not supported by this build yet; unset it to use the embedded SQLite store.');
-  }
+  if (config.DATABASE_URL) return new PostgresStore({ connectionString: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
   fs.mkdirSync(config.DATA_DIR, { recursive: true });
   return new SqliteStore(sqlitePath(config), {
     checkpointInBackground: options.longRunning
@@ -40,15 +43,36 @@ export function openBlobStore(config: Config): BlobStore {
   return new FsBlobStore(path.join(config.DATA_DIR, 'blobs'));
 }
 
+/**
+ * The media signing secret when MEDIA_SIGNING_SECRET is unset. Every API process must sign and
+ * check URLs with the same one: on PostgreSQL it is kept in the database, which every process of
+ * a cluster shares; the embedded default keeps it in DATA_DIR, which its processes share.
+ */
+async function mediaSigningSecret(config: Config, store: Store): Promise<string> {
+  if (config.MEDIA_SIGNING_SECRET) return config.MEDIA_SIGNING_SECRET;
+  if (store instanceof PostgresStore) return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
+  return loadOrCreateSecret(config.DATA_DIR, 'media-signing-secret');
+}
+
 export async function openRuntime(config: Config, options: { longRunning?: boolean } = {}): Promise<Runtime> {
   const store = openStore(config, options);
-  await store.migrate();
-  const blobs = openBlobStore(config);
-  const mediaSigningSecret = config.MEDIA_SIGNING_SECRET ?? loadOrCreateSecret(config.DATA_DIR, 'media-signing-secret');
-  return {
-    store,
-    blobs,
-    mediaSigningSecret,
-    close: () => store.close(),
-  };
+  try {
+    await store.migrate();
+    const events = new TaskEvents();
+    // Long-running processes on PostgreSQL hear the other processes' tasks at once (LISTEN/NOTIFY):
+    // idle workers wake on a create, long-polls and cancel-aborts on a change made anywhere.
+    if (options.longRunning && store instanceof PostgresStore) {
+      await store.listen((signal) => (signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId)));
+    }
+    return {
+      store,
+      blobs: openBlobStore(config),
+      mediaSigningSecret: await mediaSigningSecret(config, store),
+      events,
+      close: () => store.close(),
+    };
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
 }

@@ -57,8 +57,6 @@ export interface AppDependencies {
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
-/** A long-poll re-reads the store this often for changes made by worker processes elsewhere. */
-const LONG_POLL_REREAD_MS = 1000;
 
 /**
  * One info line per request, when it ends. Fastify's default writes two, serialising the request
@@ -151,7 +149,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     events: deps.events ?? new TaskEvents(),
     now,
     maxActiveTasks: deps.config.MAX_ACTIVE_TASKS,
-    crossProcessPollMs: LONG_POLL_REREAD_MS,
+    crossProcessPollMs: deps.config.LONG_POLL_FALLBACK_MS,
     webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
   });
 

@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
 
 /**
- * In-process signals about tasks: a task was created (wake idle workers) or changed state (wake
- * long-polls, abort a canceled generation). Other processes do not hear them; their waiters fall
- * back to re-reading the store at a slow interval.
+ * Signals about tasks: a task was created (wake idle workers) or changed state (wake long-polls,
+ * abort a canceled generation). This process raises its own; on PostgreSQL the runtime also feeds
+ * in those of every other process (LISTEN/NOTIFY, src/store/postgres/task-signals.ts). On SQLite,
+ * other processes' waiters fall back to re-reading the store at a slow interval.
  */
 export class TaskEvents {
   private readonly emitter = new EventEmitter();

@@ -4,15 +4,20 @@ import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/port.js';
 import type { TaskEvents } from '../../src/services/task-events.js';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
+import { testStoreAdapter, type StoreAdapterUnderTest } from './store.js';
 
 export interface TestApp {
   app: FastifyInstance;
-  store: SqliteStore;
+  store: Store;
   config: Config;
   dataDir: string;
+  /** The environment a child process (the CLI) needs to open the same store. */
+  storeEnv: Record<string, string>;
+  /** Another store on the same data, as a restarted process would open it. */
+  reopenStore(): Promise<Store>;
   blobs: FsBlobStore;
   /** A new account with `tokens` and its key. */
   newAccount(tokens?: number): Promise<{ accountId: string; key: string; auth: { authorization: string } }>;
@@ -25,24 +30,26 @@ export interface TestAppOptions {
   now?: () => Date;
   webhookLookup?: LookupAll;
   events?: TaskEvents;
+  /** The store adapter; by default the one TEST_STORE names (SQLite). */
+  storeAdapter?: StoreAdapterUnderTest;
 }
 
 export async function buildTestApp(t: Test, env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<TestApp> {
   const dataDir = t.testdir({});
   const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', ...env });
-  const store = new SqliteStore(`${dataDir}/imagegen.sqlite`);
-  await store.migrate();
+  const { storeAdapter = testStoreAdapter(), ...appOptions } = options;
+  // The store's teardown, registered first, runs after the app's: tap runs teardowns last in, first out.
+  const { store, env: storeEnv, reopen: reopenStore } = await storeAdapter.open(t, { dataDir });
   const blobs = new FsBlobStore(`${dataDir}/blobs`);
-  const app = await buildApp({ config, store, blobs, mediaSigningSecret: TEST_MEDIA_SIGNING_SECRET, logger: false, ...options });
-  t.teardown(async () => {
-    await app.close();
-    await store.close();
-  });
+  const app = await buildApp({ config, store, blobs, mediaSigningSecret: TEST_MEDIA_SIGNING_SECRET, logger: false, ...appOptions });
+  t.teardown(() => app.close());
   return {
     app,
     store,
     config,
     dataDir,
+    storeEnv,
+    reopenStore,
     blobs,
     async newAccount(tokens = 10_000) {
       const { account, key } = await createAccountWithKey(store, { name: 'test', tokens, now: new Date() });

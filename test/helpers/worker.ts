@@ -5,26 +5,25 @@ import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { newIdAt } from '../../src/ids.js';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/port.js';
 import { TaskWorker, type TaskWorkerOptions } from '../../src/worker/task-worker.js';
+import { testStoreAdapter } from './store.js';
 
-/** A store and blob store on the test's own temp dir. */
+/** A store (from the test store factory) and a blob store on the test's own temp dir. */
 export async function openTestRuntime(t: Test) {
   const dir = t.testdir({});
-  const store = new SqliteStore(`${dir}/imagegen.sqlite`);
-  await store.migrate();
+  const { store, env: storeEnv } = await testStoreAdapter().open(t, { dataDir: dir });
   const blobs = new FsBlobStore(`${dir}/blobs`);
-  t.teardown(() => store.close());
-  return { dir, store, blobs };
+  return { dir, store, blobs, storeEnv };
 }
 
-export async function newAccountWithTokens(store: SqliteStore, tokens: number): Promise<string> {
+export async function newAccountWithTokens(store: Store, tokens: number): Promise<string> {
   const now = new Date();
   const account = await store.createAccount({ id: newIdAt(now), name: 'worker-test', initialTokens: tokens, now });
   return account.id;
 }
 
-export async function insertTask(store: SqliteStore, accountId: string, prompt = 'a quiet harbour'): Promise<TaskRecord> {
+export async function insertTask(store: Store, accountId: string, prompt = 'a quiet harbour'): Promise<TaskRecord> {
   const now = new Date();
   const task = createTask({ model: 'alpha-pro', prompt }, { accountId, now, newId: () => newIdAt(now) });
   await store.insertTaskWithDebit(task, { maxActiveTasks: 1000 });
@@ -41,7 +40,7 @@ export async function oneQueuedTask(t: Test) {
 
 export function testWorker(
   t: Test,
-  deps: { store: SqliteStore; blobs: FsBlobStore },
+  deps: { store: Store; blobs: FsBlobStore },
   overrides: Partial<TaskWorkerOptions> = {},
 ): TaskWorker {
   const worker = new TaskWorker({

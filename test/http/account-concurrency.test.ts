@@ -1,6 +1,7 @@
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { testOnEveryStore } from '../helpers/store.js';
 
 /**
  * Money under concurrent requests. The injected requests all run through the async hooks together,
@@ -9,8 +10,8 @@ import { assertLedgerInvariant } from '../helpers/ledger.js';
 const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 
-t.test('balance 100, 50 concurrent creates of 25: exactly 4 accepted, 46 refused with 402', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+testOnEveryStore(t, 'balance 100, 50 concurrent creates of 25: exactly 4 accepted, 46 refused with 402', async (t, storeAdapter) => {
+  const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
   const { accountId, auth } = await newAccount(100);
 
   const responses = await Promise.all(Array.from({ length: 50 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })));
@@ -37,8 +38,8 @@ t.test('balance 100, 50 concurrent creates of 25: exactly 4 accepted, 46 refused
   await assertLedgerInvariant(t, store, accountId);
 });
 
-t.test('the active-task cap holds under 20 concurrent creates, and refusals cost nothing', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { MAX_ACTIVE_TASKS: '3' });
+testOnEveryStore(t, 'the active-task cap holds under 20 concurrent creates, and refusals cost nothing', async (t, storeAdapter) => {
+  const { app, store, newAccount } = await buildTestApp(t, { MAX_ACTIVE_TASKS: '3' }, { storeAdapter });
   const { accountId, auth } = await newAccount(10_000);
 
   const responses = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })));
@@ -54,8 +55,8 @@ t.test('the active-task cap holds under 20 concurrent creates, and refusals cost
   await assertLedgerInvariant(t, store, accountId);
 });
 
-t.test('concurrent creates from two accounts never touch each other\'s balance', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+testOnEveryStore(t, 'concurrent creates from two accounts never touch each other\'s balance', async (t, storeAdapter) => {
+  const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
   const a = await newAccount(50);
   const b = await newAccount(75);
   const responses = await Promise.all(

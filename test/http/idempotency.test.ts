@@ -2,13 +2,14 @@ import t from 'tap';
 import { jsonRequestFingerprint } from '../../src/services/idempotency.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { testOnEveryStore } from '../helpers/store.js';
 
 const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 const withKey = (auth: { authorization: string }, key: string) => ({ ...auth, 'idempotency-key': key });
 
-t.test('the same key 20 times concurrently: one task, one debit; each answer is the 202 or a 409', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+testOnEveryStore(t, 'the same key 20 times concurrently: one task, one debit; each answer is the 202 or a 409', async (t, storeAdapter) => {
+  const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
   const { accountId, auth } = await newAccount(1000);
   const headers = withKey(auth, 'order-7f3a');
 

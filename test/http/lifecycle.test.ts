@@ -6,6 +6,7 @@ import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
 import { PIXELS, SEED } from '../helpers/seed-tables.js';
+import { testOnEveryStore } from '../helpers/store.js';
 import { testWorker } from '../helpers/worker.js';
 
 /** One app with two in-process workers sharing its events, as `serve` runs them. */
@@ -87,20 +88,21 @@ t.test('long-poll returns as soon as the task is terminal, and wait=0 returns at
   t.match(tooLong.json().errors[0], { pointer: '/wait', location: 'query' });
 });
 
-t.test('cancel over HTTP: 200 CANCELED with one refund; again 409 invalid_state; another account 404', async (t) => {
+testOnEveryStore(t, 'cancel over HTTP: two at once give 200 CANCELED and 409 invalid_state, one refund; another account 404', async (t, storeAdapter) => {
   const events = new TaskEvents();
-  const h = await buildTestApp(t, {}, { events });
+  const h = await buildTestApp(t, {}, { events, storeAdapter });
   const { auth, accountId } = await h.newAccount(100);
   const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: auth, payload: { model: 'alpha-pro', prompt: 'a quiet pond' } });
   const taskId = created.json().data.task_id;
   const other = await h.newAccount(100);
   t.equal((await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: other.auth })).statusCode, 404);
 
-  const canceled = await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: auth });
-  t.equal(canceled.statusCode, 200);
+  const cancel = () => h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: auth });
+  const answers = await Promise.all([cancel(), cancel()]);
+  t.same(answers.map((r) => r.statusCode).sort(), [200, 409]);
+  const canceled = answers.find((r) => r.statusCode === 200)!;
+  const again = answers.find((r) => r.statusCode === 409)!;
   t.equal(canceled.json().data.status, 'CANCELED');
-  const again = await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: auth });
-  t.equal(again.statusCode, 409);
   t.equal(again.json().code, 'invalid_state');
   t.same(await h.store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
   t.equal((await h.store.getAccount(accountId))?.balance, 100);

@@ -8,7 +8,7 @@ import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { MediaService, ORPHAN_BLOB_GRACE_MS, storeMedia } from '../../src/services/media-service.js';
 import { sweepExpiredMedia } from '../../src/services/media-sweeper.js';
 import type { MediaStore } from '../../src/store/port.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { testStoreAdapter } from '../helpers/store.js';
 
 const HOUR_MS = 3600_000;
 const START = new Date('2030-01-01T00:00:00.000Z');
@@ -16,9 +16,7 @@ const image = { bytes: Buffer.from('pretend these are image bytes'), contentType
 
 async function setup(t: Test) {
   const dir = t.testdir({});
-  const store = new SqliteStore(join(dir, 'db.sqlite'));
-  await store.migrate();
-  t.teardown(() => store.close());
+  const { store } = await testStoreAdapter().open(t);
   const blobs = new FsBlobStore(join(dir, 'blobs'));
   let current = START.getTime();
   const clock = { now: () => new Date(current), advance: (ms: number) => {

@@ -4,7 +4,7 @@ import t, { type Test } from 'tap';
 import { Webhook } from 'standardwebhooks';
 import { loadConfig } from '../../src/config.js';
 import { HmacMediaUrlSigner } from '../../src/services/media-url-signer.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { Store } from '../../src/store/port.js';
 import { WebhookDispatcher } from '../../src/worker/webhook-dispatcher.js';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
 import { buildTestApp, TEST_MEDIA_SIGNING_SECRET } from '../helpers/app.js';
@@ -39,11 +39,11 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
   const env = { WEBHOOK_ALLOW_PRIVATE: String(options.allowPrivate ?? true) };
   const harness = await buildTestApp(t, env, { webhookLookup: options.lookup });
   const { auth, accountId } = await harness.newAccount(1000);
-  const store = harness.store as SqliteStore;
+  const store = harness.store;
   // Each reading of the dispatcher's clock is at least a second after the last (and never behind
   // the real clock), so the shrunken retry delays are always over by the next claim.
   let clock = Date.now();
-  const makeDispatcher = (overrides: { lookup?: LookupAll; allowPrivate?: boolean; storeOverride?: SqliteStore; now?: () => Date; retryScale?: number } = {}) =>
+  const makeDispatcher = (overrides: { lookup?: LookupAll; allowPrivate?: boolean; storeOverride?: Store; now?: () => Date; retryScale?: number } = {}) =>
     new WebhookDispatcher({
       store: overrides.storeOverride ?? store,
       signer: new HmacMediaUrlSigner(TEST_MEDIA_SIGNING_SECRET, 'http://127.0.0.1:3000', 3600),
@@ -204,8 +204,7 @@ t.test('a worker that dies after the terminal state but before delivery: the eve
   t.equal(receiver.received.length, 0);
   t.equal((await h.deliveries()).data[0].status, 'pending', 'the event waits in the outbox');
 
-  const restarted = new SqliteStore(`${h.dataDir}/imagegen.sqlite`);
-  t.teardown(() => restarted.close());
+  const restarted = await h.reopenStore();
   await drain(h.makeDispatcher({ storeOverride: restarted }));
   t.equal(receiver.received.length, 1, 'delivered by the restarted process');
 });

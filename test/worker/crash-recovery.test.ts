@@ -13,7 +13,7 @@ t.test('a worker process killed with SIGKILL mid-task: the task is claimed again
   const task = await insertTask(deps.store, accountId);
   const leaseMs = 2000;
 
-  const child = spawnTsChild(t, hangingWorker, [deps.dir, String(leaseMs)]);
+  const child = spawnTsChild(t, hangingWorker, [deps.dir, String(leaseMs)], { ...process.env, ...deps.storeEnv });
   await waitForOutput(child, 'started');
   const claimed = await deps.store.getTaskById(task.id);
   t.equal(claimed?.status, 'IN_PROGRESS', 'the child holds the task');

@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { buildTestApp } from '../helpers/app.js';
+import { testStoreAdapter } from '../helpers/store.js';
 
 const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const TASKS = 200;
@@ -18,7 +19,11 @@ function startWorkerProcess(dataDir: string): ChildProcess {
 }
 
 t.test(`${TASKS} tasks with 2 worker processes on one SQLite file: all terminal, none processed twice`, async (t) => {
-  const { app, store, dataDir, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '100000', MAX_ACTIVE_TASKS: '1000' });
+  const { app, store, dataDir, newAccount } = await buildTestApp(
+    t,
+    { RATE_LIMIT_CREATES_PER_MIN: '100000', MAX_ACTIVE_TASKS: '1000' },
+    { storeAdapter: testStoreAdapter('sqlite') },
+  );
   const { accountId, auth } = await newAccount(TASKS * 25);
   const workers = [startWorkerProcess(dataDir), startWorkerProcess(dataDir)];
   t.teardown(() => {

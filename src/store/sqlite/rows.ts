@@ -27,24 +27,11 @@ export interface MediaRow {
 /** The columns of a task that make its record (toTask): all but the queue's own lease_expires_at and run_after. */
 export type TaskRecordRow = Omit<TaskRow, 'lease_expires_at' | 'run_after'>;
 
-/**
- * The columns of a task record, in the order the store reads them: as one JSON array per task
- * (SqliteStore's TASK_JSON), which costs less than better-sqlite3's row objects or arrays, and
- * only the columns the record uses (BENCHMARKS.md, "Optimisations").
- */
+/** The columns of a task that make its record, named in every query that reads a task. */
 export const TASK_COLUMNS = [
   'id', 'account_id', 'status', 'model', 'prompt', 'image_reference', 'aspect_ratio', 'resolution', 'width', 'height',
   'cost', 'webhook_url', 'generated', 'error_code', 'error_message', 'attempt', 'created_at', 'started_at', 'completed_at',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
-
-/** The values of TASK_COLUMNS, in their order, named. */
-export const taskRowOf = (v: unknown[]): TaskRecordRow => ({
-  id: v[0] as string, account_id: v[1] as string, status: v[2] as TaskStatus, model: v[3] as string, prompt: v[4] as string,
-  image_reference: v[5] as string, aspect_ratio: v[6] as string, resolution: v[7] as string, width: v[8] as number,
-  height: v[9] as number, cost: v[10] as number, webhook_url: v[11] as string | null, generated: v[12] as string,
-  error_code: v[13] as string | null, error_message: v[14] as string | null, attempt: v[15] as number,
-  created_at: v[16] as number, started_at: v[17] as number | null, completed_at: v[18] as number | null,
-});
 
 const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
 export const msOrNull = (d: Date | null) => (d === null ? null : d.getTime());

@@ -2,27 +2,22 @@ import Database from 'better-sqlite3';
 import { TASK_STATUSES } from '../../../schemas/resources.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import { generatedMediaRef, invalidMediaReference, isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import { afterLostLease, admitsAnotherActiveTask, countsAsActive, DEADLINE_EXCEEDED, isPastDeadline, webhookEventFor } from '../../core/task-execution.js';
+import { generatedMediaRef, invalidMediaReference, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
-import { decodeCursor, encodeCursor } from '../cursor.js';
+import { decodeCursor } from '../cursor.js';
+import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, } from '../port.js';
 import type { MediaRecord } from '../port.js';
 import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
 import { BackgroundCheckpointer } from './background-checkpointer.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
-import { fromTask, TASK_COLUMNS, taskRowOf, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRow } from './rows.js';
+import { fromTask, TASK_COLUMNS, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRecordRow } from './rows.js';
 import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
-/**
- * A task record's columns as one JSON array, read as one string and parsed by JSON.parse: better-
- * sqlite3 hands over each column of a row through V8's API, about 1 300 instructions a column,
- * where SQLite's json_array and V8's JSON.parse make the same array in 3.1 µs instead of 4.2 per
- * task (BENCHMARKS.md, "Optimisations"). Numbers are integers (ids of time, counts, pixels), which
- * JSON carries exactly; text round-trips exactly.
- */
-const TASK_JSON = `json_array(${TASK_COLUMNS.join(', ')})`;
-const taskFromJson = (json: string): TaskRecord => toTask(taskRowOf(JSON.parse(json) as unknown[]));
+/** The columns of a task record, by name: every read of a task goes through them and toTask. */
+const TASK_SELECT = `SELECT ${TASK_COLUMNS.join(', ')} FROM tasks`;
 /**
  * The models an account has tasks of, one index seek each (a skip scan of the
  * (account_id, model, status, id) index).
@@ -38,8 +33,6 @@ const MODELS_OF_ACCOUNT = `
 
 /** Writes per group commit: bounds how long one batch holds the event loop. */
 const MAX_WRITES_PER_COMMIT = 64;
-/** The largest page any list of the store serves (the API's are at most 100). */
-const MAX_PAGE_SIZE = 1000;
 /**
  * Task-list statements kept at most. Their SQL differs by page size, filters and the account's
  * models (listTasks), so unlike the store's other statements they are not a small fixed set.
@@ -211,24 +204,19 @@ export class SqliteStore implements Store {
     return statement;
   }
 
-  /** Tasks read by `SELECT ${TASK_JSON} FROM tasks <rest>`, each as its JSON text (taskFromJson). */
-  private taskQuery(rest: string): Database.Statement {
-    const sql = `SELECT ${TASK_JSON} FROM tasks ${rest}`;
-    let statement = this.statements.get(sql);
-    if (!statement) {
-      statement = this.db.prepare(sql).pluck(true);
-      this.statements.set(sql, statement);
-    }
-    return statement;
+  /** The task where `condition` holds, read by its named columns. */
+  private readTask(condition: string, ...params: unknown[]): TaskRecord | null {
+    const row = this.statement(`${TASK_SELECT} WHERE ${condition}`).get(...params) as TaskRecordRow | undefined;
+    return row ? toTask(row) : null;
   }
 
-  /** A task-list statement (the first column of each row, like taskQuery's), from a cache of bounded size. */
+  /** A task-list statement, from a cache of bounded size. */
   private listStatement(sql: string): Database.Statement {
     let statement = this.listStatements.get(sql);
     if (statement) {
       this.listStatements.delete(sql);
     } else {
-      statement = this.db.prepare(sql).pluck(true);
+      statement = this.db.prepare(sql);
       if (this.listStatements.size >= MAX_LIST_STATEMENTS) this.listStatements.delete(this.listStatements.keys().next().value!);
     }
     this.listStatements.set(sql, statement);
@@ -369,7 +357,7 @@ export class SqliteStore implements Store {
   private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined): void {
     this.assertReferencesUsable(task);
     const active = this.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(task.accountId) as { active_tasks: number } | undefined;
-    if (active && active.active_tasks >= limits.maxActiveTasks) {
+    if (active && !admitsAnotherActiveTask(active.active_tasks, limits.maxActiveTasks)) {
       throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
     }
     if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
@@ -384,7 +372,7 @@ export class SqliteStore implements Store {
     if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
       throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
     }
-    if (!isTerminal(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
+    if (countsAsActive(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
   }
 
   /** Every image reference must be an upload of the task's account, unexpired when the task is created. */
@@ -402,8 +390,7 @@ export class SqliteStore implements Store {
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
-    const json = this.taskQuery('WHERE id = ? AND account_id = ?').get(taskId, accountId) as string | undefined;
-    return json === undefined ? null : taskFromJson(json);
+    return this.readTask('id = ? AND account_id = ?', taskId, accountId);
   }
 
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
@@ -431,14 +418,14 @@ export class SqliteStore implements Store {
         const n = ranges.length;
         params[`model${n}`] = model;
         params[`status${n}`] = status;
-        ranges.push(`SELECT ${TASK_JSON} AS task, id FROM tasks WHERE ${where} AND model = @model${n} AND status = @status${n}`);
+        ranges.push(`${TASK_SELECT} WHERE ${where} AND model = @model${n} AND status = @status${n}`);
       }
     }
     if (ranges.length === 0) return { items: [], nextCursor: null };
     // The limit is written into the SQL: as a bound parameter it cost SQLite 2.5 times the whole
     // query (BENCHMARKS.md, "Optimisations").
-    const tasks = this.listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`).all(params) as string[];
-    return pageOf(tasks.map(taskFromJson), query.limit, (t) => t.id);
+    const rows = this.listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`).all(params) as TaskRecordRow[];
+    return pageOf(rows.map(toTask), query.limit, (t) => t.id);
   }
 
   // ── media ────────────────────────────────────────────────────────────────────────────────────
@@ -651,29 +638,23 @@ export class SqliteStore implements Store {
       const expired = this.statement("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
         .all(now) as { id: string; attempt: number }[];
       for (const lost of expired) {
-        if (lost.attempt >= policy.maxAttempts) {
-          this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, {
-            error: { code: 'worker_lost', message: 'The task was interrupted too many times and was not completed.' },
-          });
-        } else {
-          this.requeueInTransaction(lost.id, lost.attempt, now);
-        }
+        const outcome = afterLostLease(lost.attempt, policy.maxAttempts);
+        if (outcome.action === 'fail') this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
+        else this.requeueInTransaction(lost.id, lost.attempt, now);
       }
 
-      const next = this.statement("SELECT * FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
-      for (let row = next.get(now) as TaskRow | undefined; row; row = next.get(now) as TaskRow | undefined) {
-        if (row.created_at + policy.deadlineMs <= now) {
-          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, {
-            error: { code: 'deadline_exceeded', message: 'The task could not be completed in time.' },
-            fromStatuses: ['CREATED'],
-          });
+      const next = this.statement("SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
+      type Candidate = { id: string; attempt: number; created_at: number };
+      for (let row = next.get(now) as Candidate | undefined; row; row = next.get(now) as Candidate | undefined) {
+        if (isPastDeadline(new Date(row.created_at), policy.now, policy.deadlineMs)) {
+          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
           continue;
         }
         const claimed = this.statement(
             `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
-             WHERE id = ? RETURNING *`,
+             WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
           )
-          .get(now + policy.leaseMs, now, row.id) as TaskRow;
+          .get(now + policy.leaseMs, now, row.id) as TaskRecordRow;
         return toTask(claimed);
       }
       return null;
@@ -725,17 +706,18 @@ export class SqliteStore implements Store {
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
     return this.groupCommit(() => {
-      const row = this.statement('SELECT * FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as TaskRow | undefined;
+      const row = this.statement('SELECT status, attempt FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as
+        | { status: TaskStatus; attempt: number }
+        | undefined;
       if (!row) throw new DomainError('not_found', 'Task not found.');
       nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
       this.finishInTransaction(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
-      return toTask(this.statement('SELECT * FROM tasks WHERE id = ?').get(taskId) as TaskRow);
+      return this.readTask('id = ?', taskId)!;
     }, { durable: true });
   }
 
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
-    const json = this.taskQuery('WHERE id = ?').get(taskId) as string | undefined;
-    return json === undefined ? null : taskFromJson(json);
+    return this.readTask('id = ?', taskId);
   }
 
   async mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>> {
@@ -790,12 +772,13 @@ export class SqliteStore implements Store {
     // has one active task fewer. Floored at 0 so that no drift could ever stop a task finishing.
     this.statement('UPDATE accounts SET active_tasks = max(active_tasks - 1, 0) WHERE id = ?').run(updated.account_id);
     if (refundsOnEntry(target)) this.refundInTransaction(taskId, now);
-    if (updated.webhook_url) {
+    const eventType = webhookEventFor(target);
+    if (updated.webhook_url && eventType) {
       this.statement(
           `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
            VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
         )
-        .run(newIdAt(now), updated.account_id, taskId, `image.generation.${target.toLowerCase()}`, updated.webhook_url, now.getTime(), now.getTime(), now.getTime(), now.getTime());
+        .run(newIdAt(now), updated.account_id, taskId, eventType, updated.webhook_url, now.getTime(), now.getTime(), now.getTime(), now.getTime());
     }
     return true;
   }
@@ -934,37 +917,6 @@ class BlobReservationLapsedError extends Error {
   constructor(blobKey: string) {
     super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
   }
-}
-
-/**
- * Conditions and parameters of a newest-first page of one account's rows keyed by UUIDv7 id, with
- * equality filters on the given columns (undefined = no filter). The caller adds the LIMIT, of
- * pageFetchSize rows.
- */
-function newestFirstKeyset(accountId: string, cursor: string | undefined, equals: Record<string, string | undefined>) {
-  const conditions = ['account_id = @accountId', 'id < @before'];
-  // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
-  const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g' };
-  for (const [column, value] of Object.entries(equals)) {
-    if (value === undefined) continue;
-    conditions.push(`${column} = @${column}`);
-    params[column] = value;
-  }
-  return { conditions, params };
-}
-
-/** Rows fetched for a page: one more than it holds, so that a next page needs no extra query. */
-function pageFetchSize(limit: number): number {
-  // Checked because listTasks writes it into its SQL.
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) throw new RangeError(`page size ${limit} is not an integer from 1 to ${MAX_PAGE_SIZE}`);
-  return limit + 1;
-}
-
-/** Rows were fetched with limit + 1 so that the presence of a next page needs no extra query. */
-function pageOf<T>(items: T[], limit: number, positionOf: (item: T) => string): Page<T> {
-  const hasMore = items.length > limit;
-  const pageItems = hasMore ? items.slice(0, limit) : items;
-  return { items: pageItems, nextCursor: hasMore ? encodeCursor(positionOf(pageItems[pageItems.length - 1])) : null };
 }
 
 interface IdempotencyKeyRow {

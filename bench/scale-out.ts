@@ -1,0 +1,368 @@
+/**
+ * Scale-out scenarios (DESIGN 5) on the machine's PostgreSQL, each figure beside graphile-worker
+ * 0.16 measured in the same run on the same database: dispatch latency (create → generator called)
+ * at light load, no-op tasks per second with 1, 2 and 4 worker slots, and creates per second
+ * through 1 and 2 `api` processes. Run alone with `npm run bench:scale-out`; `runScaleOutBench`
+ * returns the rows for the main bench's report.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { Logger, makeWorkerUtils, run as runGraphileWorker } from 'graphile-worker';
+import pg from 'pg';
+import sharp from 'sharp';
+import { FsBlobStore } from '../src/blobs/fs-blob-store.js';
+import { createTask } from '../src/core/task.js';
+import type { GeneratedImage, GenerationInput, ImageGenerator } from '../src/generators/port.js';
+import { newIdAt } from '../src/ids.js';
+import { createAccountWithKey } from '../src/services/api-keys.js';
+import { TaskEvents } from '../src/services/task-events.js';
+import { PostgresStore } from '../src/store/postgres/postgres-store.js';
+import { TaskWorker } from '../src/worker/task-worker.js';
+
+export interface ScaleOutRow {
+  scenario: string;
+  ours: number;
+  reference: number | null;
+  unit: string;
+  /** ours / reference, or reference / ours for latencies: above 1 means we do better. */
+  ratio: number | null;
+  budget: string;
+}
+
+const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
+const DISPATCH_SAMPLES = 200;
+const DISPATCH_GAP_MS = 20;
+const NOOP_TASKS = 2000;
+const CREATE_SECONDS = 8;
+const CREATE_ACCOUNTS = 16;
+
+const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+/** A schema of the bench's own, dropped at the end. */
+async function withSchema<T>(fn: (schema: string) => Promise<T>): Promise<T> {
+  const schema = `bench_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6)}`;
+  const admin = new pg.Client({ connectionString: DATABASE_URL });
+  await admin.connect();
+  try {
+    return await fn(schema);
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await admin.end();
+  }
+}
+
+const urlFor = (schema: string) => {
+  const url = new URL(DATABASE_URL);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return url.toString();
+};
+
+/** A generator that makes no image work: one 1×1 PNG, so a task still stores a result row and blob. */
+class NoopGenerator implements ImageGenerator {
+  readonly name = 'noop';
+  onCall: (input: GenerationInput) => void = () => {};
+  constructor(private readonly png: Buffer) {}
+  async generate(input: GenerationInput): Promise<GeneratedImage[]> {
+    this.onCall(input);
+    return [{ bytes: this.png, contentType: 'image/png', width: 1, height: 1 }];
+  }
+}
+
+async function ourWorker(schema: string, concurrency: number, generator: NoopGenerator, dir: string) {
+  const store = new PostgresStore({ connectionString: DATABASE_URL, schema, poolSize: concurrency + 4 });
+  await store.migrate();
+  const events = new TaskEvents();
+  await store.listen((signal) => (signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId)));
+  const worker = new TaskWorker({
+    store, blobs: new FsBlobStore(join(dir, 'blobs')), generator, events, concurrency,
+    leaseMs: 30_000, maxAttempts: 3, deadlineMs: 3_600_000, generationTimeoutMs: 60_000, retryBaseMs: 1000,
+    pollMs: 2000, resultRetentionMs: 3_600_000,
+  });
+  return { store, worker };
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function startApi(schema: string, dataDir: string): Promise<{ port: number; child: ChildProcess }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'api'], {
+    env: {
+      PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: urlFor(schema), DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1',
+      LOG_LEVEL: 'info', RATE_LIMIT_CREATES_PER_MIN: '1000000000', RATE_LIMIT_REQUESTS_PER_MIN: '1000000000', MAX_ACTIVE_TASKS: '1000000000',
+      DATABASE_POOL_SIZE: '20',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout!.setEncoding('utf8');
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: string) => {
+      output += chunk;
+      if (output.includes('"msg":"ready"')) resolve();
+    });
+    child.once('exit', () => reject(new Error(`api exited:\n${output}`)));
+  });
+  child.stdout!.resume();
+  return { port, child };
+}
+
+async function stopAll(children: ChildProcess[]): Promise<void> {
+  await Promise.all(children.map(async (child) => {
+    if (child.exitCode !== null) return;
+    child.kill('SIGTERM');
+    await once(child, 'exit');
+  }));
+}
+
+/** create (HTTP, through an api process) → our worker's generator called, one at a time. */
+async function ourDispatchLatency(png: Buffer): Promise<number[]> {
+  return withSchema(async (schema) => {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-dispatch-'));
+    const generator = new NoopGenerator(png);
+    const { store, worker } = await ourWorker(schema, 1, generator, dir);
+    const { key } = await createAccountWithKey(store, { name: 'bench', tokens: 1e9, now: new Date() });
+    const api = await startApi(schema, dir);
+    worker.start();
+    const latencies: number[] = [];
+    try {
+      for (let i = 0; i < DISPATCH_SAMPLES + 10; i++) {
+        const called = new Promise<number>((resolve) => (generator.onCall = () => resolve(performance.now())));
+        const sent = performance.now();
+        const response = await fetch(`http://127.0.0.1:${api.port}/api/v1/images/generations`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'alpha-pro', prompt: `dispatch ${i}` }),
+        });
+        if (response.status !== 202) throw new Error(`create answered ${response.status}`);
+        const at = await called;
+        if (i >= 10) latencies.push(at - sent); // the first ten warm up both processes
+        await new Promise((resolve) => setTimeout(resolve, DISPATCH_GAP_MS));
+      }
+    } finally {
+      await worker.stop(5000);
+      await stopAll([api.child]);
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return latencies.sort((a, b) => a - b);
+  });
+}
+
+/** add_job → task function started, one at a time, graphile-worker in this process. */
+async function graphileDispatchLatency(): Promise<number[]> {
+  return withSchema(async (schema) => {
+    let started: (at: number) => void = () => {};
+    const runner = await runGraphileWorker({
+      connectionString: DATABASE_URL, schema, concurrency: 1, noHandleSignals: true, pollInterval: 2000,
+      logger: quietLogger(), taskList: { noop: async () => started(performance.now()) },
+    });
+    const utils = await makeWorkerUtils({ connectionString: DATABASE_URL, schema, logger: quietLogger() });
+    const latencies: number[] = [];
+    try {
+      for (let i = 0; i < DISPATCH_SAMPLES + 10; i++) {
+        const called = new Promise<number>((resolve) => (started = resolve));
+        const sent = performance.now();
+        await utils.addJob('noop', { i });
+        const at = await called;
+        if (i >= 10) latencies.push(at - sent);
+        await new Promise((resolve) => setTimeout(resolve, DISPATCH_GAP_MS));
+      }
+    } finally {
+      await utils.release();
+      await runner.stop();
+    }
+    return latencies.sort((a, b) => a - b);
+  });
+}
+
+/** NOOP_TASKS queued tasks run to completion by `slots` worker slots: tasks per second. */
+async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
+  return withSchema(async (schema) => {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-noop-'));
+    const generator = new NoopGenerator(png);
+    const { store, worker } = await ourWorker(schema, slots, generator, dir);
+    try {
+      const now = new Date();
+      const account = await store.createAccount({ id: newIdAt(now), name: 'bench', initialTokens: 1e9, now });
+      const tasks = Array.from({ length: NOOP_TASKS }, (_, i) =>
+        // A webhook URL, so that each completion also writes its outbox row (no dispatcher runs).
+        createTask({ model: 'alpha-pro', prompt: `noop ${i}`, webhook_url: 'https://example.com/hook' }, { accountId: account.id, now, newId: () => newIdAt(now) }),
+      );
+      for (let i = 0; i < tasks.length; i += 50) await Promise.all(tasks.slice(i, i + 50).map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 1e9 })));
+      let completed = 0;
+      let finish: () => void = () => {};
+      const done = new Promise<void>((resolve) => (finish = resolve));
+      const complete = store.completeTask.bind(store);
+      store.completeTask = async (input) => {
+        const ok = await complete(input);
+        if (ok && ++completed === NOOP_TASKS) finish();
+        return ok;
+      };
+      const start = performance.now();
+      worker.start();
+      await done;
+      return NOOP_TASKS / ((performance.now() - start) / 1000);
+    } finally {
+      await worker.stop(5000);
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+async function graphileNoopThroughput(concurrency: number): Promise<number> {
+  return withSchema(async (schema) => {
+    const utils = await makeWorkerUtils({ connectionString: DATABASE_URL, schema, logger: quietLogger() });
+    await utils.migrate();
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    await client.connect();
+    await client.query(
+      `SELECT ${schema}.add_jobs(array_agg(json_populate_record(null::${schema}.job_spec, json_build_object('identifier', 'noop', 'payload', '{}'::json))))
+       FROM generate_series(1, $1)`,
+      [NOOP_TASKS],
+    );
+    await client.end();
+    let completed = 0;
+    let finish: () => void = () => {};
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const start = performance.now();
+    const runner = await runGraphileWorker({
+      connectionString: DATABASE_URL, schema, concurrency, noHandleSignals: true, pollInterval: 2000, logger: quietLogger(),
+      taskList: { noop: async () => {} },
+    });
+    runner.events.on('job:success', () => ++completed === NOOP_TASKS && finish());
+    await done;
+    const perSecond = NOOP_TASKS / ((performance.now() - start) / 1000);
+    await runner.stop();
+    await utils.release();
+    return perSecond;
+  });
+}
+
+/** Creates per second through `apis` api processes, loaded together for CREATE_SECONDS. */
+async function ourCreatesPerSecond(apis: number): Promise<number> {
+  return withSchema(async (schema) => {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-creates-'));
+    const store = new PostgresStore({ connectionString: DATABASE_URL, schema, poolSize: 2 });
+    await store.migrate();
+    // Several accounts: one account's creates take turns on its balance row, whatever the processes.
+    const keys: string[] = [];
+    for (let i = 0; i < CREATE_ACCOUNTS; i++) keys.push((await createAccountWithKey(store, { name: `bench ${i}`, tokens: 1e12, now: new Date() })).key);
+    let next = 0;
+    const servers = [];
+    for (let i = 0; i < apis; i++) servers.push(await startApi(schema, dir));
+    try {
+      const results = await Promise.all(
+        servers.map((server) =>
+          autocannon({
+            url: `http://127.0.0.1:${server.port}/api/v1/images/generations`,
+            method: 'POST',
+            connections: 32 / apis,
+            duration: CREATE_SECONDS,
+            body: JSON.stringify({ model: 'alpha-pro', prompt: 'a lighthouse at dawn' }),
+            requests: [
+              {
+                setupRequest: (request) => ({
+                  ...request,
+                  headers: { authorization: `Bearer ${keys[next++ % keys.length]}`, 'content-type': 'application/json' },
+                }),
+              },
+            ],
+          }),
+        ),
+      );
+      const non2xx = results.reduce((n, r) => n + r.non2xx, 0);
+      if (non2xx > 0) throw new Error(`${non2xx} creates were not 202`);
+      return results.reduce((n, r) => n + r['2xx'], 0) / CREATE_SECONDS;
+    } finally {
+      await stopAll(servers.map((s) => s.child));
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+/** graphile-worker's logger, showing only its errors. */
+function quietLogger(): Logger {
+  return new Logger((scope) => (level, message) => {
+    if (level === 'error') process.stderr.write(`graphile-worker: ${message} ${JSON.stringify(scope)}\n`);
+  });
+}
+
+export type ScaleOutScenario = 'dispatch' | 'noop' | 'creates';
+
+export async function runScaleOutBench(
+  log: (line: string) => void = () => {},
+  scenarios: readonly ScaleOutScenario[] = ['dispatch', 'noop', 'creates'],
+): Promise<ScaleOutRow[]> {
+  const png = await sharp({ create: { width: 1, height: 1, channels: 3, background: '#000' } }).png().toBuffer();
+  const rows: ScaleOutRow[] = [];
+
+  if (scenarios.includes('dispatch')) await dispatchRows(png, rows, log);
+  if (scenarios.includes('noop')) await noopRows(png, rows, log);
+  if (scenarios.includes('creates')) await createRows(rows, log);
+  return rows;
+}
+
+async function dispatchRows(png: Buffer, rows: ScaleOutRow[], log: (line: string) => void): Promise<void> {
+  log('dispatch latency…');
+  const ours = await ourDispatchLatency(png);
+  const theirs = await graphileDispatchLatency();
+  for (const p of [50, 99]) {
+    const o = percentile(ours, p);
+    const r = percentile(theirs, p);
+    rows.push({
+      scenario: `dispatch latency p${p} (create → generator called; graphile: add_job → task start)`,
+      ours: round(o, 2), reference: round(r, 2), unit: 'ms', ratio: round(r / o, 2),
+      budget: p === 50 ? 'p50 ≤ graphile-worker p50' : 'p99 ≤ 25 ms',
+    });
+  }
+
+}
+
+async function noopRows(png: Buffer, rows: ScaleOutRow[], log: (line: string) => void): Promise<void> {
+  for (const slots of [1, 2, 4]) {
+    log(`no-op throughput, ${slots} slots…`);
+    const o = await ourNoopThroughput(png, slots);
+    const r = await graphileNoopThroughput(slots);
+    rows.push({
+      scenario: `no-op tasks/s, ${slots} worker slot${slots > 1 ? 's' : ''} (graphile: concurrency ${slots})`,
+      ours: round(o, 0), reference: round(r, 0), unit: 'tasks/s', ratio: round(o / r, 2),
+      budget: slots === 4 ? '≥ graphile-worker at concurrency 4' : '',
+    });
+  }
+
+}
+
+async function createRows(rows: ScaleOutRow[], log: (line: string) => void): Promise<void> {
+  log('creates/s through 1 and 2 api processes…');
+  const one = await ourCreatesPerSecond(1);
+  const two = await ourCreatesPerSecond(2);
+  rows.push({ scenario: 'creates/s, 1 api process', ours: round(one, 0), reference: null, unit: 'creates/s', ratio: null, budget: '' });
+  rows.push({
+    scenario: 'creates/s, 2 api processes (reference: 1 process)',
+    ours: round(two, 0), reference: round(one, 0), unit: 'creates/s', ratio: round(two / one, 2), budget: '≥ 1.3 × one process',
+  });
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  // npm run bench:scale-out -- creates noop: only the scenarios named.
+  const named = process.argv.slice(2) as ScaleOutScenario[];
+  const rows = await runScaleOutBench((line) => process.stderr.write(`${line}\n`), named.length > 0 ? named : undefined);
+  process.stdout.write('| scenario | ours | graphile-worker / reference | ratio (>1 = ours better) | budget |\n|---|---|---|---|---|\n');
+  for (const r of rows) process.stdout.write(`| ${r.scenario} | ${r.ours} ${r.unit} | ${r.reference ?? '–'} | ${r.ratio ?? '–'} | ${r.budget} |\n`);
+}

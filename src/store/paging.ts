@@ -1,0 +1,36 @@
+import type { Page } from './port.js';
+import { decodeCursor, encodeCursor } from './cursor.js';
+
+/** The largest page any list of a store serves (the API's are at most 100). */
+export const MAX_PAGE_SIZE = 1000;
+
+/**
+ * Conditions and parameters of a newest-first page of one account's rows keyed by UUIDv7 id, with
+ * equality filters on the given columns (undefined = no filter). The caller adds the LIMIT, of
+ * pageFetchSize rows.
+ */
+export function newestFirstKeyset(accountId: string, cursor: string | undefined, equals: Record<string, string | undefined>) {
+  const conditions = ['account_id = @accountId', 'id < @before'];
+  // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
+  const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g' };
+  for (const [column, value] of Object.entries(equals)) {
+    if (value === undefined) continue;
+    conditions.push(`${column} = @${column}`);
+    params[column] = value;
+  }
+  return { conditions, params };
+}
+
+/** Rows fetched for a page: one more than it holds, so that a next page needs no extra query. */
+export function pageFetchSize(limit: number): number {
+  // Checked because listTasks writes it into its SQL.
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) throw new RangeError(`page size ${limit} is not an integer from 1 to ${MAX_PAGE_SIZE}`);
+  return limit + 1;
+}
+
+/** Rows were fetched with limit + 1 so that the presence of a next page needs no extra query. */
+export function pageOf<T>(items: T[], limit: number, positionOf: (item: T) => string): Page<T> {
+  const hasMore = items.length > limit;
+  const pageItems = hasMore ? items.slice(0, limit) : items;
+  return { items: pageItems, nextCursor: hasMore ? encodeCursor(positionOf(pageItems[pageItems.length - 1])) : null };
+}

@@ -1,0 +1,187 @@
+/**
+ * Schema versions of the PostgreSQL store, applied in order under an advisory lock
+ * (PostgresStore.migrate); schema_migrations records which ran. Never edit a released entry:
+ * append a new one. Ids are text in the "C" collation so that they sort byte by byte, as UUIDv7
+ * strings sort by creation time; times are timestamptz; token amounts bigint.
+ */
+export const POSTGRES_MIGRATIONS: string[] = [
+  `
+  CREATE TABLE accounts (
+    id text COLLATE "C" PRIMARY KEY,
+    name text NOT NULL,
+    balance bigint NOT NULL CHECK (balance >= 0),
+    -- CREATED + IN_PROGRESS tasks, kept by the transactions that create and finish tasks, so the
+    -- MAX_ACTIVE_TASKS check is a conditional update of this row.
+    active_tasks integer NOT NULL DEFAULT 0 CHECK (active_tasks >= 0),
+    created_at timestamptz NOT NULL
+  );
+
+  CREATE TABLE api_keys (
+    id text COLLATE "C" PRIMARY KEY,
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    name text NOT NULL,
+    prefix text NOT NULL UNIQUE,
+    hash text NOT NULL UNIQUE,
+    created_at timestamptz NOT NULL,
+    last_used_at timestamptz,
+    revoked_at timestamptz
+  );
+  CREATE INDEX api_keys_account ON api_keys(account_id, created_at);
+
+  CREATE TABLE ledger (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    kind text NOT NULL CHECK (kind IN ('grant', 'debit', 'refund')),
+    amount bigint NOT NULL CHECK (amount > 0),
+    balance_after bigint NOT NULL CHECK (balance_after >= 0),
+    task_id text COLLATE "C",
+    note text,
+    created_at timestamptz NOT NULL
+  );
+  CREATE INDEX ledger_account ON ledger(account_id, id);
+  -- A task is debited once and refunded at most once, whatever races happen above.
+  CREATE UNIQUE INDEX ledger_task_once ON ledger(task_id, kind) WHERE task_id IS NOT NULL;
+
+  CREATE TABLE tasks (
+    id text COLLATE "C" PRIMARY KEY,
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    status text NOT NULL CHECK (status IN ('CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED')),
+    model text NOT NULL,
+    prompt text NOT NULL,
+    image_reference json NOT NULL,
+    aspect_ratio text NOT NULL,
+    resolution text NOT NULL,
+    width integer NOT NULL,
+    height integer NOT NULL,
+    cost bigint NOT NULL,
+    webhook_url text,
+    generated json NOT NULL,
+    error_code text,
+    error_message text,
+    attempt integer NOT NULL DEFAULT 0,
+    lease_expires_at timestamptz,
+    run_after timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    started_at timestamptz,
+    completed_at timestamptz
+  );
+  -- Keyset indexes of the newest-first lists, one per combination of filters, so that a page is one
+  -- index range read in order at any depth (no sort of all an account's matching tasks).
+  CREATE INDEX tasks_account ON tasks(account_id, id);
+  CREATE INDEX tasks_account_status ON tasks(account_id, status, id);
+  CREATE INDEX tasks_account_model ON tasks(account_id, model, id);
+  CREATE INDEX tasks_account_model_status ON tasks(account_id, model, status, id);
+  -- The queue: runnable tasks oldest first, and running tasks by lease expiry. Partial, so they
+  -- hold only the few active tasks however many finished ones the table keeps.
+  CREATE INDEX tasks_runnable ON tasks(id) WHERE status = 'CREATED';
+  CREATE INDEX tasks_leased ON tasks(lease_expires_at) WHERE status = 'IN_PROGRESS';
+
+  CREATE TABLE media (
+    id text COLLATE "C" PRIMARY KEY,
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    source text NOT NULL CHECK (source IN ('upload', 'generated')),
+    content_type text NOT NULL,
+    width integer NOT NULL,
+    height integer NOT NULL,
+    size_bytes bigint NOT NULL,
+    sha256 text NOT NULL,
+    blob_key text NOT NULL,
+    task_id text COLLATE "C",
+    created_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+  );
+  CREATE INDEX media_account ON media(account_id, id);
+  CREATE INDEX media_expiry ON media(expires_at);
+
+  -- Blobs to delete once due_at has passed (see the SQLite migration 3 for the protocol).
+  CREATE TABLE blob_deletions (
+    blob_key text COLLATE "C" PRIMARY KEY,
+    due_at timestamptz NOT NULL
+  );
+  CREATE INDEX blob_deletions_due ON blob_deletions(due_at);
+
+  CREATE TABLE idempotency_keys (
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    key text NOT NULL,
+    fingerprint text NOT NULL,
+    status text NOT NULL CHECK (status IN ('in_flight', 'completed')),
+    lease_token text,
+    lease_expires_at timestamptz,
+    response_status integer,
+    response_headers json,
+    response_body bytea,
+    created_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (account_id, key)
+  );
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys(expires_at);
+
+  -- Outbox: written in the transaction that makes a task terminal.
+  CREATE TABLE webhook_deliveries (
+    id text COLLATE "C" PRIMARY KEY,
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    task_id text COLLATE "C" NOT NULL,
+    event_type text NOT NULL,
+    url text NOT NULL,
+    status text NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+    attempts integer NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz,
+    last_status_code integer,
+    last_error text,
+    event_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL
+  );
+  CREATE INDEX webhook_deliveries_due ON webhook_deliveries(next_attempt_at) WHERE status = 'pending';
+  CREATE INDEX webhook_deliveries_account ON webhook_deliveries(account_id, id);
+
+  CREATE TABLE webhook_attempts (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    delivery_id text COLLATE "C" NOT NULL REFERENCES webhook_deliveries(id),
+    attempted_at timestamptz NOT NULL,
+    status_code integer,
+    error text,
+    duration_ms integer NOT NULL
+  );
+  CREATE INDEX webhook_attempts_delivery ON webhook_attempts(delivery_id, id);
+
+  -- The current secret has retired_at NULL; a rotated-out one signs too until expires_at.
+  CREATE TABLE webhook_secrets (
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    secret text NOT NULL,
+    created_at timestamptz NOT NULL,
+    retired_at timestamptz,
+    expires_at timestamptz
+  );
+  CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets(account_id) WHERE retired_at IS NULL;
+
+  -- Secrets every process of a cluster must share (the media URL signing key): kept here rather
+  -- than generated into each process's DATA_DIR, where they would silently differ.
+  CREATE TABLE service_secrets (
+    name text PRIMARY KEY,
+    secret text NOT NULL,
+    created_at timestamptz NOT NULL
+  );
+  `,
+  `
+  -- Ledger entry ids count per account (1, 2, 3 … of this account), not one sequence shared by all
+  -- accounts, which told each account how many entries the others made in between. The next number
+  -- is taken under the account's row lock (the balance update), so one account's numbers follow
+  -- the order of its balances.
+  ALTER TABLE ledger ADD COLUMN account_seq bigint;
+  UPDATE ledger SET account_seq = numbered.seq
+    FROM (SELECT id, row_number() OVER (PARTITION BY account_id ORDER BY id) AS seq FROM ledger) AS numbered
+    WHERE ledger.id = numbered.id;
+  ALTER TABLE ledger ALTER COLUMN account_seq SET NOT NULL;
+  CREATE UNIQUE INDEX ledger_account_seq ON ledger(account_id, account_seq);
+  DROP INDEX ledger_account;
+
+  -- A manual retry of a webhook delivery is an attempt outside its schedule (see the SQLite
+  -- migration of the same change): scheduled_attempts is the schedule's position, manual_attempt
+  -- marks a queued manual retry, resume_at the scheduled attempt it went ahead of.
+  ALTER TABLE webhook_deliveries ADD COLUMN scheduled_attempts integer NOT NULL DEFAULT 0;
+  UPDATE webhook_deliveries SET scheduled_attempts = attempts;
+  ALTER TABLE webhook_deliveries ADD COLUMN manual_attempt boolean NOT NULL DEFAULT false;
+  ALTER TABLE webhook_deliveries ADD COLUMN resume_at timestamptz;
+  `,
+];

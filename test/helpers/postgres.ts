@@ -1,0 +1,58 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Test } from 'tap';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { OpenedTestStore } from './store.js';
+
+/** The PostgreSQL the tests use (README, .ci/run starts it): the machine's, unless TEST_DATABASE_URL names another. */
+export const postgresTestUrl = () => process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+
+let reachability: Promise<boolean> | null = null;
+
+/** Whether a PostgreSQL answers at postgresTestUrl(), asked once per process. */
+export function reachable(): Promise<boolean> {
+  reachability ??= (async () => {
+    const client = new pg.Client({ connectionString: postgresTestUrl(), connectionTimeoutMillis: 2000 });
+    try {
+      await client.connect();
+      await client.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  })();
+  return reachability;
+}
+
+/**
+ * A schema of the test's own on the test database, dropped when the test ends, so that test files
+ * (and tests) run in parallel on one server. Returns its name and a URL that selects it.
+ */
+export async function testSchema(t: Test): Promise<{ schema: string; url: string }> {
+  const schema = `test_${randomBytes(8).toString('hex')}`;
+  t.teardown(async () => {
+    const admin = new pg.Client({ connectionString: postgresTestUrl() });
+    await admin.connect();
+    try {
+      await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    } finally {
+      await admin.end();
+    }
+  });
+  const url = new URL(postgresTestUrl());
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return { schema, url: url.toString() };
+}
+
+export async function openPostgresTestStore(t: Test): Promise<OpenedTestStore> {
+  const { schema, url } = await testSchema(t);
+  const openOne = async () => {
+    const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 5 });
+    t.teardown(() => store.close());
+    await store.migrate();
+    return store;
+  };
+  return { store: await openOne(), reopen: openOne, env: { DATABASE_URL: url } };
+}
