@@ -217,7 +217,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         uploadTempDir,
         uploadMaxBytes: config.UPLOAD_MAX_BYTES,
         uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
-        connectionIdleTimeoutMs: config.HTTP_IDLE_TIMEOUT_MS,
         uploadSlots: new UploadSlots({ perProcess: config.UPLOAD_MAX_IN_FLIGHT, perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY }),
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });

@@ -49,8 +49,6 @@ export interface ReceiveOptions {
   maxBytes: number;
   /** The connection is closed when the body sends nothing for this long (a stalled upload). */
   idleTimeoutMs: number;
-  /** The connection's usual idle timeout, restored once the body has been received. */
-  connectionIdleTimeoutMs: number;
 }
 
 export async function receiveSingleFile(request: FastifyRequest, options: ReceiveOptions): Promise<ReceivedUpload> {
@@ -85,7 +83,10 @@ export async function receiveSingleFile(request: FastifyRequest, options: Receiv
     await rm(path, { force: true });
     throw error;
   } finally {
-    if (watchesIdle) socket!.off('timeout', closeIdle).setTimeout(options.connectionIdleTimeoutMs);
+    // Once the body is in, the silence is ours: the upload may wait its turn to be decoded for longer
+    // than HTTP_IDLE_TIMEOUT_MS, and the client, waiting for the answer, must not be cut off. Node
+    // sets the keep-alive timeout on the socket again after the response.
+    if (watchesIdle) socket!.off('timeout', closeIdle).setTimeout(0);
   }
   if (!received) throw partError('required', `/${UPLOAD_FIELD}`, `The body has no part named "${UPLOAD_FIELD}"; send the image in it.`);
   if (received.sizeBytes === 0) {

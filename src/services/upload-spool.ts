@@ -13,9 +13,9 @@ import { join } from 'node:path';
 const SPOOL_NAME = /^upload-(.+)-(\d+)-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
- * Files whose owner cannot be checked (another host sharing the directory, or a name from before
- * pids were recorded) are left this long. Far beyond any upload: a request has HTTP_REQUEST_TIMEOUT_MS
- * to arrive, and its file is removed once it has been checked.
+ * Any spool file is removed once it is this old, and one whose owner cannot be checked (another
+ * host sharing the directory, a name from before owners were recorded) not before. Far beyond any
+ * upload: its body has HTTP_REQUEST_TIMEOUT_MS to arrive, and its file is removed once checked.
  */
 export const UNOWNED_SPOOL_MAX_AGE_MS = 60 * 60 * 1000;
 

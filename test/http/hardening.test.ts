@@ -99,6 +99,22 @@ t.test('headers that do not arrive within HTTP_HEADERS_TIMEOUT_MS get 408 reques
   t.equal(JSON.parse(res!.body).code, 'request_timeout');
 });
 
+t.test('a body that does not arrive within HTTP_REQUEST_TIMEOUT_MS gets 408 request_timeout and a closed connection', async (t) => {
+  const { app, newAccount } = await buildTestApp(t, { HTTP_HEADERS_TIMEOUT_MS: '100', HTTP_REQUEST_TIMEOUT_MS: '300' });
+  const { key } = await newAccount();
+  const port = await listenOnLoopback(app);
+  const socket = await openConnection(port);
+  const response = responseUntilClose(socket);
+  socket.write(
+    `POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"alpha-pro",',
+  );
+  const res = await response;
+  t.equal(res?.status, 408);
+  t.match(res?.headers['content-type'], PROBLEM);
+  t.equal(JSON.parse(res!.body).code, 'request_timeout');
+});
+
 /** Sends the start of an upload whose body then stops; resolves once the server has read the part's headers. */
 async function startStalledUpload(port: number, key: string) {
   const socket = await openConnection(port);

@@ -564,7 +564,6 @@ for (const [method, url] of [
   ['GET', '/nowhere'],
   ['GET', '/api/v1/nowhere'],
   ['POST', '/api/v1/images'],
-  ['DELETE', TASKS],
 ] as const) {
   t.test(`${method} ${url} is a 404 problem`, async (t) => {
     const { app, newAccount } = await buildTestApp(t);
@@ -572,3 +571,11 @@ for (const [method, url] of [
     assertProblem(t, await app.inject({ method, url, headers: auth }), 404, 'not_found');
   });
 }
+
+t.test(`DELETE ${TASKS}, a method the path does not take, is a 405 problem with Allow`, async (t) => {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount();
+  const res = await app.inject({ method: 'DELETE', url: TASKS, headers: auth });
+  assertProblem(t, res, 405, 'method_not_allowed');
+  t.equal(res.headers.allow, 'GET, HEAD, POST');
+});

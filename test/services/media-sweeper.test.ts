@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
@@ -177,4 +180,21 @@ t.test('spooled upload files left by a crash are removed after an hour', async (
   t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now, uploadTempDir: tmp }), { staleTempFiles: 1 });
   t.notOk(existsSync(old));
   t.ok(existsSync(recent), 'an upload may still be streaming into it');
+});
+
+t.test("housekeeping removes a dead process's spool files at once and leaves a live one's", async (t) => {
+  const s = await setup(t);
+  const tmp = join(s.dir, 'tmp');
+  await mkdir(tmp);
+  const child = spawn(process.execPath, ['-e', '']);
+  const deadPid = child.pid!;
+  await new Promise((resolve) => child.once('exit', resolve));
+  const dead = join(tmp, `upload-${hostname()}-${deadPid}-${randomUUID()}`);
+  const live = join(tmp, `upload-${hostname()}-${process.pid}-${randomUUID()}`);
+  await writeFile(dead, 'x');
+  await writeFile(live, 'x');
+
+  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: new Date(), uploadTempDir: tmp }), { staleTempFiles: 1 });
+  t.notOk(existsSync(dead), 'a minute old, but its process is gone');
+  t.ok(existsSync(live));
 });

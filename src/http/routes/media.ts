@@ -42,8 +42,6 @@ export interface MediaRoutesOptions {
   uploadMaxBytes: number;
   /** A stalled upload body's connection is closed after this much silence. */
   uploadIdleTimeoutMs: number;
-  /** The server's idle timeout, restored on the connection once the body is in. */
-  connectionIdleTimeoutMs: number;
   /** Caps uploads in flight per process and per key. */
   uploadSlots: UploadSlots;
   /** Bounds how long a client may cache content fetched with the Bearer key (as long as a signed URL lives). */
@@ -149,7 +147,6 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         tempDir: options.uploadTempDir,
         maxBytes: options.uploadMaxBytes,
         idleTimeoutMs: options.uploadIdleTimeoutMs,
-        connectionIdleTimeoutMs: options.connectionIdleTimeoutMs,
       });
     } catch (error) {
       // The rest of the body may still be on its way; closing is cheaper than reading it.
