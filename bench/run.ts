@@ -1,6 +1,6 @@
 /**
- * `npm run bench`: measures the service against DESIGN 5's budgets of the embedded default and of
- * waiting and results, and writes BENCHMARKS.md.
+ * `npm run bench`: measures the service against DESIGN 5's budgets (embedded default, waiting and
+ * results, real-photo upload memory, and scale-out on PostgreSQL), and writes BENCHMARKS.md.
  *
  * Every throughput figure is a ratio to a reference measured in the same run: a bare fastify
  * server (bench/reference-server.ts) with the same body schema that answers a constant (and, for
@@ -12,7 +12,9 @@
  * by the CLI; the load scenarios without workers (rendering would take the CPU the API is
  * measured on), the dispatch, long-poll and download scenarios with their in-process workers.
  *
- *   npm run bench                          everything (< 8 min on 2 cores), writes BENCHMARKS.md
+ *   npm run bench                          everything, writes BENCHMARKS.md (the embedded scenarios
+ *                                          take under 8 min on 2 cores; upload-photos, with its two
+ *                                          one-minute settles, and scale-out add their own time)
  *   npm run bench -- --only create,read    some scenarios (BENCHMARKS.md is not touched)
  *   npm run bench -- --quick               shorter rounds and fewer tasks, for trying things
  *   npm run bench -- --runtime tsx         run the service from the sources instead of dist
@@ -21,7 +23,8 @@
  *                                          in the same rounds (create, create-idem, create-i2i, read,
  *                                          list at 10 k): A/B figures with the drift cancelled
  *
- * Scenarios: create, read (guard rails), dispatch, long-poll, download, list, upload, renderer;
+ * Scenarios: create, read (guard rails), dispatch, long-poll, download, list, upload, renderer,
+ * upload-photos (bench/upload-memory-photos.ts), scale-out (bench/scale-out.ts, PostgreSQL);
  * on request only: create-idem, create-i2i (the create's guard rail with an Idempotency-Key, and
  * with 8 image references).
  */
@@ -47,6 +50,8 @@ import {
   type ChildServer,
   type ServiceRuntime,
 } from './lib/processes.js';
+import { photoUploadSection, scaleOutSection, type PhotoUploadReport } from './lib/sections.js';
+import { runScaleOutBench } from './scale-out.js';
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { CREATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
@@ -55,7 +60,10 @@ import { dispatchScenario } from './scenarios/dispatch.js';
 import { downloadScenario } from './scenarios/download.js';
 import { longPollScenario } from './scenarios/long-poll.js';
 
-const ALL_SCENARIOS = ['create', 'create-idem', 'create-i2i', 'read', 'dispatch', 'long-poll', 'download', 'list', 'upload', 'renderer'] as const;
+const ALL_SCENARIOS = [
+  'create', 'create-idem', 'create-i2i', 'read', 'dispatch', 'long-poll', 'download', 'list', 'upload', 'upload-photos', 'renderer',
+  'scale-out',
+] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 
 const { values: flags } = parseArgs({
@@ -154,6 +162,15 @@ try {
   if (selected.has('list')) await listScenarios(reference!);
   if (selected.has('upload')) await uploadScenario();
   if (selected.has('renderer')) await rendererScenario();
+  if (selected.has('upload-photos')) {
+    log('upload memory with real photos (bench/upload-memory-photos.ts, two one-minute settles)');
+    const photos = await runJsonScript<PhotoUploadReport>('bench/upload-memory-photos.ts', { nodeFlags: ['--expose-gc'] });
+    report.sections.push(photoUploadSection(photos));
+  }
+  if (selected.has('scale-out')) {
+    log('scale-out on PostgreSQL beside graphile-worker (bench/scale-out.ts)');
+    report.sections.push(scaleOutSection(await runScaleOutBench((line) => log(`  ${line}`))));
+  }
 
   await stopAll();
   report.finishedAt = new Date().toISOString();
