@@ -1,0 +1,36 @@
+import t from 'tap';
+import { photoUploadSection, scaleOutSection } from '../../bench/lib/sections.js';
+
+/** How the scale-out and real-photo results become rows of BENCHMARKS.md's budget table. */
+
+t.test('scale-out rows are judged by their own budgets; rows without a budget are listed but not judged', async (t) => {
+  const row = (scenario: string, ours: number, reference: number | null, ratio: number | null, budget: string) => ({
+    scenario, ours, reference, unit: 'x', ratio, budget,
+  });
+  const section = scaleOutSection([
+    row('dispatch p50', 2.5, 2.0, 0.8, 'p50 ≤ graphile-worker p50'),
+    row('dispatch p99', 24, 6, 0.25, 'p99 ≤ 25 ms'),
+    row('no-op tasks/s, 4 slots', 1100, 1000, 1.1, '≥ graphile-worker at concurrency 4'),
+    row('creates/s, 1 api process', 900, null, null, ''),
+    row('creates/s, 2 api processes', 1100, 900, 1.22, '≥ 1.3 × one process'),
+  ]);
+  t.same(section.budgets.map((b) => b.met), [false, true, true, false]);
+  t.equal(section.lines.filter((line) => line.startsWith('| creates/s')).length, 2, 'every row is in the section table');
+});
+
+t.test('a photo burst is met only when the report says it kept both budgets', async (t) => {
+  const burst = (within_budget: boolean) => ({
+    fixture: 'JPEG', upload_bytes: 20 * 2 ** 20, statuses: [201], elapsed_ms: 1000, rss_baseline_mib: 100, rss_peak_mib: 200,
+    rss_growth_mib: 100, rss_after_settle_mib: 110, after_settle_vs_baseline: 1.1, within_budget,
+  });
+  const section = photoUploadSection({
+    uploads_per_burst: 10,
+    allocator: { MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: '2' },
+    decode_concurrency: 2,
+    settle_ms: 60_000,
+    budget: { peak_growth_mib: 300, after_settle_vs_baseline_at_most: 1.2 },
+    bursts: [burst(true), burst(false)],
+  });
+  t.same(section.budgets.map((b) => b.met), [true, false]);
+  t.match(section.budgets[0].measured, '+100 MiB (100 → 200 MiB), 1.1 × a minute later');
+});
