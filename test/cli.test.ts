@@ -79,22 +79,35 @@ t.test('a bad configuration value stops the CLI naming the variable', async (t) 
   t.match(failure?.stderr, /Invalid environment variable PORT="eighty"/);
 });
 
-t.test('serve on an install that has accounts prints no key but how to make another one with its DATA_DIR', async (t) => {
-  const dataDir = t.testdir({});
-  await runCli(dataDir, ['keys', 'create', '--name', 'first', '--tokens', '10']);
-  const port = await freePort();
-  const child = spawnTsChild(t, cli, ['serve'], { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', WORKER_CONCURRENCY: '0' });
-  const stdout = await waitForOutput(child, 'API docs:');
-  t.notMatch(stdout, /igk_/, 'no key is printed');
-  t.match(stdout, `DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`, 'the command for another key names the DATA_DIR');
-  // The hint is printed before listen; SIGTERM is handled once the server listens (bounded wait).
-  let health: Response | undefined;
-  for (let i = 0; i < 100 && !health; i++) {
-    health = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
-    if (!health) await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  t.equal(health?.status, 200, 'it serves');
-  child.kill('SIGTERM');
-  const [code] = await once(child, 'exit');
-  t.equal(code, 0);
-});
+t.test(
+  'serve on an install that has accounts prints no key but how to make another one with its DATA_DIR',
+  async (t) => {
+    const dataDir = t.testdir({});
+    await runCli(dataDir, ['keys', 'create', '--name', 'first', '--tokens', '10']);
+    const port = await freePort();
+    const child = spawnTsChild(t, cli, ['serve'], {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      WORKER_CONCURRENCY: '0',
+    });
+    const stdout = await waitForOutput(child, 'API docs:');
+    t.notMatch(stdout, /igk_/, 'no key is printed');
+    t.match(
+      stdout,
+      `DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`,
+      'the command for another key names the DATA_DIR',
+    );
+    // The hint is printed before listen; SIGTERM is handled once the server listens (bounded wait).
+    let health: Response | undefined;
+    for (let i = 0; i < 100 && !health; i++) {
+      health = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
+      if (!health) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    t.equal(health?.status, 200, 'it serves');
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    t.equal(code, 0);
+  },
+);
