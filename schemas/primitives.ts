@@ -13,7 +13,8 @@ export const UUID_PATTERN = '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 const UUID_LENGTH = 36;
 
 /** An id this API issues: a UUIDv7, written in lowercase. */
-export const Uuid = (description: string) => Type.String({ format: 'uuid', minLength: UUID_LENGTH, maxLength: UUID_LENGTH, description });
+export const Uuid = (description: string) =>
+  Type.String({ format: 'uuid', minLength: UUID_LENGTH, maxLength: UUID_LENGTH, description });
 
 /** An id a client sends: a UUID in either case; the API treats it as its lowercase spelling. */
 export const UuidInput = (description: string, options: Record<string, unknown> = {}) =>

@@ -55,11 +55,16 @@ export const Task = Type.Object(
   {
     task_id: Uuid('UUIDv7'),
     status: Type.Ref(TaskStatus),
-    cost: TokenAmount({ description: 'Price in tokens, debited at creation; refunded if the task fails or is canceled.' }),
+    cost: TokenAmount({
+      description: 'Price in tokens, debited at creation; refunded if the task fails or is canceled.',
+    }),
     generated: Type.Array(Type.Ref(GeneratedItem), { maxItems: MAX_GENERATED_PER_TASK }),
     model: StringEnum(MODEL_IDS),
     prompt: Type.String({ maxLength: MAX_PROMPT_LENGTH }),
-    image_reference: Type.Array(Uuid('An uploaded media_id.'), { maxItems: MAX_IMAGE_REFERENCES, description: 'Empty for text-to-image.' }),
+    image_reference: Type.Array(Uuid('An uploaded media_id.'), {
+      maxItems: MAX_IMAGE_REFERENCES,
+      description: 'Empty for text-to-image.',
+    }),
     parameters: Type.Object(
       { aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) },
       { additionalProperties: false, description: 'Effective values, defaults applied.' },
@@ -93,12 +98,18 @@ export const Estimate = Type.Object(
   { $id: 'Estimate' },
 );
 
-const Pixels = Type.Object({ width: Int32({ minimum: 1 }), height: Int32({ minimum: 1 }) }, { additionalProperties: false });
+const Pixels = Type.Object(
+  { width: Int32({ minimum: 1 }), height: Int32({ minimum: 1 }) },
+  { additionalProperties: false },
+);
 const Bounds = (description: string) =>
   Type.Object({ min: Int32({ minimum: 0 }), max: Int32({ minimum: 0 }) }, { additionalProperties: false, description });
 /** An object keyed by some of `keys`: a model lists only what it offers. */
 const KeyedBy = <T extends TSchema>(keys: readonly string[], value: T, description?: string) =>
-  Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Optional(value)])), { additionalProperties: false, ...(description ? { description } : {}) });
+  Type.Object(Object.fromEntries(keys.map((k) => [k, Type.Optional(value)])), {
+    additionalProperties: false,
+    ...(description ? { description } : {}),
+  });
 
 export const ModelResource = Type.Object(
   {
@@ -115,7 +126,10 @@ export const ModelResource = Type.Object(
   { $id: 'Model' },
 );
 export const ModelEnvelope = Type.Object({ data: Type.Ref(ModelResource) }, { $id: 'ModelEnvelope' });
-export const ModelList = Type.Object({ data: Type.Array(Type.Ref(ModelResource), { maxItems: MODEL_IDS.length }) }, { $id: 'ModelList' });
+export const ModelList = Type.Object(
+  { data: Type.Array(Type.Ref(ModelResource), { maxItems: MODEL_IDS.length }) },
+  { $id: 'ModelList' },
+);
 
 export const LEDGER_KINDS = ['grant', 'debit', 'refund'] as const;
 export const LEDGER_NOTE_MAX_LENGTH = 500;
@@ -170,14 +184,27 @@ export const MEDIA_SOURCES = ['upload', 'generated'] as const;
 export const MediaResource = Type.Object(
   {
     media_id: Uuid('UUIDv7; use it in `image_reference` (uploads only).'),
-    content_type: StringEnum(IMAGE_CONTENT_TYPES, { description: 'Decided by the bytes, never by the filename or the declared type.' }),
+    content_type: StringEnum(IMAGE_CONTENT_TYPES, {
+      description: 'Decided by the bytes, never by the filename or the declared type.',
+    }),
     width: Int32({ minimum: 1, description: 'Pixels, after EXIF orientation was applied.' }),
     height: Int32({ minimum: 1, description: 'Pixels, after EXIF orientation was applied.' }),
-    size_bytes: TokenAmount({ minimum: 1, description: 'Size of the stored bytes (re-encoded without metadata), not of the upload.' }),
-    sha256: Type.String({ minLength: 64, maxLength: 64, pattern: '^[0-9a-f]{64}$', description: 'Hex SHA-256 of the stored bytes; also the ETag of the content.' }),
+    size_bytes: TokenAmount({
+      minimum: 1,
+      description: 'Size of the stored bytes (re-encoded without metadata), not of the upload.',
+    }),
+    sha256: Type.String({
+      minLength: 64,
+      maxLength: 64,
+      pattern: '^[0-9a-f]{64}$',
+      description: 'Hex SHA-256 of the stored bytes; also the ETag of the content.',
+    }),
     source: StringEnum(MEDIA_SOURCES),
     created_at: Timestamp,
-    expires_at: Type.String({ ...Timestamp, description: 'After this the media is gone: 404 here, 422 as a reference.' }),
+    expires_at: Type.String({
+      ...Timestamp,
+      description: 'After this the media is gone: 404 here, 422 as a reference.',
+    }),
   },
   { $id: 'Media', additionalProperties: false },
 );
@@ -216,13 +243,24 @@ export const Problem = Type.Object(
     status: Int32({ minimum: 400, maximum: 599 }),
     detail: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH }),
     code: StringEnum(ERROR_CODES, { description: 'Stable machine-readable error code.' }),
-    request_id: Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9._:-]+$', description: 'Also the `x-request-id` response header.' }),
+    request_id: Type.String({
+      maxLength: 128,
+      pattern: '^[A-Za-z0-9._:-]+$',
+      description: 'Also the `x-request-id` response header.',
+    }),
     errors: Type.Optional(
       Type.Array(
         Type.Object({
-          pointer: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH, description: 'JSON Pointer into the request part named by `location`.' }),
+          pointer: Type.String({
+            maxLength: PROBLEM_TEXT_MAX_LENGTH,
+            description: 'JSON Pointer into the request part named by `location`.',
+          }),
           location: StringEnum(['body', 'query', 'path', 'header']),
-          code: Type.String({ maxLength: 64, pattern: '^[a-z0-9_]+$', description: 'Field-level reason, e.g. `required`, `too_long`.' }),
+          code: Type.String({
+            maxLength: 64,
+            pattern: '^[a-z0-9_]+$',
+            description: 'Field-level reason, e.g. `required`, `too_long`.',
+          }),
           detail: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH }),
         }),
         { maxItems: 10, description: 'The field errors; the first one found is reported.' },

@@ -3,7 +3,11 @@ import { StringEnum } from './model-entry.js';
 import { Cursor, Int32, Nullable, Timestamp, UrlString, Uuid } from './primitives.js';
 import { Task, WEBHOOK_URL_MAX_LENGTH } from './resources.js';
 
-export const WEBHOOK_EVENT_TYPES = ['image.generation.completed', 'image.generation.failed', 'image.generation.canceled'] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  'image.generation.completed',
+  'image.generation.failed',
+  'image.generation.canceled',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
 /** Attempts a delivery can have: the published schedule's ten plus replays. */
@@ -25,7 +29,9 @@ export const WebhookSecret = Type.Object(
 export const WebhookAttempt = Type.Object(
   {
     attempted_at: Timestamp,
-    status_code: Nullable(Int32({ minimum: 100, maximum: 599, description: "The receiver's HTTP status; null when none came." })),
+    status_code: Nullable(
+      Int32({ minimum: 100, maximum: 599, description: "The receiver's HTTP status; null when none came." }),
+    ),
     error: Nullable(Type.String({ maxLength: 1000 })),
     duration_ms: Int32(),
   },
@@ -46,7 +52,10 @@ export const WebhookDelivery = Type.Object(
   { $id: 'WebhookDelivery' },
 );
 
-export const WebhookDeliveryEnvelope = Type.Object({ data: Type.Ref(WebhookDelivery) }, { $id: 'WebhookDeliveryEnvelope' });
+export const WebhookDeliveryEnvelope = Type.Object(
+  { data: Type.Ref(WebhookDelivery) },
+  { $id: 'WebhookDeliveryEnvelope' },
+);
 export const WebhookDeliveryPage = Type.Object(
   {
     data: Type.Array(Type.Ref(WebhookDelivery), { maxItems: 100 }),

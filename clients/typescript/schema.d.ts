@@ -1357,8 +1357,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1583,8 +1581,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1730,8 +1726,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1931,8 +1925,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2112,8 +2104,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2231,8 +2221,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2358,8 +2346,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2477,8 +2463,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2621,8 +2605,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2830,8 +2812,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2974,8 +2954,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3154,8 +3132,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3326,8 +3302,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3445,8 +3419,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3602,8 +3574,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3732,8 +3702,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3914,8 +3882,6 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -34,6 +34,7 @@ import { modelRoutes } from './routes/models.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { releaseImageCaches } from '../images/normalize-upload.js';
 import { parseJsonBody } from './json-body.js';
+import { buildSerializerCompilerFactory } from './serialization.js';
 import { buildValidatorCompilerFactory } from './validation.js';
 
 export interface AppDependencies {
@@ -101,7 +102,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
-    schemaController: { compilersFactory: { buildValidator: buildValidatorCompilerFactory() } },
+    schemaController: {
+      compilersFactory: { buildValidator: buildValidatorCompilerFactory(), buildSerializer: buildSerializerCompilerFactory() },
+    },
     logController: new OneLinePerRequest(),
     frameworkErrors: frameworkErrorHandler,
     clientErrorHandler,

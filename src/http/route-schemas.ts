@@ -16,19 +16,27 @@ interface HeaderSchema {
 }
 type Headers = Record<string, HeaderSchema>;
 
-const Seconds = (description: string): HeaderSchema => ({ type: 'integer', format: 'int32', minimum: 0, maximum: 86_400, description });
+const Seconds = (description: string): HeaderSchema => ({
+  type: 'integer',
+  format: 'int32',
+  minimum: 0,
+  maximum: 86_400,
+  description,
+});
 
 export const COMMON_HEADERS: Headers = {
   'x-request-id': {
     type: 'string',
     maxLength: 128,
     pattern: '^[A-Za-z0-9._:-]+$',
-    description: 'The request id: the caller\'s own `X-Request-Id` when it was a safe value, else one made here; in every log line.',
+    description:
+      "The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line.",
   },
   'Access-Control-Allow-Origin': {
     type: 'string',
     enum: ['*'],
-    description: 'Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential.',
+    description:
+      'Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential.',
   },
 };
 
@@ -38,14 +46,23 @@ export const RATE_LIMIT_HEADERS: Headers = {
     format: 'int32',
     minimum: 0,
     maximum: 2_147_483_647,
-    description: 'Requests allowed per window for the budget this request counted against (per key, or per address before a key is known).',
+    description:
+      'Requests allowed per window for the budget this request counted against (per key, or per address before a key is known).',
   },
-  'RateLimit-Remaining': { type: 'integer', format: 'int32', minimum: 0, maximum: 2_147_483_647, description: 'Requests left in the current window.' },
+  'RateLimit-Remaining': {
+    type: 'integer',
+    format: 'int32',
+    minimum: 0,
+    maximum: 2_147_483_647,
+    description: 'Requests left in the current window.',
+  },
   'RateLimit-Reset': Seconds('Seconds until the window resets.'),
 };
 
 const RETRY_AFTER: Headers = { 'Retry-After': Seconds('Seconds to wait before retrying.') };
-const WWW_AUTHENTICATE: Headers = { 'WWW-Authenticate': { type: 'string', enum: ['Bearer'], description: 'The scheme to authenticate with.' } };
+const WWW_AUTHENTICATE: Headers = {
+  'WWW-Authenticate': { type: 'string', enum: ['Bearer'], description: 'The scheme to authenticate with.' },
+};
 
 export const LOCATION = (description: string): Headers => ({
   Location: { type: 'string', format: 'uri-reference', maxLength: 200, description },
@@ -58,7 +75,12 @@ export const IDEMPOTENT_REPLAYED: Headers = {
   },
 };
 export const ETAG: Headers = {
-  ETag: { type: 'string', maxLength: 66, pattern: '^"[0-9a-f]{64}"$', description: 'The quoted sha256 of the bytes; send it as `If-None-Match`.' },
+  ETag: {
+    type: 'string',
+    maxLength: 66,
+    pattern: '^"[0-9a-f]{64}"$',
+    description: 'The quoted sha256 of the bytes; send it as `If-None-Match`.',
+  },
 };
 
 /** Headers of a success response of an /api/v1 route: the common ones, the rate-limit ones, and `extra`. */
@@ -99,7 +121,7 @@ export function problemResponses(codes: readonly ErrorCode[]): Record<number, un
   }
   const responses: Record<number, unknown> = {};
   for (const [status, statusCodes] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const extra = status === 429 || status === 503 ? RETRY_AFTER : status === 401 ? WWW_AUTHENTICATE : {};
+    const extra = status === 429 ? RETRY_AFTER : status === 401 ? WWW_AUTHENTICATE : {};
     responses[status] = {
       description: `Problem: ${statusCodes.map((c) => `\`${c}\``).join(', ')}`,
       headers: responseHeaders(status < 500, extra),
@@ -113,7 +135,13 @@ export function problemResponses(codes: readonly ErrorCode[]): Record<number, un
  * Codes any authenticated route can answer with: a bad query, path or header (400), a missing or
  * bad key (401), a spent rate limit (429), a fault (500), and a process shutting down (503).
  */
-export const AUTHENTICATED_CODES = ['invalid_request', 'unauthorized', 'rate_limited', 'internal_error', 'unavailable'] as const;
+export const AUTHENTICATED_CODES = [
+  'invalid_request',
+  'unauthorized',
+  'rate_limited',
+  'internal_error',
+  'unavailable',
+] as const;
 /** Codes of a POST whose body is parsed as JSON (fastify parses a body sent to any POST or DELETE). */
 export const JSON_BODY_CODES = ['invalid_json', 'payload_too_large', 'unsupported_media_type'] as const;
 

@@ -29,7 +29,12 @@ const SPECTRAL_SEVERITIES = ['error', 'warning', 'info', 'hint'] as const;
 /** Spectral's `spectral:oas` plus the OWASP API Security ruleset, as `extends: [oas, owasp]` would run them. */
 export async function lintWithSpectral(yamlText: string): Promise<LintFinding[]> {
   const spectral = new spectralCore.Spectral();
-  spectral.setRuleset({ extends: [[oas as never, 'recommended'], [owasp as never, 'recommended']] } as never);
+  spectral.setRuleset({
+    extends: [
+      [oas as never, 'recommended'],
+      [owasp as never, 'recommended'],
+    ],
+  } as never);
   const document = new spectralCore.Document(yamlText, spectralParsers.Yaml, 'openapi.yaml');
   const results = await spectral.run(document);
   return results.map((r) => ({

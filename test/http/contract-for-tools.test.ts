@@ -46,15 +46,26 @@ const EXPECTED_SPECTRAL_WARNINGS = [
 
 t.test('Redocly `recommended` finds no error; the one warning left is the justified one', async (t) => {
   const findings = await lintWithRedocly(committed);
-  t.same(findings.filter((f) => f.severity === 'error'), [], 'no errors');
+  t.same(
+    findings.filter((f) => f.severity === 'error'),
+    [],
+    'no errors',
+  );
   t.same(summary(findings), ['warning info-license #/info']);
 });
 
-t.test('Spectral `spectral:oas` + the OWASP ruleset find no error; the warnings left are the justified ones', async (t) => {
-  const findings = await lintWithSpectral(committed);
-  t.same(findings.filter((f) => f.severity === 'error'), [], 'no errors');
-  t.same(summary(findings), EXPECTED_SPECTRAL_WARNINGS);
-});
+t.test(
+  'Spectral `spectral:oas` + the OWASP ruleset find no error; the warnings left are the justified ones',
+  async (t) => {
+    const findings = await lintWithSpectral(committed);
+    t.same(
+      findings.filter((f) => f.severity === 'error'),
+      [],
+      'no errors',
+    );
+    t.same(summary(findings), EXPECTED_SPECTRAL_WARNINGS);
+  },
+);
 
 t.test('per-route error codes: reads list no invalid_json, create’s 409 is only idempotency_in_progress', async (t) => {
   for (const [path, item] of Object.entries<any>(document.paths)) {
@@ -71,121 +82,209 @@ t.test('the create body is a discriminator with a mapping over named component s
   const body = document.paths[CREATE].post.requestBody.content['application/json'].schema;
   t.same(body.discriminator, {
     propertyName: 'model',
-    mapping: { 'alpha-pro': '#/components/schemas/GenerationRequest_alpha_pro', 'beta-v5-pro': '#/components/schemas/GenerationRequest_beta_v5_pro' },
+    mapping: {
+      'alpha-pro': '#/components/schemas/GenerationRequest_alpha_pro',
+      'beta-v5-pro': '#/components/schemas/GenerationRequest_beta_v5_pro',
+    },
   });
   for (const { $ref } of body.oneOf) t.ok(document.components.schemas[$ref.split('/').pop()], `${$ref} is a component`);
 });
 
 t.test('one webhooks entry per event, with its payload schema and the three signature headers', async (t) => {
-  t.same(Object.keys(document.webhooks).sort(), ['image.generation.canceled', 'image.generation.completed', 'image.generation.failed']);
+  t.same(Object.keys(document.webhooks).sort(), [
+    'image.generation.canceled',
+    'image.generation.completed',
+    'image.generation.failed',
+  ]);
   for (const [event, item] of Object.entries<any>(document.webhooks)) {
-    t.same(item.post.parameters.map((p: any) => `${p.in} ${p.name}`), ['header webhook-id', 'header webhook-timestamp', 'header webhook-signature'], event);
+    t.same(
+      item.post.parameters.map((p: any) => `${p.in} ${p.name}`),
+      ['header webhook-id', 'header webhook-timestamp', 'header webhook-signature'],
+      event,
+    );
     const schemaName = item.post.requestBody.content['application/json'].schema.$ref.split('/').pop();
-    t.same(document.components.schemas[schemaName].properties.type.enum, [event], `${schemaName} is that event's payload`);
+    t.same(
+      document.components.schemas[schemaName].properties.type.enum,
+      [event],
+      `${schemaName} is that event's payload`,
+    );
   }
 });
 
-t.test('every example of the create body succeeds as it stands, image-to-image ones once their placeholder names an upload', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
-  const { auth } = await newAccount(10_000);
-  const examples = Object.entries<any>(document.paths[CREATE].post.requestBody.content['application/json'].examples);
-  t.ok(examples.length >= 4, 'a text-to-image and an image-to-image example per model');
-  for (const [name, example] of examples) {
-    let body = example.value;
-    if (body.image_reference) {
-      const refused = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: body });
-      t.equal(refused.json().code, 'invalid_media_reference', `${name}: the placeholder is not an upload`);
-      t.match(example.description, body.image_reference[0], `${name}: the description names the placeholder`);
-      const upload = multipartRequest([filePart(await encodedImage('png', 32, 32))]);
-      const uploaded = await app.inject({ method: 'POST', url: '/api/v1/media', headers: { ...auth, ...upload.headers }, payload: upload.payload });
-      body = { ...body, image_reference: [uploaded.json().data.media_id] };
+t.test(
+  'every example of the create body succeeds as it stands, image-to-image ones once their placeholder names an upload',
+  async (t) => {
+    const { app, newAccount } = await buildTestApp(t);
+    const { auth } = await newAccount(10_000);
+    const examples = Object.entries<any>(document.paths[CREATE].post.requestBody.content['application/json'].examples);
+    t.ok(examples.length >= 4, 'a text-to-image and an image-to-image example per model');
+    for (const [name, example] of examples) {
+      let body = example.value;
+      if (body.image_reference) {
+        const refused = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: body });
+        t.equal(refused.json().code, 'invalid_media_reference', `${name}: the placeholder is not an upload`);
+        t.match(example.description, body.image_reference[0], `${name}: the description names the placeholder`);
+        const upload = multipartRequest([filePart(await encodedImage('png', 32, 32))]);
+        const uploaded = await app.inject({
+          method: 'POST',
+          url: '/api/v1/media',
+          headers: { ...auth, ...upload.headers },
+          payload: upload.payload,
+        });
+        body = { ...body, image_reference: [uploaded.json().data.media_id] };
+      }
+      const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: body });
+      t.equal(created.statusCode, 202, `${name}: 202`);
     }
-    const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: body });
-    t.equal(created.statusCode, 202, `${name}: 202`);
-  }
-});
+  },
+);
 
 async function uploadedMedia(t: Test) {
   const h = await buildTestApp(t);
   const account = await h.newAccount(10_000);
   const upload = multipartRequest([filePart(await encodedImage('png', 32, 32))]);
-  const uploaded = await h.app.inject({ method: 'POST', url: '/api/v1/media', headers: { ...account.auth, ...upload.headers }, payload: upload.payload });
+  const uploaded = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/media',
+    headers: { ...account.auth, ...upload.headers },
+    payload: upload.payload,
+  });
   return { ...h, ...account, mediaId: uploaded.json().data.media_id as string };
 }
 
-t.test('an uppercase spelling of a media id behaves as the lowercase one (record, content, reference, delete)', async (t) => {
-  const { app, auth, mediaId } = await uploadedMedia(t);
-  const upper = mediaId.toUpperCase();
-  t.not(upper, mediaId);
-  t.equal((await app.inject({ url: `/api/v1/media/${upper}`, headers: auth })).json().data.media_id, mediaId, 'record');
-  t.equal((await app.inject({ url: `/api/v1/media/${upper}/content`, headers: auth })).statusCode, 200, 'content');
-  const estimate = await app.inject({ method: 'POST', url: ESTIMATE, headers: auth, payload: { model: 'alpha-pro', prompt: 'a harbour', image_reference: [upper] } });
-  t.equal(estimate.statusCode, 200, 'estimate accepts the reference');
-  const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: { model: 'alpha-pro', prompt: 'a harbour', image_reference: [upper] } });
-  t.equal(created.statusCode, 202, 'create accepts the reference');
-  t.same(created.json().data.image_reference, [mediaId], 'and stores it lowercase');
-  t.equal((await app.inject({ method: 'DELETE', url: `/api/v1/media/${upper}`, headers: auth })).statusCode, 204, 'delete');
-});
-
-t.test('an uppercase spelling of a task id behaves as the lowercase one (read, long-poll, cancel, deliveries filter)', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
-  const { auth } = await newAccount(1000);
-  const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: { model: 'beta-v5-pro', prompt: 'a harbour' } });
-  const taskId: string = created.json().data.task_id;
-  const upper = taskId.toUpperCase();
-  t.equal((await app.inject({ url: `${CREATE}/${upper}`, headers: auth })).json().data.task_id, taskId, 'read');
-  t.equal((await app.inject({ url: `${CREATE}/${upper}?wait=0`, headers: auth })).statusCode, 200, 'read with wait');
-  const canceled = await app.inject({ method: 'POST', url: `${CREATE}/${upper}/cancel`, headers: auth });
-  t.equal(canceled.json().data.status, 'CANCELED', 'cancel');
-  t.equal((await app.inject({ url: `/api/v1/webhooks/deliveries?task_id=${upper}`, headers: auth })).statusCode, 200, 'deliveries filter');
-});
-
-t.test('estimate refuses the image references create refuses: unknown, another account’s, expired, generated', async (t) => {
-  let clock = new Date();
-  const h = await buildTestApp(t, {}, { now: () => clock });
-  const mine = await h.newAccount(10_000);
-  const other = await h.newAccount(10_000);
-  const own = await storeUpload(h.store, mine.accountId, clock);
-  const foreign = await storeUpload(h.store, other.accountId, clock);
-  const expiring = await storeUpload(h.store, mine.accountId, clock, 1000);
-  clock = new Date(clock.getTime() + 2000);
-  const cases: Record<string, string> = {
-    unknown: '01937f4c-9a2b-7c3d-8e4f-a0b1c2d3e4f5',
-    'another account’s': foreign.id,
-    expired: expiring.id,
-  };
-  for (const [what, bad] of Object.entries(cases)) {
-    const body = { model: 'beta-v5-pro', prompt: 'a harbour', image_reference: [own.id, bad] };
-    const [estimate, create] = await Promise.all(
-      [ESTIMATE, CREATE].map((url) => h.app.inject({ method: 'POST', url, headers: mine.auth, payload: body })),
+t.test(
+  'an uppercase spelling of a media id behaves as the lowercase one (record, content, reference, delete)',
+  async (t) => {
+    const { app, auth, mediaId } = await uploadedMedia(t);
+    const upper = mediaId.toUpperCase();
+    t.not(upper, mediaId);
+    t.equal(
+      (await app.inject({ url: `/api/v1/media/${upper}`, headers: auth })).json().data.media_id,
+      mediaId,
+      'record',
     );
-    t.equal(estimate.statusCode, 422, `${what}: estimate 422`);
-    t.same(estimate.json().errors, create.json().errors, `${what}: the same field error as create`);
-    t.match(estimate.json(), { code: 'invalid_media_reference', errors: [{ pointer: '/image_reference/1', code: 'unknown_media' }] });
-  }
-  const ok = await h.app.inject({ method: 'POST', url: ESTIMATE, headers: mine.auth, payload: { model: 'beta-v5-pro', prompt: 'a harbour', image_reference: [own.id] } });
-  t.equal(ok.statusCode, 200, 'an own unexpired upload is priced');
-  t.equal((await h.app.inject({ url: '/api/v1/account', headers: mine.auth })).json().data.balance, 10_000, 'estimates charge nothing');
-});
+    t.equal((await app.inject({ url: `/api/v1/media/${upper}/content`, headers: auth })).statusCode, 200, 'content');
+    const estimate = await app.inject({
+      method: 'POST',
+      url: ESTIMATE,
+      headers: auth,
+      payload: { model: 'alpha-pro', prompt: 'a harbour', image_reference: [upper] },
+    });
+    t.equal(estimate.statusCode, 200, 'estimate accepts the reference');
+    const created = await app.inject({
+      method: 'POST',
+      url: CREATE,
+      headers: auth,
+      payload: { model: 'alpha-pro', prompt: 'a harbour', image_reference: [upper] },
+    });
+    t.equal(created.statusCode, 202, 'create accepts the reference');
+    t.same(created.json().data.image_reference, [mediaId], 'and stores it lowercase');
+    t.equal(
+      (await app.inject({ method: 'DELETE', url: `/api/v1/media/${upper}`, headers: auth })).statusCode,
+      204,
+      'delete',
+    );
+  },
+);
 
-t.test('the declared response headers are sent: request id, CORS, rate limits, Location, WWW-Authenticate', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
-  const { auth } = await newAccount(1000);
-  const created = await app.inject({ method: 'POST', url: CREATE, headers: { ...auth, origin: 'https://example.test' }, payload: { model: 'alpha-pro', prompt: 'a harbour' } });
-  t.match(created.headers, {
-    'x-request-id': /.+/,
-    'access-control-allow-origin': '*',
-    'ratelimit-limit': /^\d+$/,
-    'ratelimit-remaining': /^\d+$/,
-    'ratelimit-reset': /^\d+$/,
-    location: `${CREATE}/${created.json().data.task_id}`,
-  });
-  const unauthorized = await app.inject({ url: '/api/v1/account' });
-  t.equal(unauthorized.headers['www-authenticate'], 'Bearer');
-  t.equal(unauthorized.headers['access-control-allow-origin'], '*');
-  const health = await app.inject({ url: '/healthz' });
-  t.match(health.headers, { 'ratelimit-limit': '600', 'ratelimit-remaining': /^\d+$/, 'x-request-id': /.+/ });
-  const preflight = await app.inject({ method: 'OPTIONS', url: CREATE, headers: { origin: 'https://example.test', 'access-control-request-method': 'POST' } });
-  t.equal(preflight.statusCode, 204, 'a browser preflight is answered without a key');
-  t.match(preflight.headers['access-control-allow-methods'], /POST/);
-});
+t.test(
+  'an uppercase spelling of a task id behaves as the lowercase one (read, long-poll, cancel, deliveries filter)',
+  async (t) => {
+    const { app, newAccount } = await buildTestApp(t);
+    const { auth } = await newAccount(1000);
+    const created = await app.inject({
+      method: 'POST',
+      url: CREATE,
+      headers: auth,
+      payload: { model: 'beta-v5-pro', prompt: 'a harbour' },
+    });
+    const taskId: string = created.json().data.task_id;
+    const upper = taskId.toUpperCase();
+    t.equal((await app.inject({ url: `${CREATE}/${upper}`, headers: auth })).json().data.task_id, taskId, 'read');
+    t.equal((await app.inject({ url: `${CREATE}/${upper}?wait=0`, headers: auth })).statusCode, 200, 'read with wait');
+    const canceled = await app.inject({ method: 'POST', url: `${CREATE}/${upper}/cancel`, headers: auth });
+    t.equal(canceled.json().data.status, 'CANCELED', 'cancel');
+    t.equal(
+      (await app.inject({ url: `/api/v1/webhooks/deliveries?task_id=${upper}`, headers: auth })).statusCode,
+      200,
+      'deliveries filter',
+    );
+  },
+);
+
+t.test(
+  'estimate refuses the image references create refuses: unknown, another account’s, expired, generated',
+  async (t) => {
+    let clock = new Date();
+    const h = await buildTestApp(t, {}, { now: () => clock });
+    const mine = await h.newAccount(10_000);
+    const other = await h.newAccount(10_000);
+    const own = await storeUpload(h.store, mine.accountId, clock);
+    const foreign = await storeUpload(h.store, other.accountId, clock);
+    const expiring = await storeUpload(h.store, mine.accountId, clock, 1000);
+    clock = new Date(clock.getTime() + 2000);
+    const cases: Record<string, string> = {
+      unknown: '01937f4c-9a2b-7c3d-8e4f-a0b1c2d3e4f5',
+      'another account’s': foreign.id,
+      expired: expiring.id,
+    };
+    for (const [what, bad] of Object.entries(cases)) {
+      const body = { model: 'beta-v5-pro', prompt: 'a harbour', image_reference: [own.id, bad] };
+      const [estimate, create] = await Promise.all(
+        [ESTIMATE, CREATE].map((url) => h.app.inject({ method: 'POST', url, headers: mine.auth, payload: body })),
+      );
+      t.equal(estimate.statusCode, 422, `${what}: estimate 422`);
+      t.same(estimate.json().errors, create.json().errors, `${what}: the same field error as create`);
+      t.match(estimate.json(), {
+        code: 'invalid_media_reference',
+        errors: [{ pointer: '/image_reference/1', code: 'unknown_media' }],
+      });
+    }
+    const ok = await h.app.inject({
+      method: 'POST',
+      url: ESTIMATE,
+      headers: mine.auth,
+      payload: { model: 'beta-v5-pro', prompt: 'a harbour', image_reference: [own.id] },
+    });
+    t.equal(ok.statusCode, 200, 'an own unexpired upload is priced');
+    t.equal(
+      (await h.app.inject({ url: '/api/v1/account', headers: mine.auth })).json().data.balance,
+      10_000,
+      'estimates charge nothing',
+    );
+  },
+);
+
+t.test(
+  'the declared response headers are sent: request id, CORS, rate limits, Location, WWW-Authenticate',
+  async (t) => {
+    const { app, newAccount } = await buildTestApp(t);
+    const { auth } = await newAccount(1000);
+    const created = await app.inject({
+      method: 'POST',
+      url: CREATE,
+      headers: { ...auth, origin: 'https://example.test' },
+      payload: { model: 'alpha-pro', prompt: 'a harbour' },
+    });
+    t.match(created.headers, {
+      'x-request-id': /.+/,
+      'access-control-allow-origin': '*',
+      'ratelimit-limit': /^\d+$/,
+      'ratelimit-remaining': /^\d+$/,
+      'ratelimit-reset': /^\d+$/,
+      location: `${CREATE}/${created.json().data.task_id}`,
+    });
+    const unauthorized = await app.inject({ url: '/api/v1/account' });
+    t.equal(unauthorized.headers['www-authenticate'], 'Bearer');
+    t.equal(unauthorized.headers['access-control-allow-origin'], '*');
+    const health = await app.inject({ url: '/healthz' });
+    t.match(health.headers, { 'ratelimit-limit': '600', 'ratelimit-remaining': /^\d+$/, 'x-request-id': /.+/ });
+    const preflight = await app.inject({
+      method: 'OPTIONS',
+      url: CREATE,
+      headers: { origin: 'https://example.test', 'access-control-request-method': 'POST' },
+    });
+    t.equal(preflight.statusCode, 204, 'a browser preflight is answered without a key');
+    t.match(preflight.headers['access-control-allow-methods'], /POST/);
+  },
+);

@@ -32,39 +32,58 @@ async function listeningApp(t: Test) {
 
 const pngBlob = async () => new Blob([new Uint8Array(await encodedImage('png', 96, 64))], { type: 'image/png' });
 
-t.test('the committed client types are what openapi-typescript generates from openapi.yaml (run `npm run openapi`)', async (t) => {
-  t.equal(generateClientTypes(documentPath), committedTypes);
-});
+t.test(
+  'the committed client types are what openapi-typescript generates from openapi.yaml (run `npm run openapi`)',
+  async (t) => {
+    t.equal(generateClientTypes(documentPath), committedTypes);
+  },
+);
 
-t.test('a flow written only against generated types type-checks with tsc --strict and runs against the app', async (t) => {
-  const h = await listeningApp(t);
-  // Freshly generated types beside the flow, which is pointed at them instead of the committed ones
-  // (inside the repository, so that the flow's imports resolve from its node_modules).
-  const dir = join(h.dataDir, 'client');
-  mkdirSync(dir);
-  writeFileSync(join(dir, 'schema.d.ts'), generateClientTypes(documentPath));
-  writeFileSync(join(dir, 'flow.ts'), flowSource.replace("'../../../clients/typescript/schema.js'", "'./schema.js'"));
-  t.notOk(flowSource.match(/\bas\s+(?!const\b)[A-Za-z{[]/), 'the flow has no type assertions');
-  const checked = await run(
-    process.execPath,
-    [tsc, '--strict', '--noEmit', '--target', 'es2022', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--types', 'node', join(dir, 'flow.ts')],
-    { cwd: dir },
-  ).then(
-    () => '',
-    (error: { stdout?: string }) => error.stdout ?? String(error),
-  );
-  t.equal(checked, '', 'tsc --strict reports nothing');
+t.test(
+  'a flow written only against generated types type-checks with tsc --strict and runs against the app',
+  async (t) => {
+    const h = await listeningApp(t);
+    // Freshly generated types beside the flow, which is pointed at them instead of the committed ones
+    // (inside the repository, so that the flow's imports resolve from its node_modules).
+    const dir = join(h.dataDir, 'client');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'schema.d.ts'), generateClientTypes(documentPath));
+    writeFileSync(join(dir, 'flow.ts'), flowSource.replace("'../../../clients/typescript/schema.js'", "'./schema.js'"));
+    t.notOk(flowSource.match(/\bas\s+(?!const\b)[A-Za-z{[]/), 'the flow has no type assertions');
+    const checked = await run(
+      process.execPath,
+      [
+        tsc,
+        '--strict',
+        '--noEmit',
+        '--target',
+        'es2022',
+        '--module',
+        'nodenext',
+        '--moduleResolution',
+        'nodenext',
+        '--types',
+        'node',
+        join(dir, 'flow.ts'),
+      ],
+      { cwd: dir },
+    ).then(
+      () => '',
+      (error: { stdout?: string }) => error.stdout ?? String(error),
+    );
+    t.equal(checked, '', 'tsc --strict reports nothing');
 
-  const flow = await import(pathToFileURL(join(dir, 'flow.ts')).href);
-  const result = await flow.runFlow(h.baseUrl, h.key, await pngBlob());
-  t.equal(result.status, 'COMPLETED');
-  t.same(result.referenced, [result.mediaId], 'the task references the upload');
-  t.equal(result.generatedContentType, 'image/png');
-  t.ok(result.downloadedBytes > 0, 'the result downloads');
-  t.same(result.listedTaskIds, [result.taskId], 'the list shows the task');
-  t.same(result.ledgerKinds, ['debit', 'grant'], 'the ledger shows the grant and the debit');
-  t.equal(result.headersTyped, true);
-});
+    const flow = await import(pathToFileURL(join(dir, 'flow.ts')).href);
+    const result = await flow.runFlow(h.baseUrl, h.key, await pngBlob());
+    t.equal(result.status, 'COMPLETED');
+    t.same(result.referenced, [result.mediaId], 'the task references the upload');
+    t.equal(result.generatedContentType, 'image/png');
+    t.ok(result.downloadedBytes > 0, 'the result downloads');
+    t.same(result.listedTaskIds, [result.taskId], 'the list shows the task');
+    t.same(result.ledgerKinds, ['debit', 'grant'], 'the ledger shows the grant and the debit');
+    t.equal(result.headersTyped, true);
+  },
+);
 
 t.test('the client in clients/typescript uploads, long-polls to a terminal state and verifies webhooks', async (t) => {
   const h = await listeningApp(t);
@@ -83,7 +102,11 @@ t.test('the client in clients/typescript uploads, long-polls to a terminal state
   const secret = (await client.GET('/api/v1/webhooks/secret')).data!.data.secret;
   const body = JSON.stringify({ type: 'image.generation.completed', timestamp: task.completed_at, data: task });
   const at = new Date();
-  const headers = { 'webhook-id': task.task_id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': signWebhook(secret, task.task_id, at, body) };
+  const headers = {
+    'webhook-id': task.task_id,
+    'webhook-timestamp': String(Math.floor(at.getTime() / 1000)),
+    'webhook-signature': signWebhook(secret, task.task_id, at, body),
+  };
   t.equal(verifyWebhook(secret, headers, body).data.task_id, task.task_id, 'a signed delivery verifies');
   t.throws(() => verifyWebhook(secret, headers, body.replace('harbour', 'harbor')), 'an altered body does not');
 });

@@ -38,7 +38,11 @@ async function authorize(page: Page, key: string): Promise<void> {
 }
 
 /** Opens an operation, presses "Try it out", lets `prepare` fill it in, and presses "Execute". */
-async function tryItOut(page: Page, operation: string, prepare: (block: ReturnType<Page['locator']>) => Promise<void> = async () => {}) {
+async function tryItOut(
+  page: Page,
+  operation: string,
+  prepare: (block: ReturnType<Page['locator']>) => Promise<void> = async () => {},
+) {
   const block = page.locator(`#operations-${operation}`);
   await block.locator('.opblock-summary').first().click();
   await block.locator('.try-out__btn').click();
@@ -51,32 +55,42 @@ async function tryItOut(page: Page, operation: string, prepare: (block: ReturnTy
   return { response, shownStatus: (await block.locator('.live-responses-table tr.response .response-col_status').first().textContent())?.trim() };
 }
 
-t.test('Swagger UI: after Authorize, "Try it out" on create with the pre-filled example gets a 202', { skip: !existsSync(CHROMIUM) && `no ${CHROMIUM}` }, async (t) => {
-  const { page, key, screenshotDir } = await swaggerUi(t);
-  await authorize(page, key);
-  const { response, shownStatus } = await tryItOut(page, 'generations-createGeneration');
-  t.equal(response.status(), 202, 'the example as pre-filled is accepted');
-  t.equal(shownStatus, '202', 'Swagger UI shows the 202');
-  const task = (await response.json()).data;
-  t.equal(task.status, 'CREATED');
-  t.equal(task.model, 'alpha-pro', 'the first example is the alpha-pro text-to-image one');
-  t.equal(task.cost, 25, 'and charged');
-  const screenshot = join(screenshotDir, 'swagger-create.png');
-  await page.screenshot({ path: screenshot, fullPage: false });
-  t.ok(existsSync(screenshot), `screenshot at ${screenshot}`);
-});
+t.test(
+  'Swagger UI: after Authorize, "Try it out" on create with the pre-filled example gets a 202',
+  { skip: !existsSync(CHROMIUM) && `no ${CHROMIUM}` },
+  async (t) => {
+    const { page, key, screenshotDir } = await swaggerUi(t);
+    await authorize(page, key);
+    const { response, shownStatus } = await tryItOut(page, 'generations-createGeneration');
+    t.equal(response.status(), 202, 'the example as pre-filled is accepted');
+    t.equal(shownStatus, '202', 'Swagger UI shows the 202');
+    const task = (await response.json()).data;
+    t.equal(task.status, 'CREATED');
+    t.equal(task.model, 'alpha-pro', 'the first example is the alpha-pro text-to-image one');
+    t.equal(task.cost, 25, 'and charged');
+    const screenshot = join(screenshotDir, 'swagger-create.png');
+    await page.screenshot({ path: screenshot, fullPage: false });
+    t.ok(existsSync(screenshot), `screenshot at ${screenshot}`);
+  },
+);
 
-t.test('Swagger UI: "Try it out" on upload with a file gets a 201', { skip: !existsSync(CHROMIUM) && `no ${CHROMIUM}` }, async (t) => {
-  const { page, key, screenshotDir } = await swaggerUi(t);
-  await authorize(page, key);
-  const png = await encodedImage('png', 64, 48);
-  const { response, shownStatus } = await tryItOut(page, 'media-uploadMedia', async (block) => {
-    await block.locator('input[type=file]').setInputFiles({ name: 'reference.png', mimeType: 'image/png', buffer: png });
-  });
-  t.equal(response.status(), 201, 'the upload is stored');
-  t.equal(shownStatus, '201', 'Swagger UI shows the 201');
-  t.equal((await response.json()).data.content_type, 'image/png');
-  const screenshot = join(screenshotDir, 'swagger-upload.png');
-  await page.screenshot({ path: screenshot, fullPage: false });
-  t.ok(existsSync(screenshot), `screenshot at ${screenshot}`);
-});
+t.test(
+  'Swagger UI: "Try it out" on upload with a file gets a 201',
+  { skip: !existsSync(CHROMIUM) && `no ${CHROMIUM}` },
+  async (t) => {
+    const { page, key, screenshotDir } = await swaggerUi(t);
+    await authorize(page, key);
+    const png = await encodedImage('png', 64, 48);
+    const { response, shownStatus } = await tryItOut(page, 'media-uploadMedia', async (block) => {
+      await block
+        .locator('input[type=file]')
+        .setInputFiles({ name: 'reference.png', mimeType: 'image/png', buffer: png });
+    });
+    t.equal(response.status(), 201, 'the upload is stored');
+    t.equal(shownStatus, '201', 'Swagger UI shows the 201');
+    t.equal((await response.json()).data.content_type, 'image/png');
+    const screenshot = join(screenshotDir, 'swagger-upload.png');
+    await page.screenshot({ path: screenshot, fullPage: false });
+    t.ok(existsSync(screenshot), `screenshot at ${screenshot}`);
+  },
+);

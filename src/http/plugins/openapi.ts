@@ -20,7 +20,11 @@ function webhookOperations() {
     schema,
   });
   const parameters = [
-    header('webhook-id', { type: 'string', format: 'uuid', maxLength: 36 }, 'The delivery id: the same on every attempt, so receivers can drop repeats.'),
+    header(
+      'webhook-id',
+      { type: 'string', format: 'uuid', maxLength: 36 },
+      'The delivery id: the same on every attempt, so receivers can drop repeats.',
+    ),
     header(
       'webhook-timestamp',
       { type: 'string', maxLength: 12, pattern: '^[0-9]+$' },
@@ -78,10 +82,12 @@ function addDiscriminatorMappings(document: Record<string, any>): void {
     if (typeof property === 'string' && Array.isArray(schema.oneOf) && !schema.discriminator.mapping) {
       const mapping: Record<string, string> = {};
       for (const branch of schema.oneOf) {
-        const ref = typeof branch?.$ref === 'string' && branch.$ref.startsWith(COMPONENT_SCHEMAS) ? branch.$ref : undefined;
+        const ref =
+          typeof branch?.$ref === 'string' && branch.$ref.startsWith(COMPONENT_SCHEMAS) ? branch.$ref : undefined;
         // @fastify/swagger writes a `const` as a one-value `enum`.
         const branchProperty = ref && schemas[ref.slice(COMPONENT_SCHEMAS.length)]?.properties?.[property];
-        const value = branchProperty?.const ?? (branchProperty?.enum?.length === 1 ? branchProperty.enum[0] : undefined);
+        const value =
+          branchProperty?.const ?? (branchProperty?.enum?.length === 1 ? branchProperty.enum[0] : undefined);
         if (typeof value === 'string') mapping[value] = ref!;
       }
       schema.discriminator = { ...schema.discriminator, mapping };
@@ -114,10 +120,18 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
       },
       // Relative: the origin that serves this document (PUBLIC_BASE_URL), so that Swagger UI calls
       // the server it was loaded from. Generated clients take the origin as their base URL.
-      servers: [{ url: '/', description: 'This server, local or production: the origin that serves this document.', 'x-internal': false } as never],
+      servers: [
+        {
+          url: '/',
+          description: 'This server, local or production: the origin that serves this document.',
+          'x-internal': false,
+        } as never,
+      ],
       security: [{ bearerAuth: [] }],
       components: {
-        securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key from `keys create`.' } },
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key from `keys create`.' },
+        },
       },
       tags: [
         { name: 'generations', description: 'Generation tasks' },

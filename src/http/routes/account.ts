@@ -18,7 +18,16 @@ export interface AccountRoutesOptions {
 
 const LedgerQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' })),
+    limit: Type.Optional(
+      Type.Integer({
+        format: 'int32',
+        minimum: 1,
+        maximum: 100,
+        default: 20,
+        examples: [20],
+        description: 'Page size.',
+      }),
+    ),
     cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
   },
   { additionalProperties: false },
@@ -42,9 +51,13 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
         operationId: 'getAccount',
         tags: ['account'],
         summary: 'Balance, the calling key and its limits',
-        description: 'The balance in tokens, which key made the call, and the rate limits and active-task cap that apply to it.',
+        description:
+          'The balance in tokens, which key made the call, and the rate limits and active-task cap that apply to it.',
         security: BEARER_SECURITY,
-        response: { 200: apiSuccess(Type.Ref(AccountEnvelope), 'The account.'), ...problemResponses(AUTHENTICATED_CODES) },
+        response: {
+          200: apiSuccess(Type.Ref(AccountEnvelope), 'The account.'),
+          ...problemResponses(AUTHENTICATED_CODES),
+        },
       },
     },
     async (request) => {
@@ -74,14 +87,21 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
         operationId: 'listLedger',
         tags: ['account'],
         summary: 'Grants, debits and refunds of the account, newest first',
-        description: 'Every token movement with the balance after it; grants − debits + refunds = balance, always. Cursor paged.',
+        description:
+          'Every token movement with the balance after it; grants − debits + refunds = balance, always. Cursor paged.',
         security: BEARER_SECURITY,
         querystring: LedgerQuery,
-        response: { 200: apiSuccess(Type.Ref(LedgerPage), 'A page of ledger entries, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
+        response: {
+          200: apiSuccess(Type.Ref(LedgerPage), 'A page of ledger entries, newest first.'),
+          ...problemResponses(AUTHENTICATED_CODES),
+        },
       },
     },
     async (request) => {
-      const page = await store.listLedger(request.caller.accountId, { limit: request.query.limit ?? 20, cursor: request.query.cursor });
+      const page = await store.listLedger(request.caller.accountId, {
+        limit: request.query.limit ?? 20,
+        cursor: request.query.cursor,
+      });
       return { data: page.items.map(toLedgerEntryResource), next_cursor: page.nextCursor };
     },
   );

@@ -34,7 +34,12 @@ const TaskIdParams = uuidParam('task_id', 'The task id returned at creation (eit
 const WaitQuery = Type.Object(
   {
     wait: Type.Optional(
-      Type.Integer({ format: 'int32', minimum: 0, maximum: 60, description: 'Seconds to wait for a terminal state (long-poll).' }),
+      Type.Integer({
+        format: 'int32',
+        minimum: 0,
+        maximum: 60,
+        description: 'Seconds to wait for a terminal state (long-poll).',
+      }),
     ),
   },
   { additionalProperties: false },
@@ -56,7 +61,16 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 const ListQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' })),
+    limit: Type.Optional(
+      Type.Integer({
+        format: 'int32',
+        minimum: 1,
+        maximum: 100,
+        default: 20,
+        examples: [20],
+        description: 'Page size.',
+      }),
+    ),
     cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
     status: Type.Optional(StringEnum(TASK_STATUSES)),
     model: Type.Optional(StringEnum(MODEL_IDS)),
@@ -124,10 +138,14 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         tags: ['generations'],
         summary: 'Read a task',
         security: BEARER_SECURITY,
-        description: 'With `wait=N` the response is held until the task is terminal or N seconds have passed (long-polling).',
+        description:
+          'With `wait=N` the response is held until the task is terminal or N seconds have passed (long-polling).',
         params: TaskIdParams,
         querystring: WaitQuery,
-        response: { 200: apiSuccess(Type.Ref(TaskEnvelope), 'The task.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },
+        response: {
+          200: apiSuccess(Type.Ref(TaskEnvelope), 'The task.'),
+          ...problemResponses([...AUTHENTICATED_CODES, 'not_found']),
+        },
       },
     },
     async (request) => {
@@ -146,7 +164,8 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'cancelGeneration',
         tags: ['generations'],
         summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
-        description: 'A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.',
+        description:
+          'A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.',
         security: BEARER_SECURITY,
         params: TaskIdParams,
         response: {
@@ -171,7 +190,10 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         description: 'Cursor paged (`next_cursor`); filter by status, model and creation time.',
         security: BEARER_SECURITY,
         querystring: ListQuery,
-        response: { 200: apiSuccess(Type.Ref(TaskPage), 'A page of tasks, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
+        response: {
+          200: apiSuccess(Type.Ref(TaskPage), 'A page of tasks, newest first.'),
+          ...problemResponses(AUTHENTICATED_CODES),
+        },
       },
     },
     async (request) => {
@@ -196,7 +218,8 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         operationId: 'estimateGeneration',
         tags: ['generations'],
         summary: 'Validate and price a request without creating anything',
-        description: 'Refuses exactly what create would refuse for the same body, image references included; charges nothing.',
+        description:
+          'Refuses exactly what create would refuse for the same body, image references included; charges nothing.',
         security: BEARER_SECURITY,
         body: GenerationRequest,
         response: {
@@ -208,7 +231,13 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
     async (request) => {
       const priced = await tasks.estimate(request.caller.accountId, request.body);
       return {
-        data: { model: priced.model.id as ModelId, cost: priced.cost, parameters: priced.parameters as TaskResource['parameters'], width: priced.width, height: priced.height },
+        data: {
+          model: priced.model.id as ModelId,
+          cost: priced.cost,
+          parameters: priced.parameters as TaskResource['parameters'],
+          width: priced.width,
+          height: priced.height,
+        },
       };
     },
   );

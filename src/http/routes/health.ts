@@ -57,7 +57,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         operationId: 'readiness',
         tags: ['operations'],
         summary: 'Readiness: the store and the blob storage answer',
-        description: '200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.',
+        description:
+          '200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.',
         security: NO_SECURITY,
         response: {
           200: plainResponse(Health, 'Ready: every dependency answers.', RATE_LIMIT_HEADERS),

@@ -48,14 +48,24 @@ export interface MediaRoutesOptions {
   signedUrlTtlSeconds: number;
 }
 
-const MediaIdParams = uuidParam('media_id', 'The media_id returned by the upload, or of a generated item (either case).', EXAMPLE_MEDIA_ID);
+const MediaIdParams = uuidParam(
+  'media_id',
+  'The media_id returned by the upload, or of a generated item (either case).',
+  EXAMPLE_MEDIA_ID,
+);
 
 const SignedUrlQuery = Type.Object(
   {
     expires: Type.Optional(
-      Type.String({ maxLength: 12, pattern: '^[0-9]{1,12}$', description: 'Part of a signed URL: its expiry, in Unix seconds.' }),
+      Type.String({
+        maxLength: 12,
+        pattern: '^[0-9]{1,12}$',
+        description: 'Part of a signed URL: its expiry, in Unix seconds.',
+      }),
     ),
-    signature: Type.Optional(Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9_-]{1,128}$', description: 'Part of a signed URL.' })),
+    signature: Type.Optional(
+      Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9_-]{1,128}$', description: 'Part of a signed URL.' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -103,7 +113,10 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
           security: BEARER_SECURITY,
           consumes: ['multipart/form-data'],
           headers: IdempotencyKeyHeaders,
-          body: Type.Object({ [UPLOAD_FIELD]: Type.Unsafe<unknown>(UPLOAD_FILE_PART) }, { required: [UPLOAD_FIELD], additionalProperties: false }),
+          body: Type.Object(
+            { [UPLOAD_FIELD]: Type.Unsafe<unknown>(UPLOAD_FILE_PART) },
+            { required: [UPLOAD_FIELD], additionalProperties: false },
+          ),
           response: {
             201: apiSuccess(Type.Ref(MediaEnvelope), 'Stored; `Location` points at the media record.', {
               ...LOCATION('Path of the media record.'),
@@ -177,10 +190,15 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         description: 'An upload or a generated image of this account, until it expires.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
-        response: { 200: apiSuccess(Type.Ref(MediaEnvelope), 'The media record.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },
+        response: {
+          200: apiSuccess(Type.Ref(MediaEnvelope), 'The media record.'),
+          ...problemResponses([...AUTHENTICATED_CODES, 'not_found']),
+        },
       },
     },
-    async (request) => ({ data: toMediaResource(await media.get(request.caller.accountId, canonicalId(request.params.media_id))) }),
+    async (request) => ({
+      data: toMediaResource(await media.get(request.caller.accountId, canonicalId(request.params.media_id))),
+    }),
   );
 
   app.get(
@@ -254,10 +272,14 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         operationId: 'deleteMedia',
         tags: ['media'],
         summary: 'Delete an upload or a generated image',
-        description: 'Access ends at once (record, content, signed URLs, new references); the bytes are removed right after.',
+        description:
+          'Access ends at once (record, content, signed URLs, new references); the bytes are removed right after.',
         security: BEARER_SECURITY,
         params: MediaIdParams,
-        response: { 204: apiEmpty('Deleted.'), ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found']) },
+        response: {
+          204: apiEmpty('Deleted.'),
+          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found']),
+        },
       },
     },
     async (request, reply) => {

@@ -32,7 +32,8 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listModels',
         tags: ['models'],
         summary: 'The model catalog: limits, allowed values, defaults, pixel sizes, prices',
-        description: 'Everything a request to a model may contain and what it costs; the request schemas are built from the same catalog.',
+        description:
+          'Everything a request to a model may contain and what it costs; the request schemas are built from the same catalog.',
         security: BEARER_SECURITY,
         response: { 200: apiSuccess(Type.Ref(ModelList), 'Every model.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
@@ -57,7 +58,10 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
             description: `One of ${MODEL_IDS.join(', ')}; another name is a 404.`,
           }),
         }),
-        response: { 200: apiSuccess(Type.Ref(ModelEnvelope), 'The model.'), ...problemResponses([...AUTHENTICATED_CODES, 'not_found']) },
+        response: {
+          200: apiSuccess(Type.Ref(ModelEnvelope), 'The model.'),
+          ...problemResponses([...AUTHENTICATED_CODES, 'not_found']),
+        },
       },
     },
     async (request) => {

@@ -5,7 +5,15 @@ import { Cursor, EXAMPLE_TASK_ID, UuidInput } from '../../../schemas/primitives.
 import { WEBHOOK_DELIVERY_STATUSES, WebhookDeliveryEnvelope, WebhookDeliveryPage, WebhookSecret } from '../../../schemas/webhooks.js';
 import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
 import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
-import { AUTHENTICATED_CODES, BEARER_SECURITY, JSON_BODY_CODES, apiSuccess, canonicalId, problemResponses, uuidParam } from '../route-schemas.js';
+import {
+  AUTHENTICATED_CODES,
+  BEARER_SECURITY,
+  JSON_BODY_CODES,
+  apiSuccess,
+  canonicalId,
+  problemResponses,
+  uuidParam,
+} from '../route-schemas.js';
 
 export interface WebhookRoutesOptions {
   store: Store;
@@ -19,7 +27,16 @@ export const WEBHOOK_SECRET_ROTATION_GRACE_MS = 24 * 3600_000;
 
 const DeliveryListQuery = Type.Object(
   {
-    limit: Type.Optional(Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' })),
+    limit: Type.Optional(
+      Type.Integer({
+        format: 'int32',
+        minimum: 1,
+        maximum: 100,
+        default: 20,
+        examples: [20],
+        description: 'Page size.',
+      }),
+    ),
     cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
     task_id: Type.Optional(UuidInput('Only deliveries about this task (either case).')),
     status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)),
@@ -58,12 +75,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'getWebhookSecret',
         tags: ['webhooks'],
         summary: "The account's webhook signing secret",
-        description: 'The `whsec_` key that signs every webhook of this account (Standard Webhooks); made on first read.',
+        description:
+          'The `whsec_` key that signs every webhook of this account (Standard Webhooks); made on first read.',
         security: BEARER_SECURITY,
-        response: { 200: apiSuccess(Type.Ref(WebhookSecret), 'The signing secret.'), ...problemResponses(AUTHENTICATED_CODES) },
+        response: {
+          200: apiSuccess(Type.Ref(WebhookSecret), 'The signing secret.'),
+          ...problemResponses(AUTHENTICATED_CODES),
+        },
       },
     },
-    async (request) => secretResponse(await store.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
+    async (request) =>
+      secretResponse(await store.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
   );
 
   app.post(
@@ -73,7 +95,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'rotateWebhookSecret',
         tags: ['webhooks'],
         summary: 'Replace the signing secret; the old one keeps signing (second signature) for 24 h',
-        description: 'For a leaked secret: deliveries carry a second signature with the old secret for 24 h, so receivers can switch without a gap.',
+        description:
+          'For a leaked secret: deliveries carry a second signature with the old secret for 24 h, so receivers can switch without a gap.',
         security: BEARER_SECURITY,
         response: {
           200: apiSuccess(Type.Ref(WebhookSecret), 'The new signing secret.'),
@@ -82,7 +105,14 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
       },
     },
     async (request) =>
-      secretResponse(await store.rotateWebhookSecret(request.caller.accountId, now(), WEBHOOK_SECRET_ROTATION_GRACE_MS, generateWebhookSecret)),
+      secretResponse(
+        await store.rotateWebhookSecret(
+          request.caller.accountId,
+          now(),
+          WEBHOOK_SECRET_ROTATION_GRACE_MS,
+          generateWebhookSecret,
+        ),
+      ),
   );
 
   app.get(
@@ -92,15 +122,24 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'listWebhookDeliveries',
         tags: ['webhooks'],
         summary: 'Webhook deliveries with every attempt, newest first',
-        description: 'One delivery per terminal event of a task with a webhook_url, each attempt with its status code or error; filter by task or status.',
+        description:
+          'One delivery per terminal event of a task with a webhook_url, each attempt with its status code or error; filter by task or status.',
         security: BEARER_SECURITY,
         querystring: DeliveryListQuery,
-        response: { 200: apiSuccess(Type.Ref(WebhookDeliveryPage), 'A page of deliveries, newest first.'), ...problemResponses(AUTHENTICATED_CODES) },
+        response: {
+          200: apiSuccess(Type.Ref(WebhookDeliveryPage), 'A page of deliveries, newest first.'),
+          ...problemResponses(AUTHENTICATED_CODES),
+        },
       },
     },
     async (request) => {
       const q = request.query;
-      const page = await store.listWebhookDeliveries(request.caller.accountId, { limit: q.limit ?? 20, cursor: q.cursor, taskId: q.task_id === undefined ? undefined : canonicalId(q.task_id), status: q.status });
+      const page = await store.listWebhookDeliveries(request.caller.accountId, {
+        limit: q.limit ?? 20,
+        cursor: q.cursor,
+        taskId: q.task_id === undefined ? undefined : canonicalId(q.task_id),
+        status: q.status,
+      });
       return { data: page.items.map(toDeliveryResource), next_cursor: page.nextCursor };
     },
   );
@@ -112,7 +151,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         operationId: 'retryWebhookDelivery',
         tags: ['webhooks'],
         summary: 'Send a delivery again now (same webhook-id)',
-        description: 'Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.',
+        description:
+          'Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.',
         security: BEARER_SECURITY,
         params: uuidParam('delivery_id', 'A delivery_id from the delivery log (either case).', EXAMPLE_TASK_ID),
         response: {
@@ -122,7 +162,11 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
       },
     },
     async (request, reply) => {
-      const delivery = await store.replayWebhookDelivery(request.caller.accountId, canonicalId(request.params.delivery_id), now());
+      const delivery = await store.replayWebhookDelivery(
+        request.caller.accountId,
+        canonicalId(request.params.delivery_id),
+        now(),
+      );
       onDeliveryQueued?.();
       return reply.code(202).send({ data: toDeliveryResource(delivery) });
     },
