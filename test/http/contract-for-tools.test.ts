@@ -15,7 +15,7 @@ const ESTIMATE = '/api/v1/images/estimates';
 const summary = (findings: LintFinding[]) => findings.map((f) => `${f.severity} ${f.rule} ${f.path}`).sort();
 
 /**
- * The warnings left on purpose, each justified in docs/decisions/0009-issue22-contract-for-tools.md.
+ * The warnings left on purpose, each justified in docs/decisions/0013-contract-for-tools.md.
  * A new warning fails this test: fix it, or justify it there and add it here.
  */
 const FREE_TEXT = [
