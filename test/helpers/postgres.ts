@@ -9,16 +9,24 @@ export const postgresTestUrl = () => process.env.TEST_DATABASE_URL ?? 'postgres:
 
 let reachability: Promise<boolean> | null = null;
 
-/** Whether a PostgreSQL answers at postgresTestUrl(), asked once per process. */
+/** Errors that mean no server is there to test against (not a slow one, which must not skip tests). */
+const ABSENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EADDRNOTAVAIL', '3D000', '28000', '28P01']);
+
+/**
+ * Whether a PostgreSQL answers at postgresTestUrl(), asked once per process. A server that is down
+ * refuses at once; one that is merely slow (a loaded machine) is waited for, and an error other
+ * than absence fails the test rather than skipping it.
+ */
 export function reachable(): Promise<boolean> {
   reachability ??= (async () => {
-    const client = new pg.Client({ connectionString: postgresTestUrl(), connectionTimeoutMillis: 2000 });
+    const client = new pg.Client({ connectionString: postgresTestUrl(), connectionTimeoutMillis: 30_000 });
     try {
       await client.connect();
       await client.query('SELECT 1');
       return true;
-    } catch {
-      return false;
+    } catch (error) {
+      if (ABSENT.has((error as { code?: string }).code ?? '')) return false;
+      throw error;
     } finally {
       await client.end().catch(() => {});
     }

@@ -1,7 +1,12 @@
 import pg from 'pg';
 import { DomainError } from '../../core/errors.js';
-import { afterLostLease, admitsAnotherActiveTask, countsAsActive, DEADLINE_EXCEEDED, isPastDeadline, webhookEventFor } from '../../core/task-execution.js';
-import { generatedMediaRef, invalidMediaReference, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskEvent, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import {
+  afterLostLease, admitsAnotherActiveTask, countsAsActive, DEADLINE_EXCEEDED, isPastDeadline, webhookEventFor,
+} from '../../core/task-execution.js';
+import {
+  generatedMediaRef, invalidMediaReference, nextStatus, refundsOnEntry, statusesAllowing,
+  type GeneratedMediaRef, type TaskEvent, type TaskRecord, type TaskStatus,
+} from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import { decodeCursor } from '../cursor.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
@@ -37,7 +42,9 @@ const MAX_TRANSACTION_ATTEMPTS = 5;
 // bigint (int8) columns hold token amounts and counts, far below 2^53: numbers, not strings.
 const types = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+    oid === pg.types.builtins.INT8
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
 };
 
 /**
@@ -116,7 +123,9 @@ export class PostgresStore implements Store {
       // Session lock: held across the migrations' own transactions, released below or with the connection.
       await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
       try {
-        await client.query('CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+        await client.query(
+          'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+        );
         const { rows } = await client.query<{ version: number }>('SELECT coalesce(max(version), 0) AS version FROM schema_migrations');
         for (let version = rows[0].version; version < POSTGRES_MIGRATIONS.length; version++) {
           await client.query('BEGIN');
@@ -339,7 +348,10 @@ export class PostgresStore implements Store {
   }
 
   async getMedia(accountId: string, mediaId: string, now: Date): Promise<MediaRecord | null> {
-    const { rows } = await this.query<MediaRow>('SELECT * FROM media WHERE id = $1 AND account_id = $2 AND expires_at > $3', [mediaId, accountId, now]);
+    const { rows } = await this.query<MediaRow>(
+      'SELECT * FROM media WHERE id = $1 AND account_id = $2 AND expires_at > $3',
+      [mediaId, accountId, now],
+    );
     return rows[0] ? toMedia(rows[0]) : null;
   }
 
@@ -567,7 +579,8 @@ export class PostgresStore implements Store {
     if (existing) return existing;
     // Two first calls may race; the unique index on the current secret lets one insert win.
     await this.query(
-      'INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES ($1, $2, $3) ON CONFLICT (account_id) WHERE retired_at IS NULL DO NOTHING',
+      `INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES ($1, $2, $3)
+       ON CONFLICT (account_id) WHERE retired_at IS NULL DO NOTHING`,
       [accountId, newSecret(), now],
     );
     return (await this.readWebhookSecrets(this.pool, accountId, now))!;
@@ -650,8 +663,10 @@ export class PostgresStore implements Store {
 
   private async withAttempts(rows: WebhookDeliveryRow[]): Promise<WebhookDeliveryWithAttempts[]> {
     if (rows.length === 0) return [];
-    const { rows: attempts } = await this.query<{ delivery_id: string; attempted_at: Date; status_code: number | null; error: string | null; duration_ms: number }>(
-      'SELECT delivery_id, attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ANY($1::text[]) ORDER BY id',
+    type AttemptRow = { delivery_id: string; attempted_at: Date; status_code: number | null; error: string | null; duration_ms: number };
+    const { rows: attempts } = await this.query<AttemptRow>(
+      `SELECT delivery_id, attempted_at, status_code, error, duration_ms FROM webhook_attempts
+       WHERE delivery_id = ANY($1::text[]) ORDER BY id`,
       [rows.map((r) => r.id)],
     );
     return rows.map((row) => ({
@@ -702,7 +717,9 @@ async function requireAccount(tx: Tx, accountId: string): Promise<Account> {
  * the account's row lock, so the ledger ids of one account follow the order of its balances.
  * False when the account is missing or a debit would go negative.
  */
-async function addLedgerEntry(tx: Tx, accountId: string, kind: LedgerKind, amount: number, taskId: string | null, note: string | null, now: Date): Promise<boolean> {
+async function addLedgerEntry(
+  tx: Tx, accountId: string, kind: LedgerKind, amount: number, taskId: string | null, note: string | null, now: Date,
+): Promise<boolean> {
   const delta = kind === 'debit' ? -amount : amount;
   const { rows } = await tx.query<{ balance: number }>(
     'UPDATE accounts SET balance = balance + $1 WHERE id = $2 AND balance + $1 >= 0 RETURNING balance',
