@@ -34,7 +34,10 @@ const task = (id: string) => ({
 });
 const CREATED = { data: task('0193c1f0-0000-7000-8000-000000000000') };
 // A list page is 20 tasks, as the service returns by default.
-const PAGE = { data: Array.from({ length: 20 }, (_, i) => task(`0193c1f0-0000-7000-8000-${String(i).padStart(12, '0')}`)), next_cursor: 'MDE5M2MxZjA' };
+const PAGE = {
+  data: Array.from({ length: 20 }, (_, i) => task(`0193c1f0-0000-7000-8000-${String(i).padStart(12, '0')}`)),
+  next_cursor: 'MDE5M2MxZjA',
+};
 
 const app = Fastify({
   logger: false,

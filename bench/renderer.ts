@@ -42,7 +42,15 @@ for (const c of CASES) {
     const started = performance.now();
     const [image] = await renderer.generate(
       // A different prompt each run: nothing can be cached between runs.
-      { model: 'alpha-pro', prompt: `${PROMPT} #${run}`, aspectRatio: c.ratio, resolution: c.resolution, width, height, references: references.slice(0, c.references) },
+      {
+        model: 'alpha-pro',
+        prompt: `${PROMPT} #${run}`,
+        aspectRatio: c.ratio,
+        resolution: c.resolution,
+        width,
+        height,
+        references: references.slice(0, c.references),
+      },
       new AbortController().signal,
     );
     const elapsed = performance.now() - started;

@@ -39,7 +39,17 @@ import { createAccountWithKey } from '../src/services/api-keys.js';
 import { encodeCursor } from '../src/store/cursor.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { incompressiblePng, multipartBody, smallPng } from './lib/images.js';
-import { alternate, median, runLoad, summarize, type LoadOptions, type LoadRequest, type LoadSample, type Summary, type Target } from './lib/load.js';
+import {
+  alternate,
+  median,
+  runLoad,
+  summarize,
+  type LoadOptions,
+  type LoadRequest,
+  type LoadSample,
+  type Summary,
+  type Target,
+} from './lib/load.js';
 import { memoryOf, mib, resetPeak, sampleRss } from './lib/memory.js';
 import {
   REPO_ROOT,
@@ -61,7 +71,17 @@ import { downloadScenario } from './scenarios/download.js';
 import { longPollScenario } from './scenarios/long-poll.js';
 
 const ALL_SCENARIOS = [
-  'create', 'create-idem', 'create-i2i', 'read', 'dispatch', 'long-poll', 'download', 'list', 'upload', 'upload-photos', 'renderer',
+  'create',
+  'create-idem',
+  'create-i2i',
+  'read',
+  'dispatch',
+  'long-poll',
+  'download',
+  'list',
+  'upload',
+  'upload-photos',
+  'renderer',
   'scale-out',
 ] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
@@ -84,7 +104,8 @@ const { values: flags } = parseArgs({
 const ON_REQUEST_ONLY: readonly Scenario[] = ['create-idem', 'create-i2i'];
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => !ON_REQUEST_ONLY.includes(s));
 const selected = new Set<Scenario>(flags.only ? (flags.only.split(',') as Scenario[]) : DEFAULT_SCENARIOS);
-for (const s of selected) if (!ALL_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; one of ${ALL_SCENARIOS.join(', ')}`);
+for (const s of selected)
+  if (!ALL_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; one of ${ALL_SCENARIOS.join(', ')}`);
 const fullRun = !flags.only && !flags.quick && !flags['compare-root'];
 const runtime = flags.runtime as ServiceRuntime;
 // Five short rounds rather than three long ones in the same time: the per-round ratios of one run
@@ -96,7 +117,11 @@ const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 5));
 // issue #19): three rounds of them keep a full run inside its 8 minutes.
 const SHORT_ROUNDS = Math.min(ROUNDS, 3);
 const CONNECTIONS = Number(flags.connections);
-const LOAD: LoadOptions = { connections: CONNECTIONS, warmupSec: 1, durationSec: Number(flags.duration ?? (flags.quick ? 3 : 4)) };
+const LOAD: LoadOptions = {
+  connections: CONNECTIONS,
+  warmupSec: 1,
+  durationSec: Number(flags.duration ?? (flags.quick ? 3 : 4)),
+};
 const LIST_SMALL = 10_000;
 const LIST_LARGE = Number(flags['list-size']);
 const UPLOAD_BYTES = 10 * 1024 * 1024;
@@ -106,7 +131,8 @@ const startedAt = new Date();
 const resultsDir = join(REPO_ROOT, 'bench/results');
 mkdirSync(resultsDir, { recursive: true });
 const work = await mkdtemp(join(tmpdir(), 'imagegen-bench-'));
-const log = (line: string) => process.stderr.write(`[bench ${((Date.now() - startedAt.getTime()) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
+const log = (line: string) =>
+  process.stderr.write(`[bench ${((Date.now() - startedAt.getTime()) / 1000).toFixed(0).padStart(3)} s] ${line}\n`);
 
 const report: BenchReport = {
   startedAt: startedAt.toISOString(),
@@ -120,7 +146,15 @@ const report: BenchReport = {
     loadAverage: { start: loadavg()[0], end: Number.NaN },
   },
   command: process.argv.slice(2).length ? `npm run bench -- ${process.argv.slice(2).join(' ')}` : 'npm run bench',
-  settings: { rounds: ROUNDS, shortRounds: SHORT_ROUNDS, connections: CONNECTIONS, warmupSec: LOAD.warmupSec, durationSec: LOAD.durationSec, runtime, sqliteSynchronous: 'FULL (WAL)' },
+  settings: {
+    rounds: ROUNDS,
+    shortRounds: SHORT_ROUNDS,
+    connections: CONNECTIONS,
+    warmupSec: LOAD.warmupSec,
+    durationSec: LOAD.durationSec,
+    runtime,
+    sqliteSynchronous: 'FULL (WAL)',
+  },
   http: [],
   listFlatness: [],
   upload: null,
@@ -151,11 +185,14 @@ const scenarioContext: ScenarioContext = {
 
 try {
   if (runtime === 'dist' && !flags['no-build']) await build();
-  const needsReference = (['create', 'create-idem', 'create-i2i', 'read', 'list'] as const).some((s) => selected.has(s));
+  const needsReference = (['create', 'create-idem', 'create-i2i', 'read', 'list'] as const).some((s) =>
+    selected.has(s),
+  );
   const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
   if (reference) children.push(reference);
 
-  if ((['create', 'create-i2i', 'create-idem', 'read'] as const).some((s) => selected.has(s))) await apiScenarios(reference!);
+  if ((['create', 'create-i2i', 'create-idem', 'read'] as const).some((s) => selected.has(s)))
+    await apiScenarios(reference!);
   if (selected.has('dispatch')) report.dispatch = await dispatchScenario(scenarioContext);
   if (selected.has('long-poll')) report.longPoll = await longPollScenario(scenarioContext);
   if (selected.has('download')) await downloadMeasurement();
@@ -164,7 +201,9 @@ try {
   if (selected.has('renderer')) await rendererScenario();
   if (selected.has('upload-photos')) {
     log('upload memory with real photos (bench/upload-memory-photos.ts, two one-minute settles)');
-    const photos = await runJsonScript<PhotoUploadReport>('bench/upload-memory-photos.ts', { nodeFlags: ['--expose-gc'] });
+    const photos = await runJsonScript<PhotoUploadReport>('bench/upload-memory-photos.ts', {
+      nodeFlags: ['--expose-gc'],
+    });
     report.sections.push(photoUploadSection(photos));
   }
   if (selected.has('scale-out')) {
@@ -203,7 +242,10 @@ interface Instance {
 
 async function launchInstances(label: string, overrides: Record<string, string> = {}): Promise<Instance[]> {
   // Each compared checkout is named after its directory.
-  const compared: [string, string | undefined][] = (flags['compare-root']?.split(',') ?? []).map((dir) => [basename(dir), dir]);
+  const compared: [string, string | undefined][] = (flags['compare-root']?.split(',') ?? []).map((dir) => [
+    basename(dir),
+    dir,
+  ]);
   const roots: [string, string | undefined][] = [...compared, ['service', undefined]];
   const instances: Instance[] = [];
   for (const [name, root] of roots) {
@@ -220,7 +262,13 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
   const instances = await launchInstances('service-api');
 
   if (selected.has('create')) {
-    await measure('create', 'Create text-to-image', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE }, await createTargets(instances));
+    await measure(
+      'create',
+      'Create text-to-image',
+      reference,
+      { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE },
+      await createTargets(instances),
+    );
   }
   if (selected.has('create-i2i')) {
     const targets = [];
@@ -230,18 +278,35 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
       for (const headers of await clientKeys(instance)) {
         const mediaIds: string[] = [];
         for (let n = 0; n < 8; n++) mediaIds.push(await uploadSmall(instance.server, headers, n));
-        const body = JSON.stringify({ model: 'alpha-pro', prompt: PROMPT, image_reference: mediaIds, parameters: { aspect_ratio: '1:1', resolution: '2K' } });
+        const body = JSON.stringify({
+          model: 'alpha-pro',
+          prompt: PROMPT,
+          image_reference: mediaIds,
+          parameters: { aspect_ratio: '1:1', resolution: '2K' },
+        });
         perConnection.push({ headers, body });
       }
       targets.push({ ...instance, perConnection, body: perConnection[0].body, beforeRun: drain(instance.dataDir) });
     }
-    await measure('create-i2i', 'Create image-to-image, 8 references', reference, { method: 'POST', path: CREATE_PATH, body: targets[0].body }, targets);
+    await measure(
+      'create-i2i',
+      'Create image-to-image, 8 references',
+      reference,
+      { method: 'POST', path: CREATE_PATH, body: targets[0].body },
+      targets,
+    );
   }
   if (selected.has('create-idem')) {
     // What a careful client sends: a new Idempotency-Key with every create (claimed, then completed
     // in the create's own transaction).
     const targets = await createTargets(instances, { 'idempotency-key': 'bench-[<id>]' });
-    await measure('create-idem', 'Create text-to-image, new Idempotency-Key each', reference, { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE, uniqueIds: true }, targets);
+    await measure(
+      'create-idem',
+      'Create text-to-image, new Idempotency-Key each',
+      reference,
+      { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE, uniqueIds: true },
+      targets,
+    );
   }
   if (selected.has('read')) {
     const targets = await readTargets(instances);
@@ -275,8 +340,12 @@ async function listScenarios(reference: ChildServer): Promise<void> {
   // The large store is the small one plus the rest: same account, same key, same first rows.
   mkdirSync(largeDir, { recursive: true });
   copyFileSync(join(smallDir, 'imagegen.sqlite'), join(largeDir, 'imagegen.sqlite'));
-  const seededLarge = seedCompletedTasks(join(largeDir, 'imagegen.sqlite'), accountId, LIST_SMALL, LIST_LARGE, [deepLarge]);
-  log(`seeded ${LIST_LARGE - LIST_SMALL} more tasks (${LIST_LARGE} in all) in ${(seededLarge.elapsedMs / 1000).toFixed(1)} s`);
+  const seededLarge = seedCompletedTasks(join(largeDir, 'imagegen.sqlite'), accountId, LIST_SMALL, LIST_LARGE, [
+    deepLarge,
+  ]);
+  log(
+    `seeded ${LIST_LARGE - LIST_SMALL} more tasks (${LIST_LARGE} in all) in ${(seededLarge.elapsedMs / 1000).toFixed(1)} s`,
+  );
 
   // Compared checkouts (--compare-root) serve a copy of the small store: same rows, same key.
   const compared: { name: string; server: ChildServer }[] = [];
@@ -284,21 +353,43 @@ async function listScenarios(reference: ChildServer): Promise<void> {
     const copyDir = join(work, `list-small-${basename(dir)}`);
     mkdirSync(copyDir, { recursive: true });
     copyFileSync(join(smallDir, 'imagegen.sqlite'), join(copyDir, 'imagegen.sqlite'));
-    compared.push({ name: basename(dir), server: await launch(`service-list-10k-${basename(dir)}`, serviceEnv(copyDir), dir) });
+    compared.push({
+      name: basename(dir),
+      server: await launch(`service-list-10k-${basename(dir)}`, serviceEnv(copyDir), dir),
+    });
   }
   const small = await launch('service-list-10k', smallEnv);
   const large = await launch('service-list-1m', serviceEnv(largeDir));
   const auth = { authorization: `Bearer ${key}` };
-  const cursors = { small: encodeCursor(seededSmall.sampleIds.get(deepSmall)!), large: encodeCursor(seededLarge.sampleIds.get(deepLarge)!) };
+  const cursors = {
+    small: encodeCursor(seededSmall.sampleIds.get(deepSmall)!),
+    large: encodeCursor(seededLarge.sampleIds.get(deepLarge)!),
+  };
   const sizeName = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000}M` : `${n / 1000}k`);
 
   for (const depth of ['first', 'deep'] as const) {
-    const pathFor = (which: 'small' | 'large') => `/api/v1/images/generations?limit=20${depth === 'deep' ? `&cursor=${cursors[which]}` : ''}`;
+    const pathFor = (which: 'small' | 'large') =>
+      `/api/v1/images/generations?limit=20${depth === 'deep' ? `&cursor=${cursors[which]}` : ''}`;
     const targets: Target[] = [
       { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { method: 'GET', path: CREATE_PATH } },
-      ...compared.map((c) => ({ name: c.name, baseUrl: c.server.url, pid: c.server.pid, request: { method: 'GET' as const, path: pathFor('small'), headers: auth } })),
-      { name: 'small', baseUrl: small.url, pid: small.pid, request: { method: 'GET', path: pathFor('small'), headers: auth } },
-      { name: 'large', baseUrl: large.url, pid: large.pid, request: { method: 'GET', path: pathFor('large'), headers: auth } },
+      ...compared.map((c) => ({
+        name: c.name,
+        baseUrl: c.server.url,
+        pid: c.server.pid,
+        request: { method: 'GET' as const, path: pathFor('small'), headers: auth },
+      })),
+      {
+        name: 'small',
+        baseUrl: small.url,
+        pid: small.pid,
+        request: { method: 'GET', path: pathFor('small'), headers: auth },
+      },
+      {
+        name: 'large',
+        baseUrl: large.url,
+        pid: large.pid,
+        request: { method: 'GET', path: pathFor('large'), headers: auth },
+      },
     ];
     const where = depth === 'first' ? 'first page' : 'deep cursor (half way)';
     log(`list, ${where}: ${SHORT_ROUNDS} rounds of reference / ${sizeName(LIST_SMALL)} / ${sizeName(LIST_LARGE)}`);
@@ -308,12 +399,33 @@ async function listScenarios(reference: ChildServer): Promise<void> {
     const largeSummary = summarize(samples.large, samples.reference);
     for (const c of compared) {
       report.http.push(
-        httpRow(`list-${depth}-${sizeName(LIST_SMALL)}@${c.name}`, `List, ${where}, ${sizeName(LIST_SMALL)} tasks stored [${c.name}]`, summarize(samples[c.name], samples.reference), refSummary, samples[c.name], samples.reference),
+        httpRow(
+          `list-${depth}-${sizeName(LIST_SMALL)}@${c.name}`,
+          `List, ${where}, ${sizeName(LIST_SMALL)} tasks stored [${c.name}]`,
+          summarize(samples[c.name], samples.reference),
+          refSummary,
+          samples[c.name],
+          samples.reference,
+        ),
       );
     }
     report.http.push(
-      httpRow(`list-${depth}-${sizeName(LIST_SMALL)}`, `List, ${where}, ${sizeName(LIST_SMALL)} tasks stored`, smallSummary, refSummary, samples.small, samples.reference),
-      httpRow(`list-${depth}-${sizeName(LIST_LARGE)}`, `List, ${where}, ${sizeName(LIST_LARGE)} tasks stored`, largeSummary, refSummary, samples.large, samples.reference),
+      httpRow(
+        `list-${depth}-${sizeName(LIST_SMALL)}`,
+        `List, ${where}, ${sizeName(LIST_SMALL)} tasks stored`,
+        smallSummary,
+        refSummary,
+        samples.small,
+        samples.reference,
+      ),
+      httpRow(
+        `list-${depth}-${sizeName(LIST_LARGE)}`,
+        `List, ${where}, ${sizeName(LIST_LARGE)} tasks stored`,
+        largeSummary,
+        refSummary,
+        samples.large,
+        samples.reference,
+      ),
     );
     const perRound = samples.large.map((s, i) => s.rps / samples.small[i].rps);
     report.listFlatness.push({
@@ -340,22 +452,49 @@ async function uploadScenario(): Promise<void> {
   const auth = { authorization: `Bearer ${key}` };
   const png = await incompressiblePng(UPLOAD_BYTES);
   const { body, contentType } = multipartBody(png);
-  const request = { method: 'POST' as const, path: '/api/v1/media', headers: { ...auth, 'content-type': contentType }, body };
+  const request = {
+    method: 'POST' as const,
+    path: '/api/v1/media',
+    headers: { ...auth, 'content-type': contentType },
+    body,
+  };
 
   // Memory first, on a fresh process warmed by one upload (as bench/upload-memory.ts does): 10
   // uploads at once. VmHWM is reset before the burst where the kernel allows, and RSS is also
   // sampled every 10 ms, so the peak is caught either way.
-  const warmUp = await runLoad(service.url, request, { connections: 1, warmupSec: 0, durationSec: 0, amount: 1, timeoutSec: 60 });
+  const warmUp = await runLoad(service.url, request, {
+    connections: 1,
+    warmupSec: 0,
+    durationSec: 0,
+    amount: 1,
+    timeoutSec: 60,
+  });
   if (warmUp.non2xx || warmUp.errors) throw new Error(`warm-up upload failed: ${JSON.stringify(warmUp.statusCodes)}`);
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const burst = await rssGrowthOf(service, () => runLoad(service.url, request, { connections: CONCURRENT_UPLOADS, warmupSec: 0, durationSec: 0, amount: CONCURRENT_UPLOADS, timeoutSec: 120 }));
-  log(`  ${CONCURRENT_UPLOADS} at once: RSS ${mib(burst.baseline)} → ${mib(burst.peak)} MiB (+${mib(burst.peak - burst.baseline)} MiB), statuses ${JSON.stringify(burst.result.statusCodes)}`);
+  const burst = await rssGrowthOf(service, () =>
+    runLoad(service.url, request, {
+      connections: CONCURRENT_UPLOADS,
+      warmupSec: 0,
+      durationSec: 0,
+      amount: CONCURRENT_UPLOADS,
+      timeoutSec: 120,
+    }),
+  );
+  log(
+    `  ${CONCURRENT_UPLOADS} at once: RSS ${mib(burst.baseline)} → ${mib(burst.peak)} MiB (+${mib(burst.peak - burst.baseline)} MiB), statuses ${JSON.stringify(burst.result.statusCodes)}`,
+  );
 
   // DESIGN 5: a 20 MiB image streams without buffering whole request bodies twice
   // (bench/upload-streaming.ts, in a process of its own that can force collections).
-  const large = await runJsonScript<NonNullable<BenchReport['upload']>['large']>('bench/upload-streaming.ts', { nodeFlags: ['--expose-gc'] });
-  log(`  one ${mib(large.received.bytes)} MiB body, refused once received: Buffers +${large.received.buffersGrowthMiB} MiB, RSS +${large.received.rssGrowthMiB} MiB (${large.received.status})`);
-  log(`  one ${mib(large.stored.bytes)} MiB PNG, stored: Buffers +${large.stored.buffersGrowthMiB} MiB, RSS +${large.stored.rssGrowthMiB} MiB (${large.stored.status})`);
+  const large = await runJsonScript<NonNullable<BenchReport['upload']>['large']>('bench/upload-streaming.ts', {
+    nodeFlags: ['--expose-gc'],
+  });
+  log(
+    `  one ${mib(large.received.bytes)} MiB body, refused once received: Buffers +${large.received.buffersGrowthMiB} MiB, RSS +${large.received.rssGrowthMiB} MiB (${large.received.status})`,
+  );
+  log(
+    `  one ${mib(large.stored.bytes)} MiB PNG, stored: Buffers +${large.stored.buffersGrowthMiB} MiB, RSS +${large.stored.rssGrowthMiB} MiB (${large.stored.status})`,
+  );
 
   report.upload = {
     uploadBytes: png.length,
@@ -373,13 +512,20 @@ async function uploadScenario(): Promise<void> {
 }
 
 /** Runs a bench script (TypeScript, through tsx) in a node process of its own and parses the JSON object it prints last. */
-async function runJsonScript<T>(script: string, options: { nodeFlags?: string[]; args?: string[]; pinToCpu0?: boolean; env?: Record<string, string> } = {}): Promise<T> {
+async function runJsonScript<T>(
+  script: string,
+  options: { nodeFlags?: string[]; args?: string[]; pinToCpu0?: boolean; env?: Record<string, string> } = {},
+): Promise<T> {
   const nodeArgs = [...(options.nodeFlags ?? []), '--import', 'tsx', join(REPO_ROOT, script), ...(options.args ?? [])];
-  const child = spawn(options.pinToCpu0 ? 'taskset' : process.execPath, options.pinToCpu0 ? ['-c', '0', process.execPath, ...nodeArgs] : nodeArgs, {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...options.env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const child = spawn(
+    options.pinToCpu0 ? 'taskset' : process.execPath,
+    options.pinToCpu0 ? ['-c', '0', process.execPath, ...nodeArgs] : nodeArgs,
+    {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   let out = '';
   child.stdout.on('data', (chunk) => (out += chunk));
   const [code] = (await once(child, 'exit')) as [number];
@@ -391,7 +537,10 @@ async function runJsonScript<T>(script: string, options: { nodeFlags?: string[];
  * How far the service's RSS rises above where it stands while `run` loads it: VmHWM reset just
  * before where the kernel allows, and VmRSS sampled every 10 ms, so the peak is caught either way.
  */
-async function rssGrowthOf<T>(service: ChildServer, run: () => Promise<T>): Promise<{ result: T; baseline: number; peak: number; hwmReset: boolean }> {
+async function rssGrowthOf<T>(
+  service: ChildServer,
+  run: () => Promise<T>,
+): Promise<{ result: T; baseline: number; peak: number; hwmReset: boolean }> {
   const baseline = memoryOf(service.pid).rss;
   const hwmReset = resetPeak(service.pid);
   const sampler = sampleRss(service.pid, 10);
@@ -404,13 +553,17 @@ async function rssGrowthOf<T>(service: ChildServer, run: () => Promise<T>): Prom
 async function rendererScenario(): Promise<void> {
   log('renderer: LocalRenderer directly, one core (taskset -c 0, libvips and libuv pool at 1 thread)');
   const pinned = existsSync('/usr/bin/taskset') || existsSync('/bin/taskset');
-  const parsed = await runJsonScript<{ results: NonNullable<BenchReport['renderer']>['results'] }>('bench/renderer.ts', {
-    args: flags.quick ? ['--quick'] : [],
-    pinToCpu0: pinned,
-    env: { UV_THREADPOOL_SIZE: '1' },
-  });
+  const parsed = await runJsonScript<{ results: NonNullable<BenchReport['renderer']>['results'] }>(
+    'bench/renderer.ts',
+    {
+      args: flags.quick ? ['--quick'] : [],
+      pinToCpu0: pinned,
+      env: { UV_THREADPOOL_SIZE: '1' },
+    },
+  );
   report.renderer = { pinnedToOneCpu: pinned, results: parsed.results };
-  for (const r of parsed.results) log(`  ${r.name} ${r.width}×${r.height}: best ${r.best_ms} ms, median ${r.median_ms} ms`);
+  for (const r of parsed.results)
+    log(`  ${r.name} ${r.width}×${r.height}: best ${r.best_ms} ms, median ${r.median_ms} ms`);
 }
 
 // ── helpers ──────────────────────────────────────────────────────────────────────────────────
@@ -424,11 +577,18 @@ async function measure(
   title: string,
   reference: ChildServer,
   request: { method: 'GET' | 'POST'; path: string; body?: string; uniqueIds?: boolean },
-  instances: (Instance & { path?: string; body?: string; beforeRun?: () => void; perConnection?: LoadRequest['perConnection'] })[],
+  instances: (Instance & {
+    path?: string;
+    body?: string;
+    beforeRun?: () => void;
+    perConnection?: LoadRequest['perConnection'];
+  })[],
   rounds = ROUNDS,
 ): Promise<void> {
   const referencePath = request.path.split('?')[0];
-  log(`${title}: ${rounds} rounds of reference / ${instances.map((i) => i.name).join(' / ')}, ${CONNECTIONS} connections, ${LOAD.warmupSec} s warm-up + ${LOAD.durationSec} s`);
+  log(
+    `${title}: ${rounds} rounds of reference / ${instances.map((i) => i.name).join(' / ')}, ${CONNECTIONS} connections, ${LOAD.warmupSec} s warm-up + ${LOAD.durationSec} s`,
+  );
   const { samples } = await alternate(
     [
       { name: 'reference', baseUrl: reference.url, pid: reference.pid, request: { ...request, path: referencePath } },
@@ -436,7 +596,13 @@ async function measure(
         name: i.name,
         baseUrl: i.server.url,
         pid: i.server.pid,
-        request: { ...request, path: i.path ?? request.path, body: i.body ?? request.body, headers: i.auth, perConnection: i.perConnection },
+        request: {
+          ...request,
+          path: i.path ?? request.path,
+          body: i.body ?? request.body,
+          headers: i.auth,
+          perConnection: i.perConnection,
+        },
         beforeRun: i.beforeRun,
       })),
     ],
@@ -447,12 +613,27 @@ async function measure(
   for (const instance of instances) {
     const suffix = instance.name === 'service' ? '' : ` [${instance.name}]`;
     report.http.push(
-      httpRow(`${id}${suffix ? `@${instance.name}` : ''}`, `${title}${suffix}`, summarize(samples[instance.name], samples.reference), summarize(samples.reference), samples[instance.name], samples.reference),
+      httpRow(
+        `${id}${suffix ? `@${instance.name}` : ''}`,
+        `${title}${suffix}`,
+        summarize(samples[instance.name], samples.reference),
+        summarize(samples.reference),
+        samples[instance.name],
+        samples.reference,
+      ),
     );
   }
 }
 
-function httpRow(id: string, title: string, service: Summary, reference: Summary, serviceSamples: LoadSample[], referenceSamples: LoadSample[], connections = CONNECTIONS) {
+function httpRow(
+  id: string,
+  title: string,
+  service: Summary,
+  reference: Summary,
+  serviceSamples: LoadSample[],
+  referenceSamples: LoadSample[],
+  connections = CONNECTIONS,
+) {
   return { id, title, connections, service, reference, serviceSamples, referenceSamples };
 }
 
@@ -470,8 +651,14 @@ async function createTargets(instances: Instance[], extraHeaders: Record<string,
 async function readTargets(instances: Instance[]) {
   const targets = [];
   for (const instance of instances) {
-    const created = await postJson(instance.server, CREATE_PATH, instance.auth, { model: 'beta-v5-pro', prompt: PROMPT });
-    targets.push({ ...instance, path: `${CREATE_PATH}/${(created.body as { data: { task_id: string } }).data.task_id}` });
+    const created = await postJson(instance.server, CREATE_PATH, instance.auth, {
+      model: 'beta-v5-pro',
+      prompt: PROMPT,
+    });
+    targets.push({
+      ...instance,
+      path: `${CREATE_PATH}/${(created.body as { data: { task_id: string } }).data.task_id}`,
+    });
   }
   return targets;
 }
@@ -488,7 +675,11 @@ async function clientKeys(instance: Instance): Promise<Record<string, string>[]>
 }
 
 /** New accounts (one per name) with `tokens` each and a key each, written through the store beside the service. */
-async function newAccountsWithKeys(instance: Instance, names: string[], tokens: number): Promise<Record<string, string>[]> {
+async function newAccountsWithKeys(
+  instance: Instance,
+  names: string[],
+  tokens: number,
+): Promise<Record<string, string>[]> {
   const store = new SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
   try {
     const headers = [];
@@ -526,8 +717,17 @@ async function stop(child: ChildServer): Promise<void> {
   children.splice(children.indexOf(child), 1);
 }
 
-async function postJson(server: ChildServer, path: string, headers: Record<string, string>, body: unknown): Promise<{ status: number; body: unknown }> {
-  const res = await fetch(server.url + path, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+async function postJson(
+  server: ChildServer,
+  path: string,
+  headers: Record<string, string>,
+  body: unknown,
+): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(server.url + path, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const parsed = await res.json();
   if (!res.ok) throw new Error(`POST ${path}: ${res.status} ${JSON.stringify(parsed)}`);
   return { status: res.status, body: parsed };
@@ -535,7 +735,11 @@ async function postJson(server: ChildServer, path: string, headers: Record<strin
 
 async function uploadSmall(server: ChildServer, headers: Record<string, string>, seed: number): Promise<string> {
   const { body, contentType } = multipartBody(await smallPng(seed));
-  const res = await fetch(`${server.url}/api/v1/media`, { method: 'POST', headers: { ...headers, 'content-type': contentType }, body: new Uint8Array(body) });
+  const res = await fetch(`${server.url}/api/v1/media`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': contentType },
+    body: new Uint8Array(body),
+  });
   const parsed = (await res.json()) as { data: { media_id: string } };
   if (res.status !== 201) throw new Error(`upload: ${res.status} ${JSON.stringify(parsed)}`);
   return parsed.data.media_id;
@@ -543,7 +747,10 @@ async function uploadSmall(server: ChildServer, headers: Record<string, string>,
 
 async function build(): Promise<void> {
   log('building dist (tsc -p tsconfig.json)');
-  const child = spawn(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.json'], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (c) => (out += c));
   child.stderr.on('data', (c) => (out += c));

@@ -43,7 +43,8 @@ const NOOP_TASKS = 2000;
 const CREATE_SECONDS = 8;
 const CREATE_ACCOUNTS = 16;
 
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+const percentile = (sorted: number[], p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
 
 /** A schema of the bench's own, dropped at the end. */
@@ -80,11 +81,22 @@ async function ourWorker(schema: string, concurrency: number, generator: NoopGen
   const store = new PostgresStore({ connectionString: DATABASE_URL, schema, poolSize: concurrency + 4 });
   await store.migrate();
   const events = new TaskEvents();
-  await store.listen((signal) => (signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId)));
+  await store.listen((signal) =>
+    signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId),
+  );
   const worker = new TaskWorker({
-    store, blobs: new FsBlobStore(join(dir, 'blobs')), generator, events, concurrency,
-    leaseMs: 30_000, maxAttempts: 3, deadlineMs: 3_600_000, generationTimeoutMs: 60_000, retryBaseMs: 1000,
-    pollMs: 2000, resultRetentionMs: 3_600_000,
+    store,
+    blobs: new FsBlobStore(join(dir, 'blobs')),
+    generator,
+    events,
+    concurrency,
+    leaseMs: 30_000,
+    maxAttempts: 3,
+    deadlineMs: 3_600_000,
+    generationTimeoutMs: 60_000,
+    retryBaseMs: 1000,
+    pollMs: 2000,
+    resultRetentionMs: 3_600_000,
   });
   return { store, worker };
 }
@@ -101,8 +113,16 @@ async function startApi(schema: string, dataDir: string): Promise<{ port: number
   const port = await freePort();
   const child = spawn(process.execPath, ['--import', 'tsx', CLI, 'api'], {
     env: {
-      PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: urlFor(schema), DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1',
-      LOG_LEVEL: 'info', RATE_LIMIT_CREATES_PER_MIN: '1000000000', RATE_LIMIT_REQUESTS_PER_MIN: '1000000000', MAX_ACTIVE_TASKS: '1000000000',
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: urlFor(schema),
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      RATE_LIMIT_CREATES_PER_MIN: '1000000000',
+      RATE_LIMIT_REQUESTS_PER_MIN: '1000000000',
+      MAX_ACTIVE_TASKS: '1000000000',
       DATABASE_POOL_SIZE: '20',
     },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -121,11 +141,13 @@ async function startApi(schema: string, dataDir: string): Promise<{ port: number
 }
 
 async function stopAll(children: ChildProcess[]): Promise<void> {
-  await Promise.all(children.map(async (child) => {
-    if (child.exitCode !== null) return;
-    child.kill('SIGTERM');
-    await once(child, 'exit');
-  }));
+  await Promise.all(
+    children.map(async (child) => {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await once(child, 'exit');
+    }),
+  );
 }
 
 /** create (HTTP, through an api process) → our worker's generator called, one at a time. */
@@ -167,8 +189,13 @@ async function graphileDispatchLatency(): Promise<number[]> {
   return withSchema(async (schema) => {
     let started: (at: number) => void = () => {};
     const runner = await runGraphileWorker({
-      connectionString: DATABASE_URL, schema, concurrency: 1, noHandleSignals: true, pollInterval: 2000,
-      logger: quietLogger(), taskList: { noop: async () => started(performance.now()) },
+      connectionString: DATABASE_URL,
+      schema,
+      concurrency: 1,
+      noHandleSignals: true,
+      pollInterval: 2000,
+      logger: quietLogger(),
+      taskList: { noop: async () => started(performance.now()) },
     });
     const utils = await makeWorkerUtils({ connectionString: DATABASE_URL, schema, logger: quietLogger() });
     const latencies: number[] = [];
@@ -200,9 +227,15 @@ async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
       const account = await store.createAccount({ id: newIdAt(now), name: 'bench', initialTokens: 1e9, now });
       const tasks = Array.from({ length: NOOP_TASKS }, (_, i) =>
         // A webhook URL, so that each completion also writes its outbox row (no dispatcher runs).
-        createTask({ model: 'alpha-pro', prompt: `noop ${i}`, webhook_url: 'https://example.com/hook' }, { accountId: account.id, now, newId: () => newIdAt(now) }),
+        createTask(
+          { model: 'alpha-pro', prompt: `noop ${i}`, webhook_url: 'https://example.com/hook' },
+          { accountId: account.id, now, newId: () => newIdAt(now) },
+        ),
       );
-      for (let i = 0; i < tasks.length; i += 50) await Promise.all(tasks.slice(i, i + 50).map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 1e9 })));
+      for (let i = 0; i < tasks.length; i += 50)
+        await Promise.all(
+          tasks.slice(i, i + 50).map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 1e9 })),
+        );
       let completed = 0;
       let finish: () => void = () => {};
       const done = new Promise<void>((resolve) => (finish = resolve));
@@ -241,7 +274,12 @@ async function graphileNoopThroughput(concurrency: number): Promise<number> {
     const done = new Promise<void>((resolve) => (finish = resolve));
     const start = performance.now();
     const runner = await runGraphileWorker({
-      connectionString: DATABASE_URL, schema, concurrency, noHandleSignals: true, pollInterval: 2000, logger: quietLogger(),
+      connectionString: DATABASE_URL,
+      schema,
+      concurrency,
+      noHandleSignals: true,
+      pollInterval: 2000,
+      logger: quietLogger(),
       taskList: { noop: async () => {} },
     });
     runner.events.on('job:success', () => ++completed === NOOP_TASKS && finish());
@@ -261,7 +299,8 @@ async function ourCreatesPerSecond(apis: number): Promise<number> {
     await store.migrate();
     // Several accounts: one account's creates take turns on its balance row, whatever the processes.
     const keys: string[] = [];
-    for (let i = 0; i < CREATE_ACCOUNTS; i++) keys.push((await createAccountWithKey(store, { name: `bench ${i}`, tokens: 1e12, now: new Date() })).key);
+    for (let i = 0; i < CREATE_ACCOUNTS; i++)
+      keys.push((await createAccountWithKey(store, { name: `bench ${i}`, tokens: 1e12, now: new Date() })).key);
     let next = 0;
     const servers = [];
     for (let i = 0; i < apis; i++) servers.push(await startApi(schema, dir));
@@ -278,7 +317,10 @@ async function ourCreatesPerSecond(apis: number): Promise<number> {
               {
                 setupRequest: (request) => ({
                   ...request,
-                  headers: { authorization: `Bearer ${keys[next++ % keys.length]}`, 'content-type': 'application/json' },
+                  headers: {
+                    authorization: `Bearer ${keys[next++ % keys.length]}`,
+                    'content-type': 'application/json',
+                  },
                 }),
               },
             ],
@@ -309,7 +351,9 @@ export async function runScaleOutBench(
   log: (line: string) => void = () => {},
   scenarios: readonly ScaleOutScenario[] = ['dispatch', 'noop', 'creates'],
 ): Promise<ScaleOutRow[]> {
-  const png = await sharp({ create: { width: 1, height: 1, channels: 3, background: '#000' } }).png().toBuffer();
+  const png = await sharp({ create: { width: 1, height: 1, channels: 3, background: '#000' } })
+    .png()
+    .toBuffer();
   const rows: ScaleOutRow[] = [];
 
   if (scenarios.includes('dispatch')) await dispatchRows(png, rows, log);
@@ -327,11 +371,13 @@ async function dispatchRows(png: Buffer, rows: ScaleOutRow[], log: (line: string
     const r = percentile(theirs, p);
     rows.push({
       scenario: `dispatch latency p${p} (create → generator called; graphile: add_job → task start)`,
-      ours: round(o, 2), reference: round(r, 2), unit: 'ms', ratio: round(r / o, 2),
+      ours: round(o, 2),
+      reference: round(r, 2),
+      unit: 'ms',
+      ratio: round(r / o, 2),
       budget: p === 50 ? 'p50 ≤ graphile-worker p50' : 'p99 ≤ 25 ms',
     });
   }
-
 }
 
 async function noopRows(png: Buffer, rows: ScaleOutRow[], log: (line: string) => void): Promise<void> {
@@ -341,28 +387,49 @@ async function noopRows(png: Buffer, rows: ScaleOutRow[], log: (line: string) =>
     const r = await graphileNoopThroughput(slots);
     rows.push({
       scenario: `no-op tasks/s, ${slots} worker slot${slots > 1 ? 's' : ''} (graphile: concurrency ${slots})`,
-      ours: round(o, 0), reference: round(r, 0), unit: 'tasks/s', ratio: round(o / r, 2),
+      ours: round(o, 0),
+      reference: round(r, 0),
+      unit: 'tasks/s',
+      ratio: round(o / r, 2),
       budget: slots === 4 ? '≥ graphile-worker at concurrency 4' : '',
     });
   }
-
 }
 
 async function createRows(rows: ScaleOutRow[], log: (line: string) => void): Promise<void> {
   log('creates/s through 1 and 2 api processes…');
   const one = await ourCreatesPerSecond(1);
   const two = await ourCreatesPerSecond(2);
-  rows.push({ scenario: 'creates/s, 1 api process', ours: round(one, 0), reference: null, unit: 'creates/s', ratio: null, budget: '' });
+  rows.push({
+    scenario: 'creates/s, 1 api process',
+    ours: round(one, 0),
+    reference: null,
+    unit: 'creates/s',
+    ratio: null,
+    budget: '',
+  });
   rows.push({
     scenario: 'creates/s, 2 api processes (reference: 1 process)',
-    ours: round(two, 0), reference: round(one, 0), unit: 'creates/s', ratio: round(two / one, 2), budget: '≥ 1.3 × one process',
+    ours: round(two, 0),
+    reference: round(one, 0),
+    unit: 'creates/s',
+    ratio: round(two / one, 2),
+    budget: '≥ 1.3 × one process',
   });
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   // npm run bench:scale-out -- creates noop: only the scenarios named.
   const named = process.argv.slice(2) as ScaleOutScenario[];
-  const rows = await runScaleOutBench((line) => process.stderr.write(`${line}\n`), named.length > 0 ? named : undefined);
-  process.stdout.write('| scenario | ours | graphile-worker / reference | ratio (>1 = ours better) | budget |\n|---|---|---|---|---|\n');
-  for (const r of rows) process.stdout.write(`| ${r.scenario} | ${r.ours} ${r.unit} | ${r.reference ?? '–'} | ${r.ratio ?? '–'} | ${r.budget} |\n`);
+  const rows = await runScaleOutBench(
+    (line) => process.stderr.write(`${line}\n`),
+    named.length > 0 ? named : undefined,
+  );
+  process.stdout.write(
+    '| scenario | ours | graphile-worker / reference | ratio (>1 = ours better) | budget |\n|---|---|---|---|---|\n',
+  );
+  for (const r of rows)
+    process.stdout.write(
+      `| ${r.scenario} | ${r.ours} ${r.unit} | ${r.reference ?? '–'} | ${r.ratio ?? '–'} | ${r.budget} |\n`,
+    );
 }

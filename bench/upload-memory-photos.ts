@@ -36,7 +36,9 @@ const MiB = 1024 * 1024;
 async function cameraJpeg(): Promise<Buffer> {
   const width = 6000;
   const height = 4000;
-  const noise = sharp({ create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } } });
+  const noise = sharp({
+    create: { width, height, channels: 3, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 40 } },
+  });
   const raw = await noise.raw().toBuffer();
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
@@ -78,7 +80,9 @@ async function fortyMegapixelPng(): Promise<Buffer> {
         raw[i + 2] = (((x + y) * 255) / (width + height)) & 0xff;
       }
     }
-    const png = await sharp(raw, { raw: { width, height, channels: 3 } }).png({ compressionLevel: 6 }).toBuffer();
+    const png = await sharp(raw, { raw: { width, height, channels: 3 } })
+      .png({ compressionLevel: 6 })
+      .toBuffer();
     if (png.length <= MAX_BYTES) return png;
   }
   throw new Error('no 40 MP PNG within 20 MiB');
@@ -97,7 +101,11 @@ interface BurstReport {
   within_budget: boolean;
 }
 
-async function burst(name: string, path: string, upload: (path: string, bytes: number) => Promise<number>): Promise<BurstReport> {
+async function burst(
+  name: string,
+  path: string,
+  upload: (path: string, bytes: number) => Promise<number>,
+): Promise<BurstReport> {
   const bytes = (await stat(path)).size;
   await settle();
   const baseline = process.memoryUsage().rss;
@@ -123,7 +131,8 @@ async function burst(name: string, path: string, upload: (path: string, bytes: n
     rss_growth_mib: mib(growth),
     rss_after_settle_mib: mib(after),
     after_settle_vs_baseline: Math.round(afterRatio * 100) / 100,
-    within_budget: statuses.every((s) => s === 201) && growth < PEAK_BUDGET_MIB * MiB && afterRatio <= 1 + AFTER_BUDGET_FRACTION,
+    within_budget:
+      statuses.every((s) => s === 201) && growth < PEAK_BUDGET_MIB * MiB && afterRatio <= 1 + AFTER_BUDGET_FRACTION,
   };
 }
 
@@ -145,7 +154,10 @@ if (fixturesArg >= 0) {
  */
 const ALLOCATOR_ENV = { MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: '2' };
 if (process.env.MALLOC_MMAP_THRESHOLD_ === undefined && process.env.ALLOCATOR !== 'glibc-default') {
-  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, ...ALLOCATOR_ENV } });
+  const child = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, ...ALLOCATOR_ENV },
+  });
   process.exit(child.status ?? 1);
 }
 
@@ -153,7 +165,11 @@ const dataDir = await mkdtemp(join(tmpdir(), 'imagegen-photo-bench-'));
 try {
   const jpegPath = join(dataDir, 'camera.jpg');
   const pngPath = join(dataDir, 'forty-megapixels.png');
-  await promisify(execFile)(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--write-fixtures', dataDir], { maxBuffer: 1 << 20 });
+  await promisify(execFile)(
+    process.execPath,
+    [...process.execArgv, fileURLToPath(import.meta.url), '--write-fixtures', dataDir],
+    { maxBuffer: 1 << 20 },
+  );
 
   const { config, port, key, close } = await listenOnLoopback(dataDir);
   const upload = (path: string, bytes: number) => uploadFile(port, key, path, bytes);
@@ -161,14 +177,22 @@ try {
   // process sets up once for that many (codecs, libvips' threads and their buffers, V8's heap).
   for (const path of [jpegPath, pngPath]) {
     const bytes = (await stat(path)).size;
-    const statuses = await Promise.all(Array.from({ length: config.UPLOAD_DECODE_CONCURRENCY }, () => upload(path, bytes)));
+    const statuses = await Promise.all(
+      Array.from({ length: config.UPLOAD_DECODE_CONCURRENCY }, () => upload(path, bytes)),
+    );
     if (statuses.some((s) => s !== 201)) throw new Error(`warm-up uploads of ${path} answered ${statuses.join(', ')}`);
   }
-  const bursts = [await burst('camera-like JPEG, 6000×4000', jpegPath, upload), await burst('PNG, 8000×5000 (40 MP)', pngPath, upload)];
+  const bursts = [
+    await burst('camera-like JPEG, 6000×4000', jpegPath, upload),
+    await burst('PNG, 8000×5000 (40 MP)', pngPath, upload),
+  ];
   await close();
   const report = {
     uploads_per_burst: CONCURRENT_UPLOADS,
-    allocator: { MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? 'glibc default', MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? 'glibc default' },
+    allocator: {
+      MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? 'glibc default',
+      MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? 'glibc default',
+    },
     decode_concurrency: config.UPLOAD_DECODE_CONCURRENCY,
     settle_ms: SETTLE_MS,
     budget: { peak_growth_mib: PEAK_BUDGET_MIB, after_settle_vs_baseline_at_most: 1 + AFTER_BUDGET_FRACTION },

@@ -43,7 +43,10 @@ try {
     return { path, size: bytes.length };
   };
   const warmUp = await fixture('warm-up.png', await smallPng(1));
-  const notAnImage = await fixture('not-an-image.bin', Buffer.concat([Buffer.from('not an image: '), randomBytes(largest - 14)]));
+  const notAnImage = await fixture(
+    'not-an-image.bin',
+    Buffer.concat([Buffer.from('not an image: '), randomBytes(largest - 14)]),
+  );
   const png = await fixture('large.png', await incompressiblePng(largest));
 
   const measure = async (file: { path: string; size: number }) => {
@@ -59,7 +62,12 @@ try {
     }, GC_EVERY_MS);
     const status = await uploadFile(port, key, file.path, file.size);
     clearInterval(sampler);
-    return { bytes: file.size, status, buffersGrowthMiB: mib(peakBuffers - before.arrayBuffers), rssGrowthMiB: mib(peakRss - before.rss) };
+    return {
+      bytes: file.size,
+      status,
+      buffersGrowthMiB: mib(peakBuffers - before.arrayBuffers),
+      rssGrowthMiB: mib(peakRss - before.rss),
+    };
   };
 
   if ((await uploadFile(port, key, warmUp.path, warmUp.size)) !== 201) throw new Error('warm-up upload failed');

@@ -33,7 +33,9 @@ export const MAX_IMAGE_REFERENCES = Math.max(...MODEL_CATALOG.map((m) => m.image
  * model's branch and its errors name that model's field instead of listing every branch. The
  * OpenAPI document adds the discriminator's `mapping` (Ajv refuses that keyword).
  */
-export const GenerationRequest = Type.Unsafe<Static<typeof AlphaProGenerationRequest> | Static<typeof BetaV5ProGenerationRequest>>({
+export const GenerationRequest = Type.Unsafe<
+  Static<typeof AlphaProGenerationRequest> | Static<typeof BetaV5ProGenerationRequest>
+>({
   type: 'object',
   required: ['model'],
   discriminator: { propertyName: 'model' },

@@ -79,10 +79,16 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
         Type.Object(
           {
             aspect_ratio: Type.Optional(
-              StringEnum(entry.aspectRatios, { default: entry.defaults.aspectRatio, description: 'Aspect ratio of the output.' }),
+              StringEnum(entry.aspectRatios, {
+                default: entry.defaults.aspectRatio,
+                description: 'Aspect ratio of the output.',
+              }),
             ),
             resolution: Type.Optional(
-              StringEnum(entry.resolutions, { default: entry.defaults.resolution, description: 'Output resolution; decides the price.' }),
+              StringEnum(entry.resolutions, {
+                default: entry.defaults.resolution,
+                description: 'Output resolution; decides the price.',
+              }),
             ),
           },
           { additionalProperties: false },

@@ -14,9 +14,11 @@ export const WEBHOOK_URL_MAX_LENGTH = 2048;
 const PAGE_MAX_ITEMS = 100;
 const NextCursor = Nullable(Cursor('Pass as `cursor` to read the next page; null on the last page.'));
 
-
 export const TASK_STATUSES = ['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'] as const;
-export const TaskStatus = StringEnum(TASK_STATUSES, { $id: 'TaskStatus', description: 'Task state; COMPLETED, FAILED and CANCELED are terminal.' });
+export const TaskStatus = StringEnum(TASK_STATUSES, {
+  $id: 'TaskStatus',
+  description: 'Task state; COMPLETED, FAILED and CANCELED are terminal.',
+});
 
 export const GeneratedItem = Type.Object(
   {
@@ -137,7 +139,10 @@ export const KEY_NAME_MAX_LENGTH = 200;
 export const LedgerEntryResource = Type.Object(
   {
     id: Uuid('Entry id; entries are listed newest first.'),
-    kind: StringEnum(LEDGER_KINDS, { description: '`grant` adds tokens, `debit` pays for a task at creation, `refund` returns a failed or canceled task\'s cost.' }),
+    kind: StringEnum(LEDGER_KINDS, {
+      description:
+        "`grant` adds tokens, `debit` pays for a task at creation, `refund` returns a failed or canceled task's cost.",
+    }),
     amount: TokenAmount({ minimum: 1, description: 'Tokens moved; always positive, `kind` says which way.' }),
     balance_after: TokenAmount({ description: 'The balance right after this entry.' }),
     task_id: Nullable(Uuid('The task a debit or refund belongs to.')),
@@ -178,7 +183,10 @@ export const AccountResource = Type.Object(
   },
   { $id: 'Account', additionalProperties: false },
 );
-export const AccountEnvelope = Type.Object({ data: Type.Ref(AccountResource) }, { $id: 'AccountEnvelope', additionalProperties: false });
+export const AccountEnvelope = Type.Object(
+  { data: Type.Ref(AccountResource) },
+  { $id: 'AccountEnvelope', additionalProperties: false },
+);
 
 export const MEDIA_SOURCES = ['upload', 'generated'] as const;
 export const MediaResource = Type.Object(

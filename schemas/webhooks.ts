@@ -66,7 +66,10 @@ export const WebhookDeliveryPage = Type.Object(
 
 /** The component name of an event's payload schema, e.g. ImageGenerationCompletedEvent. */
 export function webhookEventSchemaId(type: WebhookEventType): string {
-  return `${type.split('.').map((word) => word[0].toUpperCase() + word.slice(1)).join('')}Event`;
+  return `${type
+    .split('.')
+    .map((word) => word[0].toUpperCase() + word.slice(1))
+    .join('')}Event`;
 }
 
 /**

@@ -97,7 +97,17 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
         const keys = await store.listApiKeys(values.account);
         out(['KEY_ID', 'ACCOUNT', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'REVOKED'].join('\t'));
         for (const k of keys) {
-          out([k.id, k.accountId, k.prefix, k.name, k.createdAt.toISOString(), k.lastUsedAt?.toISOString() ?? '-', k.revokedAt?.toISOString() ?? '-'].join('\t'));
+          out(
+            [
+              k.id,
+              k.accountId,
+              k.prefix,
+              k.name,
+              k.createdAt.toISOString(),
+              k.lastUsedAt?.toISOString() ?? '-',
+              k.revokedAt?.toISOString() ?? '-',
+            ].join('\t'),
+          );
         }
         return;
       }
@@ -116,12 +126,20 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
 
 async function tokensCommand(config: Config, subcommand: string | undefined, args: string[]): Promise<number> {
   if (subcommand !== 'grant') throw new CliError('tokens needs: grant --account ID --tokens T.');
-  const { values } = parseArgs({ args, options: { account: { type: 'string' }, tokens: { type: 'string' }, note: { type: 'string' } } });
+  const { values } = parseArgs({
+    args,
+    options: { account: { type: 'string' }, tokens: { type: 'string' }, note: { type: 'string' } },
+  });
   if (!values.account || !values.tokens) throw new CliError('tokens grant needs --account ID --tokens T.');
   const amount = parseTokens(values.tokens);
   if (amount === 0) throw new CliError('--tokens must be at least 1.');
   return withRuntime(config, async ({ store }) => {
-    const account = await store.grantTokens({ accountId: values.account!, amount, note: values.note ?? null, now: new Date() });
+    const account = await store.grantTokens({
+      accountId: values.account!,
+      amount,
+      note: values.note ?? null,
+      now: new Date(),
+    });
     out(`Granted ${amount} tokens to ${account.id}; balance ${account.balance}.`);
   });
 }
@@ -147,7 +165,8 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
     events,
     onWebhookQueued: () => worker?.webhooks.poke(),
   });
-  if (options.workers > 0) worker = buildBackgroundWork(config, runtime, { events, log: app.log, concurrency: options.workers });
+  if (options.workers > 0)
+    worker = buildBackgroundWork(config, runtime, { events, log: app.log, concurrency: options.workers });
   await app.listen({ port: config.PORT, host: config.HOST });
   worker?.start();
   app.log.info({ workers: options.workers, model_backends: modelBackends(config) }, 'ready');
@@ -168,7 +187,8 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
 }
 
 async function workerCommand(config: Config): Promise<number> {
-  if (config.WORKER_CONCURRENCY === 0) throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
+  if (config.WORKER_CONCURRENCY === 0)
+    throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
   const runtime = await openRuntime(config, { longRunning: true });
   const log = pino({ level: config.LOG_LEVEL });
   const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events });
@@ -197,7 +217,11 @@ function shutdownSignal(): Promise<string> {
 
 /** First start of an empty embedded install: a development account, its key printed once. */
 async function printDevelopmentKey(runtime: Runtime, config: Config): Promise<void> {
-  const { account, key } = await createAccountWithKey(runtime.store, { name: 'development', tokens: config.DEV_ACCOUNT_TOKENS, now: new Date() });
+  const { account, key } = await createAccountWithKey(runtime.store, {
+    name: 'development',
+    tokens: config.DEV_ACCOUNT_TOKENS,
+    now: new Date(),
+  });
   const base = publicBaseUrl(config);
   out(
     [
@@ -241,7 +265,11 @@ class CliError extends Error {}
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const known = error instanceof CliError || error instanceof ConfigError || error instanceof UnsupportedConfigurationError || error instanceof DomainError;
+    const known =
+      error instanceof CliError ||
+      error instanceof ConfigError ||
+      error instanceof UnsupportedConfigurationError ||
+      error instanceof DomainError;
     process.stderr.write(known ? `${(error as Error).message}\n` : `${(error as Error)?.stack ?? String(error)}\n`);
     process.exit(1);
   },

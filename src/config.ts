@@ -16,10 +16,13 @@ const Bool = (description: string) => Type.Boolean({ default: false, description
 export const GENERATOR_BACKENDS = ['local', 'gemini', 'openai'] as const;
 export type GeneratorBackend = (typeof GENERATOR_BACKENDS)[number];
 const Backend = (model: string) =>
-  Type.Union(GENERATOR_BACKENDS.map((b) => Type.Literal(b)), {
-    default: 'local',
-    description: `Which generator serves ${model}: local (the preview renderer), gemini or openai.`,
-  });
+  Type.Union(
+    GENERATOR_BACKENDS.map((b) => Type.Literal(b)),
+    {
+      default: 'local',
+      description: `Which generator serves ${model}: local (the preview renderer), gemini or openai.`,
+    },
+  );
 
 export const ConfigSchema = Type.Object({
   PORT: Int({ maximum: 65535, default: 3000, description: 'Port the API listens on.' }),
@@ -27,59 +30,222 @@ export const ConfigSchema = Type.Object({
   TRUST_PROXY: Type.Optional(
     Type.String({
       description:
-        'Reverse proxies whose X-Forwarded-For names the client (for per-address limits and logs): comma-separated addresses or CIDR ranges (also loopback, linklocal, uniquelocal). Unset = the connection\'s address is the client.',
+        "Reverse proxies whose X-Forwarded-For names the client (for per-address limits and logs): comma-separated addresses or CIDR ranges (also loopback, linklocal, uniquelocal). Unset = the connection's address is the client.",
     }),
   ),
   DATA_DIR: Type.String({ default: './data', description: 'Embedded database, blobs and generated secrets.' }),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^(postgres|postgresql)://', description: 'postgres://… selects PostgreSQL; unset = SQLite in DATA_DIR.' })),
-  DATABASE_POOL_SIZE: Int({ minimum: 1, maximum: 1000, default: 10, description: 'PostgreSQL connections per process (each concurrent transaction holds one).' }),
-  BLOB_STORE: Type.Union([Type.Literal('fs'), Type.Literal('s3')], { default: 'fs', description: 'Object storage adapter.' }),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', description: 'Shared rate-limit counters across processes.' })),
-  REDIS_KEY_PREFIX: Type.String({ default: 'imagegen:', maxLength: 100, description: 'Prefix of every Redis key this service writes (several deployments can share one Redis).' }),
-  WORKER_CONCURRENCY: Int({ maximum: 256, default: os.availableParallelism(), description: 'In-process workers of serve; 0 = API only.' }),
-  PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'Origin used in result URLs; default http://HOST:PORT.' })),
-  LOG_LEVEL: Type.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)), { default: 'info' }),
+  DATABASE_URL: Type.Optional(
+    Type.String({
+      pattern: '^(postgres|postgresql)://',
+      description: 'postgres://… selects PostgreSQL; unset = SQLite in DATA_DIR.',
+    }),
+  ),
+  DATABASE_POOL_SIZE: Int({
+    minimum: 1,
+    maximum: 1000,
+    default: 10,
+    description: 'PostgreSQL connections per process (each concurrent transaction holds one).',
+  }),
+  BLOB_STORE: Type.Union([Type.Literal('fs'), Type.Literal('s3')], {
+    default: 'fs',
+    description: 'Object storage adapter.',
+  }),
+  REDIS_URL: Type.Optional(
+    Type.String({ pattern: '^rediss?://', description: 'Shared rate-limit counters across processes.' }),
+  ),
+  REDIS_KEY_PREFIX: Type.String({
+    default: 'imagegen:',
+    maxLength: 100,
+    description: 'Prefix of every Redis key this service writes (several deployments can share one Redis).',
+  }),
+  WORKER_CONCURRENCY: Int({
+    maximum: 256,
+    default: os.availableParallelism(),
+    description: 'In-process workers of serve; 0 = API only.',
+  }),
+  PUBLIC_BASE_URL: Type.Optional(
+    Type.String({ pattern: '^https?://', description: 'Origin used in result URLs; default http://HOST:PORT.' }),
+  ),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+    { default: 'info' },
+  ),
   RATE_LIMIT_CREATES_PER_MIN: Int({ minimum: 1, default: 600, description: 'Creates per minute per key.' }),
   RATE_LIMIT_REQUESTS_PER_MIN: Int({ minimum: 1, default: 3000, description: 'Other requests per minute per key.' }),
-  RATE_LIMIT_AUTH_FAILURES_PER_MIN: Int({ minimum: 1, default: 60, description: 'Failed authentications per minute per client address.' }),
+  RATE_LIMIT_AUTH_FAILURES_PER_MIN: Int({
+    minimum: 1,
+    default: 60,
+    description: 'Failed authentications per minute per client address.',
+  }),
   MAX_ACTIVE_TASKS: Int({ minimum: 1, default: 100, description: 'CREATED + IN_PROGRESS tasks one account may have.' }),
   UPLOAD_MAX_BYTES: Int({ minimum: 1, default: 20 * 1024 * 1024, description: 'Largest accepted upload in bytes.' }),
   UPLOAD_MAX_PIXELS: Int({ minimum: 1, default: 40_000_000, description: 'Largest accepted upload in pixels.' }),
   UPLOAD_RETENTION_HOURS: Int({ minimum: 1, default: 7 * 24, description: 'Uploads expire after this many hours.' }),
-  UPLOAD_IDLE_TIMEOUT_MS: Int({ minimum: 100, default: 30_000, description: 'An upload body that sends no byte for this long is abandoned: its connection is closed and its spool file removed.' }),
-  UPLOAD_MAX_IN_FLIGHT: Int({ minimum: 1, default: 64, description: 'Uploads received or processed at once per API process; more get 503 with Retry-After.' }),
-  UPLOAD_MAX_IN_FLIGHT_PER_KEY: Int({ minimum: 1, default: 10, description: 'Uploads in flight at once per API key and process; more get 429 with Retry-After.' }),
-  HTTP_HEADERS_TIMEOUT_MS: Int({ minimum: 100, default: 20_000, description: 'A connection that has not sent a whole request line and headers within this long is closed (408).' }),
-  HTTP_REQUEST_TIMEOUT_MS: Int({ minimum: 100, default: 300_000, description: 'A request whose body has not been received completely within this long is closed (408).' }),
-  HTTP_IDLE_TIMEOUT_MS: Int({ minimum: 100, default: 90_000, description: 'A connection with no traffic either way for this long is closed; above the 60 s long-poll.' }),
-  UPLOAD_DECODE_CONCURRENCY: Int({ minimum: 1, maximum: 64, default: 2, description: 'Uploads decoded and re-encoded at once per process (each uses about its own size in memory); more wait their turn.' }),
-  RESULT_RETENTION_HOURS: Int({ minimum: 1, default: 30 * 24, description: 'Generated images expire after this many hours.' }),
+  UPLOAD_IDLE_TIMEOUT_MS: Int({
+    minimum: 100,
+    default: 30_000,
+    description:
+      'An upload body that sends no byte for this long is abandoned: its connection is closed and its spool file removed.',
+  }),
+  UPLOAD_MAX_IN_FLIGHT: Int({
+    minimum: 1,
+    default: 64,
+    description: 'Uploads received or processed at once per API process; more get 503 with Retry-After.',
+  }),
+  UPLOAD_MAX_IN_FLIGHT_PER_KEY: Int({
+    minimum: 1,
+    default: 10,
+    description: 'Uploads in flight at once per API key and process; more get 429 with Retry-After.',
+  }),
+  HTTP_HEADERS_TIMEOUT_MS: Int({
+    minimum: 100,
+    default: 20_000,
+    description: 'A connection that has not sent a whole request line and headers within this long is closed (408).',
+  }),
+  HTTP_REQUEST_TIMEOUT_MS: Int({
+    minimum: 100,
+    default: 300_000,
+    description: 'A request whose body has not been received completely within this long is closed (408).',
+  }),
+  HTTP_IDLE_TIMEOUT_MS: Int({
+    minimum: 100,
+    default: 90_000,
+    description: 'A connection with no traffic either way for this long is closed; above the 60 s long-poll.',
+  }),
+  UPLOAD_DECODE_CONCURRENCY: Int({
+    minimum: 1,
+    maximum: 64,
+    default: 2,
+    description:
+      'Uploads decoded and re-encoded at once per process (each uses about its own size in memory); more wait their turn.',
+  }),
+  RESULT_RETENTION_HOURS: Int({
+    minimum: 1,
+    default: 30 * 24,
+    description: 'Generated images expire after this many hours.',
+  }),
   SIGNED_URL_TTL_SECONDS: Int({ minimum: 1, default: 3600, description: 'Lifetime of signed download URLs.' }),
-  MEDIA_SIGNING_SECRET: Type.Optional(Type.String({ minLength: 32, description: 'HMAC secret for signed URLs; when unset: generated into DATA_DIR (SQLite), or kept in the database and shared by every process (PostgreSQL).' })),
-  WEBHOOK_TIMEOUT_MS: Int({ minimum: 100, maximum: 60_000, default: 15_000, description: 'A webhook attempt without a response by then has failed.' }),
-  WEBHOOK_RETRY_SCALE: Type.Number({ exclusiveMinimum: 0, maximum: 1, default: 1, description: 'Multiplies the webhook retry schedule (tests shrink it).' }),
-  WEBHOOK_CONCURRENCY: Int({ minimum: 1, maximum: 256, default: 4, description: 'Webhook attempts in flight at once per worker process.' }),
-  HOUSEKEEPING_INTERVAL_MS: Int({ minimum: 100, default: 60_000, description: 'How often expired media and idempotency keys are swept.' }),
+  MEDIA_SIGNING_SECRET: Type.Optional(
+    Type.String({
+      minLength: 32,
+      description:
+        'HMAC secret for signed URLs; when unset: generated into DATA_DIR (SQLite), or kept in the database and shared by every process (PostgreSQL).',
+    }),
+  ),
+  WEBHOOK_TIMEOUT_MS: Int({
+    minimum: 100,
+    maximum: 60_000,
+    default: 15_000,
+    description: 'A webhook attempt without a response by then has failed.',
+  }),
+  WEBHOOK_RETRY_SCALE: Type.Number({
+    exclusiveMinimum: 0,
+    maximum: 1,
+    default: 1,
+    description: 'Multiplies the webhook retry schedule (tests shrink it).',
+  }),
+  WEBHOOK_CONCURRENCY: Int({
+    minimum: 1,
+    maximum: 256,
+    default: 4,
+    description: 'Webhook attempts in flight at once per worker process.',
+  }),
+  HOUSEKEEPING_INTERVAL_MS: Int({
+    minimum: 100,
+    default: 60_000,
+    description: 'How often expired media and idempotency keys are swept.',
+  }),
   WEBHOOK_ALLOW_PRIVATE: Bool('Allow http and loopback/private webhook targets (tests, local development).'),
-  TASK_LEASE_MS: Int({ minimum: 100, default: 30_000, description: 'How long a claimed task is a worker\'s before another may take it over; renewed while it runs.' }),
-  TASK_MAX_ATTEMPTS: Int({ minimum: 1, default: 3, description: 'Claims a task may use (transient failures and lost workers) before it fails.' }),
-  TASK_DEADLINE_MS: Int({ minimum: 1000, default: 15 * 60_000, description: 'A task not finished this long after creation fails and is refunded.' }),
-  GENERATION_TIMEOUT_MS: Int({ minimum: 100, default: 120_000, description: 'One generation attempt is aborted after this long (a transient failure).' }),
-  GENERATION_RETRY_BASE_MS: Int({ minimum: 1, default: 2_000, description: 'First backoff before retrying a transient generation failure.' }),
-  WORKER_POLL_MS: Int({ minimum: 10, default: 500, description: 'How often an idle worker looks for work made by other processes.' }),
-  LONG_POLL_FALLBACK_MS: Int({ minimum: 10, default: 1000, description: 'How often a long-poll re-reads its task in case a change signal was missed (SQLite: changes made by other processes).' }),
-  SHUTDOWN_GRACE_MS: Int({ default: 20_000, description: 'On SIGTERM, how long in-flight tasks may finish before they are released.' }),
-  DEV_ACCOUNT_TOKENS: Int({ default: 1000, description: 'Balance of the development account made on the first start of an empty embedded install.' }),
+  TASK_LEASE_MS: Int({
+    minimum: 100,
+    default: 30_000,
+    description: "How long a claimed task is a worker's before another may take it over; renewed while it runs.",
+  }),
+  TASK_MAX_ATTEMPTS: Int({
+    minimum: 1,
+    default: 3,
+    description: 'Claims a task may use (transient failures and lost workers) before it fails.',
+  }),
+  TASK_DEADLINE_MS: Int({
+    minimum: 1000,
+    default: 15 * 60_000,
+    description: 'A task not finished this long after creation fails and is refunded.',
+  }),
+  GENERATION_TIMEOUT_MS: Int({
+    minimum: 100,
+    default: 120_000,
+    description: 'One generation attempt is aborted after this long (a transient failure).',
+  }),
+  GENERATION_RETRY_BASE_MS: Int({
+    minimum: 1,
+    default: 2_000,
+    description: 'First backoff before retrying a transient generation failure.',
+  }),
+  WORKER_POLL_MS: Int({
+    minimum: 10,
+    default: 500,
+    description: 'How often an idle worker looks for work made by other processes.',
+  }),
+  LONG_POLL_FALLBACK_MS: Int({
+    minimum: 10,
+    default: 1000,
+    description:
+      'How often a long-poll re-reads its task in case a change signal was missed (SQLite: changes made by other processes).',
+  }),
+  SHUTDOWN_GRACE_MS: Int({
+    default: 20_000,
+    description: 'On SIGTERM, how long in-flight tasks may finish before they are released.',
+  }),
+  DEV_ACCOUNT_TOKENS: Int({
+    default: 1000,
+    description: 'Balance of the development account made on the first start of an empty embedded install.',
+  }),
   ALPHA_PRO_BACKEND: Backend('alpha-pro'),
   BETA_V5_PRO_BACKEND: Backend('beta-v5-pro'),
-  GEMINI_API_KEY: Type.Optional(Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' })),
-  GEMINI_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'Gemini API base URL (the SDK\'s httpOptions.baseUrl); unset = Google\'s.' })),
-  GEMINI_MODEL: Type.String({ minLength: 1, default: 'gemini-3-pro-image-preview', description: 'Gemini model that serves the models on gemini.' }),
-  GEMINI_MAX_CONCURRENCY: Int({ minimum: 1, maximum: 1024, default: 4, description: 'Gemini calls in flight at once per worker process; more wait their turn.' }),
-  OPENAI_API_KEY: Type.Optional(Type.String({ minLength: 1, description: 'API key of the OpenAI-compatible images API; required when a model is served by openai.' })),
-  OPENAI_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://', description: 'Base URL of the OpenAI-compatible API (the SDK\'s baseURL, with its /v1); unset = api.openai.com.' })),
-  OPENAI_IMAGE_MODEL: Type.Optional(Type.String({ minLength: 1, description: 'Image model of the OpenAI-compatible API; required when a model is served by openai.' })),
-  OPENAI_MAX_CONCURRENCY: Int({ minimum: 1, maximum: 1024, default: 4, description: 'OpenAI-compatible calls in flight at once per worker process; more wait their turn.' }),
+  GEMINI_API_KEY: Type.Optional(
+    Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' }),
+  ),
+  GEMINI_BASE_URL: Type.Optional(
+    Type.String({
+      pattern: '^https?://',
+      description: "Gemini API base URL (the SDK's httpOptions.baseUrl); unset = Google's.",
+    }),
+  ),
+  GEMINI_MODEL: Type.String({
+    minLength: 1,
+    default: 'gemini-3-pro-image-preview',
+    description: 'Gemini model that serves the models on gemini.',
+  }),
+  GEMINI_MAX_CONCURRENCY: Int({
+    minimum: 1,
+    maximum: 1024,
+    default: 4,
+    description: 'Gemini calls in flight at once per worker process; more wait their turn.',
+  }),
+  OPENAI_API_KEY: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'API key of the OpenAI-compatible images API; required when a model is served by openai.',
+    }),
+  ),
+  OPENAI_BASE_URL: Type.Optional(
+    Type.String({
+      pattern: '^https?://',
+      description: "Base URL of the OpenAI-compatible API (the SDK's baseURL, with its /v1); unset = api.openai.com.",
+    }),
+  ),
+  OPENAI_IMAGE_MODEL: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: 'Image model of the OpenAI-compatible API; required when a model is served by openai.',
+    }),
+  ),
+  OPENAI_MAX_CONCURRENCY: Int({
+    minimum: 1,
+    maximum: 1024,
+    default: 4,
+    description: 'OpenAI-compatible calls in flight at once per worker process; more wait their turn.',
+  }),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -97,7 +263,9 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   const firstError = Value.Errors(ConfigSchema, candidate).First();
   if (firstError) {
     const variable = firstError.path.replace(/^\//, '');
-    throw new ConfigError(`Invalid environment variable ${variable}=${JSON.stringify(env[variable] ?? '')}: ${firstError.message}`);
+    throw new ConfigError(
+      `Invalid environment variable ${variable}=${JSON.stringify(env[variable] ?? '')}: ${firstError.message}`,
+    );
   }
   const config = candidate as Config;
   if (config.HTTP_HEADERS_TIMEOUT_MS > config.HTTP_REQUEST_TIMEOUT_MS) {
@@ -118,7 +286,9 @@ const BACKEND_VARIABLE_OF_MODEL = {
 
 /** The backend each catalog model is served by. */
 export function modelBackends(config: Config): Record<string, GeneratorBackend> {
-  return Object.fromEntries(Object.entries(BACKEND_VARIABLE_OF_MODEL).map(([model, variable]) => [model, config[variable]]));
+  return Object.fromEntries(
+    Object.entries(BACKEND_VARIABLE_OF_MODEL).map(([model, variable]) => [model, config[variable]]),
+  );
 }
 
 const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {
@@ -155,7 +325,10 @@ function isAddressOrRange(entry: string): boolean {
  * limits (fastify ignores hop counts for that reason).
  */
 export function trustProxyOption(value: string): string[] {
-  const entries = value.split(',').map((entry) => entry.trim()).filter(Boolean);
+  const entries = value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
   const invalid = entries.find((entry) => !NAMED_PROXY_RANGES.has(entry) && !isAddressOrRange(entry));
   if (entries.length === 0 || invalid !== undefined) {
     throw new ConfigError(

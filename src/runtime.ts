@@ -27,7 +27,8 @@ export class UnsupportedConfigurationError extends Error {}
  * command makes a handful of commits and needs no thread.
  */
 export function openStore(config: Config, options: { longRunning?: boolean } = {}): Store {
-  if (config.DATABASE_URL) return new PostgresStore({ connectionString: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  if (config.DATABASE_URL)
+    return new PostgresStore({ connectionString: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
   fs.mkdirSync(config.DATA_DIR, { recursive: true });
   return new SqliteStore(sqlitePath(config), {
     checkpointInBackground: options.longRunning
@@ -50,7 +51,8 @@ export function openBlobStore(config: Config): BlobStore {
  */
 async function mediaSigningSecret(config: Config, store: Store): Promise<string> {
   if (config.MEDIA_SIGNING_SECRET) return config.MEDIA_SIGNING_SECRET;
-  if (store instanceof PostgresStore) return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
+  if (store instanceof PostgresStore)
+    return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
   return loadOrCreateSecret(config.DATA_DIR, 'media-signing-secret');
 }
 
@@ -62,7 +64,9 @@ export async function openRuntime(config: Config, options: { longRunning?: boole
     // Long-running processes on PostgreSQL hear the other processes' tasks at once (LISTEN/NOTIFY):
     // idle workers wake on a create, long-polls and cancel-aborts on a change made anywhere.
     if (options.longRunning && store instanceof PostgresStore) {
-      await store.listen((signal) => (signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId)));
+      await store.listen((signal) =>
+        signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId),
+      );
     }
     return {
       store,

@@ -9,69 +9,95 @@ const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 const run = promisify(execFile);
 
 function runCli(dataDir: string, args: string[]) {
-  return run(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' } });
+  return run(process.execPath, ['--import', 'tsx', cli, ...args], {
+    env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' },
+  });
 }
 
-t.test('serve on an empty install prints a development key, serves /docs and the API, and exits 0 on SIGTERM', async (t) => {
-  const dataDir = t.testdir({});
-  const port = await freePort();
-  const child = spawnTsChild(t, cli, ['serve'], { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', WORKER_CONCURRENCY: '1' });
-  const stdout = await waitForOutput(child, 'API docs:');
-  const key = /(igk_[A-Za-z0-9_-]{43})/.exec(stdout)?.[1];
-  t.ok(key, 'the development key is printed');
-  t.match(stdout, /curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/images\/generations/, 'with a ready-to-paste curl example');
+t.test(
+  'serve on an empty install prints a development key, serves /docs and the API, and exits 0 on SIGTERM',
+  async (t) => {
+    const dataDir = t.testdir({});
+    const port = await freePort();
+    const child = spawnTsChild(t, cli, ['serve'], {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      WORKER_CONCURRENCY: '1',
+    });
+    const stdout = await waitForOutput(child, 'API docs:');
+    const key = /(igk_[A-Za-z0-9_-]{43})/.exec(stdout)?.[1];
+    t.ok(key, 'the development key is printed');
+    t.match(
+      stdout,
+      /curl -s -X POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/images\/generations/,
+      'with a ready-to-paste curl example',
+    );
 
-  const base = `http://127.0.0.1:${port}`;
-  // The banner is printed before listen; wait for the socket (bounded).
-  let docs: Response | undefined;
-  for (let i = 0; i < 100 && !docs; i++) {
-    docs = await fetch(`${base}/docs/`).catch(() => undefined);
-    if (!docs) await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  t.equal(docs?.status, 200, '/docs is served');
-  const created = await fetch(`${base}/api/v1/images/generations`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'alpha-pro', prompt: 'a lighthouse at dawn' }),
-  });
-  t.equal(created.status, 202);
-  const { data } = (await created.json()) as { data: { task_id: string } };
-  const done = await fetch(`${base}/api/v1/images/generations/${data.task_id}?wait=30`, { headers: { authorization: `Bearer ${key}` } });
-  t.equal(((await done.json()) as { data: { status: string } }).data.status, 'COMPLETED', 'the in-process worker ran it');
+    const base = `http://127.0.0.1:${port}`;
+    // The banner is printed before listen; wait for the socket (bounded).
+    let docs: Response | undefined;
+    for (let i = 0; i < 100 && !docs; i++) {
+      docs = await fetch(`${base}/docs/`).catch(() => undefined);
+      if (!docs) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    t.equal(docs?.status, 200, '/docs is served');
+    const created = await fetch(`${base}/api/v1/images/generations`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'alpha-pro', prompt: 'a lighthouse at dawn' }),
+    });
+    t.equal(created.status, 202);
+    const { data } = (await created.json()) as { data: { task_id: string } };
+    const done = await fetch(`${base}/api/v1/images/generations/${data.task_id}?wait=30`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    t.equal(
+      ((await done.json()) as { data: { status: string } }).data.status,
+      'COMPLETED',
+      'the in-process worker ran it',
+    );
 
-  child.kill('SIGTERM');
-  const [code] = await once(child, 'exit');
-  t.equal(code, 0, 'graceful shutdown exits 0');
-});
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    t.equal(code, 0, 'graceful shutdown exits 0');
+  },
+);
 
-t.test('keys create prints the key alone on the last line; list never shows it; revoke and tokens grant work', async (t) => {
-  const dataDir = t.testdir({});
-  const created = await runCli(dataDir, ['keys', 'create', '--name', 'alice', '--tokens', '500']);
-  const lines = created.stdout.trim().split('\n');
-  const key = lines[lines.length - 1];
-  t.match(key, /^igk_[A-Za-z0-9_-]{43}$/);
-  const accountId = /Account (\S+)/.exec(created.stdout)?.[1];
-  t.ok(accountId);
+t.test(
+  'keys create prints the key alone on the last line; list never shows it; revoke and tokens grant work',
+  async (t) => {
+    const dataDir = t.testdir({});
+    const created = await runCli(dataDir, ['keys', 'create', '--name', 'alice', '--tokens', '500']);
+    const lines = created.stdout.trim().split('\n');
+    const key = lines[lines.length - 1];
+    t.match(key, /^igk_[A-Za-z0-9_-]{43}$/);
+    const accountId = /Account (\S+)/.exec(created.stdout)?.[1];
+    t.ok(accountId);
 
-  const listed = await runCli(dataDir, ['keys', 'list']);
-  t.notMatch(listed.stdout, key, 'the key is never listed');
-  t.match(listed.stdout, key.slice(0, 12), 'its prefix is');
+    const listed = await runCli(dataDir, ['keys', 'list']);
+    t.notMatch(listed.stdout, key, 'the key is never listed');
+    t.match(listed.stdout, key.slice(0, 12), 'its prefix is');
 
-  const granted = await runCli(dataDir, ['tokens', 'grant', '--account', accountId!, '--tokens', '250']);
-  t.match(granted.stdout, /balance 750/);
+    const granted = await runCli(dataDir, ['tokens', 'grant', '--account', accountId!, '--tokens', '250']);
+    t.match(granted.stdout, /balance 750/);
 
-  const second = await runCli(dataDir, ['keys', 'create', '--account', accountId!, '--name', 'ci']);
-  t.match(second.stdout.trim().split('\n').pop(), /^igk_/);
+    const second = await runCli(dataDir, ['keys', 'create', '--account', accountId!, '--name', 'ci']);
+    t.match(second.stdout.trim().split('\n').pop(), /^igk_/);
 
-  const revoked = await runCli(dataDir, ['keys', 'revoke', key.slice(0, 12)]);
-  t.match(revoked.stdout, /Revoked/);
-  const relisted = await runCli(dataDir, ['keys', 'list', '--account', accountId!]);
-  t.match(relisted.stdout, /\d{4}-\d\d-\d\dT[^\t]*\t?\s*$/m, 'the revoked key shows its revocation time');
-});
+    const revoked = await runCli(dataDir, ['keys', 'revoke', key.slice(0, 12)]);
+    t.match(revoked.stdout, /Revoked/);
+    const relisted = await runCli(dataDir, ['keys', 'list', '--account', accountId!]);
+    t.match(relisted.stdout, /\d{4}-\d\d-\d\dT[^\t]*\t?\s*$/m, 'the revoked key shows its revocation time');
+  },
+);
 
 t.test('a bad configuration value stops the CLI naming the variable', async (t) => {
   const dataDir = t.testdir({});
-  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'migrate'], { env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' } }).then(
+  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'migrate'], {
+    env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' },
+  }).then(
     () => null,
     (error: { code: number; stderr: string }) => error,
   );
@@ -90,22 +116,35 @@ t.test('a model backend without its key stops the CLI naming the missing variabl
   t.match(failure?.stderr, /Missing environment variable GEMINI_API_KEY: ALPHA_PRO_BACKEND=gemini needs it/);
 });
 
-t.test('serve on an install that has accounts prints no key but how to make another one with its DATA_DIR', async (t) => {
-  const dataDir = t.testdir({});
-  await runCli(dataDir, ['keys', 'create', '--name', 'first', '--tokens', '10']);
-  const port = await freePort();
-  const child = spawnTsChild(t, cli, ['serve'], { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'warn', WORKER_CONCURRENCY: '0' });
-  const stdout = await waitForOutput(child, 'API docs:');
-  t.notMatch(stdout, /igk_/, 'no key is printed');
-  t.match(stdout, `DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`, 'the command for another key names the DATA_DIR');
-  // The hint is printed before listen; SIGTERM is handled once the server listens (bounded wait).
-  let health: Response | undefined;
-  for (let i = 0; i < 100 && !health; i++) {
-    health = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
-    if (!health) await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  t.equal(health?.status, 200, 'it serves');
-  child.kill('SIGTERM');
-  const [code] = await once(child, 'exit');
-  t.equal(code, 0);
-});
+t.test(
+  'serve on an install that has accounts prints no key but how to make another one with its DATA_DIR',
+  async (t) => {
+    const dataDir = t.testdir({});
+    await runCli(dataDir, ['keys', 'create', '--name', 'first', '--tokens', '10']);
+    const port = await freePort();
+    const child = spawnTsChild(t, cli, ['serve'], {
+      ...process.env,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      WORKER_CONCURRENCY: '0',
+    });
+    const stdout = await waitForOutput(child, 'API docs:');
+    t.notMatch(stdout, /igk_/, 'no key is printed');
+    t.match(
+      stdout,
+      `DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`,
+      'the command for another key names the DATA_DIR',
+    );
+    // The hint is printed before listen; SIGTERM is handled once the server listens (bounded wait).
+    let health: Response | undefined;
+    for (let i = 0; i < 100 && !health; i++) {
+      health = await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined);
+      if (!health) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    t.equal(health?.status, 200, 'it serves');
+    child.kill('SIGTERM');
+    const [code] = await once(child, 'exit');
+    t.equal(code, 0);
+  },
+);

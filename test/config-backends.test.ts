@@ -16,7 +16,13 @@ t.test('every model is on the local renderer unless told otherwise', async (t) =
 });
 
 t.test('a backend per model, with its settings and defaults', async (t) => {
-  const config = loadConfig({ ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: 'g', BETA_V5_PRO_BACKEND: 'openai', OPENAI_API_KEY: 'o', OPENAI_IMAGE_MODEL: 'gpt-image-2' });
+  const config = loadConfig({
+    ALPHA_PRO_BACKEND: 'gemini',
+    GEMINI_API_KEY: 'g',
+    BETA_V5_PRO_BACKEND: 'openai',
+    OPENAI_API_KEY: 'o',
+    OPENAI_IMAGE_MODEL: 'gpt-image-2',
+  });
   t.same(modelBackends(config), { 'alpha-pro': 'gemini', 'beta-v5-pro': 'openai' });
   t.equal(config.GEMINI_MODEL, 'gemini-3-pro-image-preview');
   t.equal(config.GEMINI_MAX_CONCURRENCY, 4);
@@ -25,9 +31,18 @@ t.test('a backend per model, with its settings and defaults', async (t) => {
 });
 
 t.test('a backend without its key stops the start naming the variable', async (t) => {
-  t.equal(configError({ ALPHA_PRO_BACKEND: 'gemini' }), 'Missing environment variable GEMINI_API_KEY: ALPHA_PRO_BACKEND=gemini needs it.');
-  t.equal(configError({ BETA_V5_PRO_BACKEND: 'openai', OPENAI_IMAGE_MODEL: 'm' }), 'Missing environment variable OPENAI_API_KEY: BETA_V5_PRO_BACKEND=openai needs it.');
-  t.equal(configError({ BETA_V5_PRO_BACKEND: 'openai', OPENAI_API_KEY: 'k' }), 'Missing environment variable OPENAI_IMAGE_MODEL: BETA_V5_PRO_BACKEND=openai needs it.');
+  t.equal(
+    configError({ ALPHA_PRO_BACKEND: 'gemini' }),
+    'Missing environment variable GEMINI_API_KEY: ALPHA_PRO_BACKEND=gemini needs it.',
+  );
+  t.equal(
+    configError({ BETA_V5_PRO_BACKEND: 'openai', OPENAI_IMAGE_MODEL: 'm' }),
+    'Missing environment variable OPENAI_API_KEY: BETA_V5_PRO_BACKEND=openai needs it.',
+  );
+  t.equal(
+    configError({ BETA_V5_PRO_BACKEND: 'openai', OPENAI_API_KEY: 'k' }),
+    'Missing environment variable OPENAI_IMAGE_MODEL: BETA_V5_PRO_BACKEND=openai needs it.',
+  );
 });
 
 t.test('an unknown backend or a bad base URL or cap names the variable', async (t) => {
@@ -37,6 +52,10 @@ t.test('an unknown backend or a bad base URL or cap names the variable', async (
 });
 
 t.test('the messages never echo a key', async (t) => {
-  const message = configError({ ALPHA_PRO_BACKEND: 'openai', OPENAI_API_KEY: 'sk-very-secret', GEMINI_API_KEY: 'AIza-secret' });
+  const message = configError({
+    ALPHA_PRO_BACKEND: 'openai',
+    OPENAI_API_KEY: 'sk-very-secret',
+    GEMINI_API_KEY: 'AIza-secret',
+  });
   t.notMatch(message, /secret/);
 });

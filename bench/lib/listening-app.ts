@@ -13,10 +13,23 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
  * process they run in. Configuration not set here comes from the environment.
  */
 export async function listenOnLoopback(dataDir: string) {
-  const config = loadConfig({ ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', HOST: '127.0.0.1', PORT: '0' });
+  const config = loadConfig({
+    ...process.env,
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    WORKER_CONCURRENCY: '0',
+    HOST: '127.0.0.1',
+    PORT: '0',
+  });
   const store = new SqliteStore(join(dataDir, 'imagegen.sqlite'));
   await store.migrate();
-  const app = await buildApp({ config, store, blobs: new FsBlobStore(join(dataDir, 'blobs')), mediaSigningSecret: randomBytes(32).toString('hex'), logger: false });
+  const app = await buildApp({
+    config,
+    store,
+    blobs: new FsBlobStore(join(dataDir, 'blobs')),
+    mediaSigningSecret: randomBytes(32).toString('hex'),
+    logger: false,
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;
   const { key } = await createAccountWithKey(store, { name: 'bench', tokens: 0, now: new Date() });

@@ -5,7 +5,8 @@ const MiB = 1024 * 1024;
 /** VmRSS and VmHWM (peak RSS) of a process, in bytes, from /proc/<pid>/status. */
 export function memoryOf(pid: number): { rss: number; hwm: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
+  const kib = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN) * 1024;
   return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
 }
 

@@ -39,7 +39,12 @@ export function cliCommand(runtime: ServiceRuntime, root = REPO_ROOT): { command
 }
 
 /** Runs a CLI command to completion and returns its stdout. */
-export async function runCli(runtime: ServiceRuntime, args: string[], env: Record<string, string>, root = REPO_ROOT): Promise<string> {
+export async function runCli(
+  runtime: ServiceRuntime,
+  args: string[],
+  env: Record<string, string>,
+  root = REPO_ROOT,
+): Promise<string> {
   const cli = cliCommand(runtime, root);
   const child = spawn(cli.command, [...cli.args, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
@@ -52,8 +57,14 @@ export async function runCli(runtime: ServiceRuntime, args: string[], env: Recor
 }
 
 /** A new bench account with a large balance; its key is the last line of the CLI's output. */
-export async function createBenchKey(runtime: ServiceRuntime, env: Record<string, string>, root = REPO_ROOT): Promise<{ key: string; accountId: string }> {
-  const out = (await runCli(runtime, ['keys', 'create', '--name', 'bench', '--tokens', '100000000'], env, root)).trim().split('\n');
+export async function createBenchKey(
+  runtime: ServiceRuntime,
+  env: Record<string, string>,
+  root = REPO_ROOT,
+): Promise<{ key: string; accountId: string }> {
+  const out = (await runCli(runtime, ['keys', 'create', '--name', 'bench', '--tokens', '100000000'], env, root))
+    .trim()
+    .split('\n');
   const key = out[out.length - 1].trim();
   const accountId = /Account (\S+)/.exec(out.join('\n'))?.[1];
   if (!key.startsWith('igk_') || !accountId) throw new Error(`unexpected keys create output: ${out.join('\n')}`);
@@ -96,7 +107,11 @@ export interface StartOptions {
 }
 
 export async function startChild(options: StartOptions): Promise<ChildServer> {
-  const child = spawn(options.command, options.args, { cwd: REPO_ROOT, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(options.command, options.args, {
+    cwd: REPO_ROOT,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const log = createWriteStream(options.logFile);
   child.stdout!.pipe(log);
   let stderr = '';
@@ -169,7 +184,11 @@ export async function startService(options: ServiceStartOptions): Promise<ChildS
 /** The bare fastify reference (bench/reference-server.ts); with staticRoot, also serving that directory under /static/. */
 export async function startReference(logFile: string, staticRoot?: string): Promise<ChildServer> {
   const port = await freePort();
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', PORT: String(port), ...(staticRoot ? { STATIC_ROOT: staticRoot } : {}) };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    PORT: String(port),
+    ...(staticRoot ? { STATIC_ROOT: staticRoot } : {}),
+  };
   return startChild({
     name: 'reference',
     command: process.execPath,

@@ -93,7 +93,15 @@ export interface BenchReport {
     loadAverage: { start: number; end: number };
   };
   command: string;
-  settings: { rounds: number; shortRounds: number; connections: number; warmupSec: number; durationSec: number; runtime: string; sqliteSynchronous: string };
+  settings: {
+    rounds: number;
+    shortRounds: number;
+    connections: number;
+    warmupSec: number;
+    durationSec: number;
+    runtime: string;
+    sqliteSynchronous: string;
+  };
   http: HttpRow[];
   listFlatness: {
     depth: 'first' | 'deep';
@@ -125,7 +133,18 @@ export interface BenchReport {
       stored: { bytes: number; status: number; buffersGrowthMiB: number; rssGrowthMiB: number };
     };
   } | null;
-  renderer: { pinnedToOneCpu: boolean; results: { name: string; width: number; height: number; runs: number; best_ms: number; median_ms: number; png_bytes: number }[] } | null;
+  renderer: {
+    pinnedToOneCpu: boolean;
+    results: {
+      name: string;
+      width: number;
+      height: number;
+      runs: number;
+      best_ms: number;
+      median_ms: number;
+      png_bytes: number;
+    }[];
+  } | null;
   dispatch: DispatchResult | null;
   longPoll: LongPollResult | null;
   download: DownloadResult | null;
@@ -213,7 +232,10 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
       budget: `Result download: a 4K PNG (${mibText(report.download.bytes)}) through its signed URL`,
       target: `≥ ${pct(BUDGETS.downloadShare)} of \`@fastify/static\` serving the same file`,
       measured: `${pct(download.service.ratio)} (${download.service.rps.toFixed(0)} vs ${download.reference.rps.toFixed(0)} downloads/s at ${download.connections} connections)${download.service.non2xx ? `, ${download.service.non2xx} non-2xx` : ''}`,
-      met: (download.service.ratio ?? 0) >= BUDGETS.downloadShare && download.service.non2xx === 0 && download.service.errors === 0,
+      met:
+        (download.service.ratio ?? 0) >= BUDGETS.downloadShare &&
+        download.service.non2xx === 0 &&
+        download.service.errors === 0,
     });
   }
   for (const flat of report.listFlatness) {
@@ -228,7 +250,8 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
     const u = report.upload;
     const { received, stored } = u.large;
     const bodyMiB = received.bytes / 1024 / 1024;
-    const statuses = received.status === 415 && stored.status === 201 ? '' : `, statuses ${received.status} and ${stored.status}`;
+    const statuses =
+      received.status === 415 && stored.status === 201 ? '' : `, statuses ${received.status} and ${stored.status}`;
     checks.push({
       budget: `Upload: a ${mibText(received.bytes)} image streams without buffering whole request bodies twice`,
       target: `live Buffers while one such body is received grow by < 2 × the body (${(2 * bodyMiB).toFixed(0)} MiB)`,
@@ -275,18 +298,28 @@ export function renderGenerated(report: BenchReport): string {
   lines.push(
     `Measured ${report.startedAt.replace('T', ' ').replace(/\.\d+Z$/, ' UTC')} on ${m.cpus} × ${m.cpuModel}, ${m.memoryGiB} GiB, Node.js ${m.node}, Linux ${m.kernel}; the run took ${minutes.toFixed(1)} min, with a 1-minute load average of ${m.loadAverage.start.toFixed(1)} when it started and ${m.loadAverage.end.toFixed(1)} when it ended (other work shares the machine).`,
   );
-  lines.push(`Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per ratio, ${s.shortRounds} for the lists, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`);
+  lines.push(
+    `Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per ratio, ${s.shortRounds} for the lists, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`,
+  );
   heading('Budgets (DESIGN 5)');
   lines.push('| budget | target | measured | |');
   lines.push('|---|---|---|---|');
-  for (const c of checkBudgets(report)) lines.push(`| ${c.budget} | ${c.target} | ${c.measured} | ${c.met === null ? '**undecided**' : c.met ? '**met**' : '**not met**'} |`);
+  for (const c of checkBudgets(report))
+    lines.push(
+      `| ${c.budget} | ${c.target} | ${c.measured} | ${c.met === null ? '**undecided**' : c.met ? '**met**' : '**not met**'} |`,
+    );
   heading('HTTP scenarios');
-  lines.push('Medians over the rounds; ratio = median of the per-round ratios service / reference (same round, back to back).');
+  lines.push(
+    'Medians over the rounds; ratio = median of the per-round ratios service / reference (same round, back to back).',
+  );
   lines.push('CPU µs/req = user + system CPU time of the server process during the measured run, per request.');
   lines.push('');
-  lines.push('| scenario | conn. | req/s | p50 ms | p99 ms | non-2xx | errors | CPU µs/req | reference req/s | reference p99 ms | reference CPU µs/req | ratio | per-round ratios |');
+  lines.push(
+    '| scenario | conn. | req/s | p50 ms | p99 ms | non-2xx | errors | CPU µs/req | reference req/s | reference p99 ms | reference CPU µs/req | ratio | per-round ratios |',
+  );
   lines.push('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
-  const cpu = (us: number | null) => (us === null ? '–' : us >= 10_000 ? `${(us / 1000).toFixed(0)} ms` : us.toFixed(0));
+  const cpu = (us: number | null) =>
+    us === null ? '–' : us >= 10_000 ? `${(us / 1000).toFixed(0)} ms` : us.toFixed(0);
   for (const r of report.http) {
     lines.push(
       `| ${r.title} | ${r.connections} | ${r.service.rps.toFixed(0)} | ${ms(r.service.p50)} | ${ms(r.service.p99)} | ${r.service.non2xx} | ${r.service.errors} | ${cpu(r.service.cpuUsPerRequest)} | ${r.reference.rps.toFixed(0)} | ${ms(r.reference.p99)} | ${cpu(r.reference.cpuUsPerRequest)} | ${pct(r.service.ratio)} | ${r.service.ratios.map((x) => pct(x)).join(', ')} |`,
@@ -308,7 +341,8 @@ export function renderGenerated(report: BenchReport): string {
   }
   const download = report.http.find((r) => r.id === 'download');
   if (report.download && download) {
-    const mb = (samples: LoadSample[]) => (samples.map((x) => x.receivedBytesPerSec).sort((a, b) => a - b)[Math.floor(samples.length / 2)] ?? 0) / 1e6;
+    const mb = (samples: LoadSample[]) =>
+      (samples.map((x) => x.receivedBytesPerSec).sort((a, b) => a - b)[Math.floor(samples.length / 2)] ?? 0) / 1e6;
     heading('Result download');
     lines.push(
       `One 4K PNG made by the local renderer (${report.download.bytes} bytes, sha256 \`${report.download.sha256.slice(0, 16)}…\`), ${report.download.connections} connections: through its signed URL ${download.service.rps.toFixed(0)} downloads/s (${mb(download.serviceSamples).toFixed(0)} MB/s), \`@fastify/static\` serving the same file ${download.reference.rps.toFixed(0)}/s (${mb(download.referenceSamples).toFixed(0)} MB/s): **${pct(download.service.ratio)}**.`,
@@ -321,21 +355,30 @@ export function renderGenerated(report: BenchReport): string {
     lines.push('| page | req/s large / small | p50 small → large (ms) | p99 small → large (ms) |');
     lines.push('|---|---:|---|---|');
     for (const f of report.listFlatness) {
-      lines.push(`| ${f.depth === 'first' ? 'first page' : 'deep cursor (half way down)'} | ${pct(f.rpsRatio)} | ${ms(f.p50Small)} → ${ms(f.p50Large)} | ${ms(f.p99Small)} → ${ms(f.p99Large)} |`);
+      lines.push(
+        `| ${f.depth === 'first' ? 'first page' : 'deep cursor (half way down)'} | ${pct(f.rpsRatio)} | ${ms(f.p50Small)} → ${ms(f.p50Large)} | ${ms(f.p99Small)} → ${ms(f.p99Large)} |`,
+      );
     }
   }
   if (report.upload) {
     const u = report.upload;
     heading('Upload');
     const { received, stored } = u.large;
-    lines.push(`- One ${mibText(received.bytes)} body that is not an image, received whole and then refused (${received.status}) before any image work, with a full GC every 10 ms (\`bench/upload-streaming.ts\`): live Buffers **+${received.buffersGrowthMiB} MiB**, RSS +${received.rssGrowthMiB} MiB while it arrived: the part goes to a temporary file as it arrives and no copy of the body is held. One ${mibText(stored.bytes)} PNG of random pixels, decoded, re-encoded and stored (${stored.status}): Buffers +${stored.buffersGrowthMiB} MiB, RSS +${stored.rssGrowthMiB} MiB (libvips' pixels and output, outside the JavaScript heap).`);
-    lines.push(`- ${u.concurrent} at once: statuses ${JSON.stringify(u.concurrentStatuses)} in ${u.concurrentElapsedSec.toFixed(1)} s; RSS of the service process ${u.rssBaselineMiB} MiB before, ${u.rssPeakMiB} MiB at peak: **+${u.rssGrowthMiB} MiB** (${u.peakFrom}).`);
+    lines.push(
+      `- One ${mibText(received.bytes)} body that is not an image, received whole and then refused (${received.status}) before any image work, with a full GC every 10 ms (\`bench/upload-streaming.ts\`): live Buffers **+${received.buffersGrowthMiB} MiB**, RSS +${received.rssGrowthMiB} MiB while it arrived: the part goes to a temporary file as it arrives and no copy of the body is held. One ${mibText(stored.bytes)} PNG of random pixels, decoded, re-encoded and stored (${stored.status}): Buffers +${stored.buffersGrowthMiB} MiB, RSS +${stored.rssGrowthMiB} MiB (libvips' pixels and output, outside the JavaScript heap).`,
+    );
+    lines.push(
+      `- ${u.concurrent} at once: statuses ${JSON.stringify(u.concurrentStatuses)} in ${u.concurrentElapsedSec.toFixed(1)} s; RSS of the service process ${u.rssBaselineMiB} MiB before, ${u.rssPeakMiB} MiB at peak: **+${u.rssGrowthMiB} MiB** (${u.peakFrom}).`,
+    );
   }
   if (report.renderer) {
-    heading(`Local renderer (one core${report.renderer.pinnedToOneCpu ? ': taskset -c 0, ' : ': '}libvips concurrency 1, UV_THREADPOOL_SIZE=1)`);
+    heading(
+      `Local renderer (one core${report.renderer.pinnedToOneCpu ? ': taskset -c 0, ' : ': '}libvips concurrency 1, UV_THREADPOOL_SIZE=1)`,
+    );
     lines.push('| image | pixels | best ms | median ms | PNG bytes |');
     lines.push('|---|---|---:|---:|---:|');
-    for (const r of report.renderer.results) lines.push(`| ${r.name} | ${r.width}×${r.height} | ${ms(r.best_ms)} | ${ms(r.median_ms)} | ${r.png_bytes} |`);
+    for (const r of report.renderer.results)
+      lines.push(`| ${r.name} | ${r.width}×${r.height} | ${ms(r.best_ms)} | ${ms(r.median_ms)} | ${r.png_bytes} |`);
   }
   for (const section of report.sections) {
     heading(section.title);

@@ -69,11 +69,13 @@ export function scaleOutSection(rows: ScaleOutRow[]): ReportSection {
       met: verdict(row),
     }));
   const lines = [
-    'On the machine\'s PostgreSQL, beside graphile-worker 0.16 on the same database in the same run (`bench/scale-out.ts`).',
+    "On the machine's PostgreSQL, beside graphile-worker 0.16 on the same database in the same run (`bench/scale-out.ts`).",
     '',
     '| scenario | ours | graphile-worker / reference | ratio (> 1 = ours better) | budget |',
     '|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.scenario} | ${r.ours} ${r.unit} | ${r.reference ?? '–'} | ${r.ratio ?? '–'} | ${r.budget} |`),
+    ...rows.map(
+      (r) => `| ${r.scenario} | ${r.ours} ${r.unit} | ${r.reference ?? '–'} | ${r.ratio ?? '–'} | ${r.budget} |`,
+    ),
   ];
   return { title: 'Scale-out on PostgreSQL', budgets, lines };
 }

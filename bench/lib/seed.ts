@@ -22,7 +22,13 @@ export interface SeedResult {
  * their format is exactly what the service writes. Task i is created at a fixed time for its
  * index, so seeding [0, 10k) and later [10k, 1M) gives the same rows as seeding [0, 1M) at once.
  */
-export function seedCompletedTasks(dbPath: string, accountId: string, from: number, to: number, keepIndices: number[]): SeedResult {
+export function seedCompletedTasks(
+  dbPath: string,
+  accountId: string,
+  from: number,
+  to: number,
+  keepIndices: number[],
+): SeedResult {
   const started = performance.now();
   const db = new Database(dbPath);
   // Bench data: nothing here needs to survive a power cut, and a rollback journal avoids writing
@@ -36,13 +42,17 @@ export function seedCompletedTasks(dbPath: string, accountId: string, from: numb
   // store took 45 s to seed on a slow machine, where the whole run came within 10 s of its limit).
   const rowPlaceholders = `(${columns.map(() => '?').join(', ')})`;
   const insertRows = (count: number) =>
-    db.prepare(`INSERT INTO tasks (${columns.join(', ')}) VALUES ${Array.from({ length: count }, () => rowPlaceholders).join(', ')}`);
+    db.prepare(
+      `INSERT INTO tasks (${columns.join(', ')}) VALUES ${Array.from({ length: count }, () => rowPlaceholders).join(', ')}`,
+    );
   const fullInsert = insertRows(ROWS_PER_INSERT);
   const keep = new Set(keepIndices);
   const sampleIds = new Map<number, string>();
   // The table's own indexes are dropped for the load and built again from their schema text: one
   // sort each instead of an insert per row.
-  const indexes = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL").all() as { name: string; sql: string }[];
+  const indexes = db
+    .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL")
+    .all() as { name: string; sql: string }[];
   db.transaction(() => {
     for (const index of indexes) db.exec(`DROP INDEX "${index.name}"`);
     for (let start = from; start < to; start += ROWS_PER_INSERT) {
@@ -64,7 +74,13 @@ export function seedCompletedTasks(dbPath: string, accountId: string, from: numb
 
 const BASE_TIME = Date.now() - (TOTAL_SPAN_TASKS + 1000) * SPACING_MS;
 const RATIOS = ['1:1', '16:9', '9:16', '4:3', '3:2'];
-const SIZES: Record<string, [number, number]> = { '1:1': [1024, 1024], '16:9': [1376, 768], '9:16': [768, 1376], '4:3': [1200, 896], '3:2': [1264, 848] };
+const SIZES: Record<string, [number, number]> = {
+  '1:1': [1024, 1024],
+  '16:9': [1376, 768],
+  '9:16': [768, 1376],
+  '4:3': [1200, 896],
+  '3:2': [1264, 848],
+};
 
 function sampleTask(accountId: string, index: number): TaskRecord {
   const createdAt = new Date(BASE_TIME + index * SPACING_MS);
@@ -83,7 +99,15 @@ function sampleTask(accountId: string, index: number): TaskRecord {
     height,
     cost: 25,
     webhookUrl: null,
-    generated: [{ media_id: newIdAt(new Date(createdAt.getTime() + 1)), content_type: 'image/png', width, height, size_bytes: 180_000 + (index % 5000) }],
+    generated: [
+      {
+        media_id: newIdAt(new Date(createdAt.getTime() + 1)),
+        content_type: 'image/png',
+        width,
+        height,
+        size_bytes: 180_000 + (index % 5000),
+      },
+    ],
     error: null,
     attempt: 1,
     createdAt,
@@ -104,17 +128,25 @@ export function drainCreatedTasks(dbPath: string): number {
     db.pragma('busy_timeout = 10000');
     const now = Date.now();
     // As the worker's completions would, in one transaction: the tasks and the accounts' counts of active tasks.
-    return db.transaction(() => {
-      const drained = db.prepare("UPDATE tasks SET status = 'COMPLETED', attempt = 1, started_at = ?, completed_at = ? WHERE status = 'CREATED'").run(now, now).changes;
-      // (Checkouts from before the column, run by --compare-root, count their tasks instead.)
-      const counted = (db.prepare('PRAGMA table_info(accounts)').all() as { name: string }[]).some((c) => c.name === 'active_tasks');
-      if (counted) {
-        db.prepare(
-          "UPDATE accounts SET active_tasks = (SELECT count(*) FROM tasks WHERE tasks.account_id = accounts.id AND tasks.status IN ('CREATED', 'IN_PROGRESS'))",
-        ).run();
-      }
-      return drained;
-    }).immediate();
+    return db
+      .transaction(() => {
+        const drained = db
+          .prepare(
+            "UPDATE tasks SET status = 'COMPLETED', attempt = 1, started_at = ?, completed_at = ? WHERE status = 'CREATED'",
+          )
+          .run(now, now).changes;
+        // (Checkouts from before the column, run by --compare-root, count their tasks instead.)
+        const counted = (db.prepare('PRAGMA table_info(accounts)').all() as { name: string }[]).some(
+          (c) => c.name === 'active_tasks',
+        );
+        if (counted) {
+          db.prepare(
+            "UPDATE accounts SET active_tasks = (SELECT count(*) FROM tasks WHERE tasks.account_id = accounts.id AND tasks.status IN ('CREATED', 'IN_PROGRESS'))",
+          ).run();
+        }
+        return drained;
+      })
+      .immediate();
   } finally {
     db.close();
   }

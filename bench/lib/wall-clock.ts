@@ -12,4 +12,3 @@ export function wallClock(): () => number {
   const offset = edge - performance.now();
   return () => performance.now() + offset;
 }
-

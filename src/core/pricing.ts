@@ -26,7 +26,10 @@ export function modelOf(modelId: string): ModelCatalogEntry {
   return model;
 }
 
-export function applyDefaults(model: ModelCatalogEntry, parameters: RequestedParameters | undefined): EffectiveParameters {
+export function applyDefaults(
+  model: ModelCatalogEntry,
+  parameters: RequestedParameters | undefined,
+): EffectiveParameters {
   return {
     aspect_ratio: parameters?.aspect_ratio ?? model.defaults.aspectRatio,
     resolution: parameters?.resolution ?? model.defaults.resolution,
@@ -40,7 +43,10 @@ export function priceOf(model: ModelCatalogEntry, resolution: string): number {
   return price;
 }
 
-export function pixelSizeOf(model: ModelCatalogEntry, parameters: EffectiveParameters): { width: number; height: number } {
+export function pixelSizeOf(
+  model: ModelCatalogEntry,
+  parameters: EffectiveParameters,
+): { width: number; height: number } {
   const size = model.pixelSizes[parameters.aspect_ratio]?.[parameters.resolution];
   if (!size) throw new Error(`${model.id} does not offer ${parameters.aspect_ratio} at ${parameters.resolution}`);
   return size;

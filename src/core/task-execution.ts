@@ -11,14 +11,23 @@ export interface TaskFailure {
   message: string;
 }
 
-export const WORKER_LOST: TaskFailure = { code: 'worker_lost', message: 'The task was interrupted too many times and was not completed.' };
-export const DEADLINE_EXCEEDED: TaskFailure = { code: 'deadline_exceeded', message: 'The task could not be completed in time.' };
+export const WORKER_LOST: TaskFailure = {
+  code: 'worker_lost',
+  message: 'The task was interrupted too many times and was not completed.',
+};
+export const DEADLINE_EXCEEDED: TaskFailure = {
+  code: 'deadline_exceeded',
+  message: 'The task could not be completed in time.',
+};
 
 /**
  * A task whose worker's lease ran out: back to the queue for another attempt, or, when that was its
  * last allowed attempt, failed (and refunded).
  */
-export function afterLostLease(attempt: number, maxAttempts: number): { action: 'requeue' } | { action: 'fail'; error: TaskFailure } {
+export function afterLostLease(
+  attempt: number,
+  maxAttempts: number,
+): { action: 'requeue' } | { action: 'fail'; error: TaskFailure } {
   return attempt >= maxAttempts ? { action: 'fail', error: WORKER_LOST } : { action: 'requeue' };
 }
 

@@ -98,7 +98,9 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
  */
 export function invalidMediaReference(index: number): DomainError {
   const detail = `image_reference[${index}] does not name an unexpired upload of this account.`;
-  return new DomainError('invalid_media_reference', detail, [{ pointer: `/image_reference/${index}`, location: 'body', code: 'unknown_media', detail }]);
+  return new DomainError('invalid_media_reference', detail, [
+    { pointer: `/image_reference/${index}`, location: 'body', code: 'unknown_media', detail },
+  ]);
 }
 
 export const TERMINAL_STATUSES: readonly TaskStatus[] = ['COMPLETED', 'FAILED', 'CANCELED'];

@@ -23,12 +23,7 @@ const JITTER_FRACTION = 0.1;
  * Jitter (±10 %) spreads retries so receivers that failed together are not hit together again.
  * `scale` multiplies the delays (tests shrink the schedule with e.g. 0.001).
  */
-export function nextWebhookAttemptAt(
-  attemptsMade: number,
-  now: Date,
-  random: () => number,
-  scale = 1,
-): Date | null {
+export function nextWebhookAttemptAt(attemptsMade: number, now: Date, random: () => number, scale = 1): Date | null {
   if (!Number.isInteger(attemptsMade) || attemptsMade < 0) {
     throw new RangeError(`attemptsMade must be a non-negative integer, got ${attemptsMade}`);
   }

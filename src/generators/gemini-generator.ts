@@ -88,7 +88,9 @@ export class GeminiGenerator implements ImageGenerator {
 function firstImage(response: GenerateContentResponse): string {
   const blockReason = response.promptFeedback?.blockReason;
   if (blockReason) {
-    throw generationError(upstreamFailure('content_policy'), { upstream: { reason: `prompt blocked: ${blockReason}` } });
+    throw generationError(upstreamFailure('content_policy'), {
+      upstream: { reason: `prompt blocked: ${blockReason}` },
+    });
   }
   const candidate = response.candidates?.[0];
   // Gemini 3 image models may return interim "thought" images before the final one.
@@ -128,6 +130,8 @@ function parseErrorBody(message: string): GoogleErrorBody | undefined {
 /** google.rpc.RetryInfo, which the Gemini API puts in the details of its 429s. */
 function retryDelayOf(body: GoogleErrorBody | undefined): number | undefined {
   const details = Array.isArray(body?.error?.details) ? body.error.details : [];
-  const retryInfo = details.find((d) => typeof d?.['@type'] === 'string' && d['@type'].endsWith('google.rpc.RetryInfo'));
+  const retryInfo = details.find(
+    (d) => typeof d?.['@type'] === 'string' && d['@type'].endsWith('google.rpc.RetryInfo'),
+  );
   return durationMs(retryInfo?.retryDelay);
 }

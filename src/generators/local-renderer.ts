@@ -101,9 +101,7 @@ function sceneSvg(input: GenerationInput, tileRects: Rect[]): string {
 
   // Drawn under each tile, slightly larger, so tiles read as framed pictures.
   const frame = Math.max(2, Math.round(unit * 0.006));
-  const tileFrames = tileRects.map((r) =>
-    square(r.left - frame, r.top - frame, r.size + 2 * frame, 'fill="#ffffff"'),
-  );
+  const tileFrames = tileRects.map((r) => square(r.left - frame, r.top - frame, r.size + 2 * frame, 'fill="#ffffff"'));
 
   const margin = Math.round(unit * 0.04);
   const band = Math.round(unit * 0.11);

@@ -84,10 +84,12 @@ function classifyOpenAiError(error: unknown) {
   const code = typeof error.code === 'string' ? error.code : undefined;
   const upstream = { status: error.status, reason: code ?? (typeof error.type === 'string' ? error.type : undefined) };
   if (code && POLICY_ERROR_CODES.has(code)) return generationError(upstreamFailure('content_policy'), { upstream });
-  if (code && QUOTA_ERROR_CODES.has(code)) return generationError(upstreamFailure('generator_unavailable'), { upstream });
+  if (code && QUOTA_ERROR_CODES.has(code))
+    return generationError(upstreamFailure('generator_unavailable'), { upstream });
   const retryAfterMillis = Number(error.headers?.get('retry-after-ms'));
-  const waitMs = Number.isFinite(retryAfterMillis) && retryAfterMillis > 0
-    ? retryAfterMillis
-    : retryAfterMs(error.headers?.get('retry-after'), new Date());
+  const waitMs =
+    Number.isFinite(retryAfterMillis) && retryAfterMillis > 0
+      ? retryAfterMillis
+      : retryAfterMs(error.headers?.get('retry-after'), new Date());
   return generationError(upstreamFailureOfStatus(error.status), { retryAfterMs: waitMs, upstream });
 }

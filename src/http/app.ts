@@ -73,7 +73,12 @@ class OneLinePerRequest extends LogController {
       return;
     }
     request.log.info(
-      { method: request.method, path: request.url.split('?', 1)[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+      {
+        method: request.method,
+        path: request.url.split('?', 1)[0],
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 10) / 10,
+      },
       'request completed',
     );
   }
@@ -103,7 +108,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       return typeof given === 'string' && REQUEST_ID_PATTERN.test(given) ? given : randomUUID();
     },
     schemaController: {
-      compilersFactory: { buildValidator: buildValidatorCompilerFactory(), buildSerializer: buildSerializerCompilerFactory() },
+      compilersFactory: {
+        buildValidator: buildValidatorCompilerFactory(),
+        buildSerializer: buildSerializerCompilerFactory(),
+      },
     },
     logController: new OneLinePerRequest(),
     frameworkErrors: frameworkErrorHandler,
@@ -146,7 +154,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   registerMetrics(app);
   await registerOpenApi(app, { exposeUi: true });
 
-  const signer = new HmacMediaUrlSigner(deps.mediaSigningSecret, publicBaseUrl(deps.config), deps.config.SIGNED_URL_TTL_SECONDS);
+  const signer = new HmacMediaUrlSigner(
+    deps.mediaSigningSecret,
+    publicBaseUrl(deps.config),
+    deps.config.SIGNED_URL_TTL_SECONDS,
+  );
   const tasks = new TaskService({
     store: deps.store,
     events: deps.events ?? new TaskEvents(),
@@ -181,7 +193,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const config = deps.config;
   let rateLimitRedis = deps.rateLimitRedis ?? null;
   if (deps.rateLimitRedis === undefined && config.REDIS_URL) {
-    const redis = await connectRateLimitRedis(config.REDIS_URL, (err) => app.log.warn({ err }, 'redis (rate limits) error'));
+    const redis = await connectRateLimitRedis(config.REDIS_URL, (err) =>
+      app.log.warn({ err }, 'redis (rate limits) error'),
+    );
     app.addHook('onClose', async () => {
       await redis.quit().catch(() => redis.disconnect());
     });
@@ -220,7 +234,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         uploadTempDir,
         uploadMaxBytes: config.UPLOAD_MAX_BYTES,
         uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
-        uploadSlots: new UploadSlots({ perProcess: config.UPLOAD_MAX_IN_FLIGHT, perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY }),
+        uploadSlots: new UploadSlots({
+          perProcess: config.UPLOAD_MAX_IN_FLIGHT,
+          perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY,
+        }),
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });
       await api.register(webhookRoutes, { store: deps.store, now, onDeliveryQueued: deps.onWebhookQueued });

@@ -9,9 +9,18 @@ import { escapePointer } from './problem.js';
  * that is not valid JSON, and a body with a `__proto__` key is valid JSON: its client is told
  * instead which key no request accepts, and where (DESIGN 3.7: a pointer to the field).
  */
-export function parseJsonBody(_request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void): void {
+export function parseJsonBody(
+  _request: FastifyRequest,
+  body: string,
+  done: (error: Error | null, value?: unknown) => void,
+): void {
   if (body.length === 0) {
-    done(new DomainError('invalid_json', 'The body is empty, but its Content-Type says JSON: send a JSON body, or no Content-Type.'));
+    done(
+      new DomainError(
+        'invalid_json',
+        'The body is empty, but its Content-Type says JSON: send a JSON body, or no Content-Type.',
+      ),
+    );
     return;
   }
   let value: unknown;
@@ -25,7 +34,11 @@ export function parseJsonBody(_request: FastifyRequest, body: string, done: (err
   const forbidden = value === null ? forbiddenKeyPointer(JSON.parse(body)) : null;
   if (forbidden !== null) {
     const detail = 'A key named "__proto__" (or "constructor" holding "prototype") is not a field of any request.';
-    done(new DomainError('invalid_request', `body ${forbidden}: ${detail}`, [{ pointer: forbidden, location: 'body', code: 'forbidden_key', detail }]));
+    done(
+      new DomainError('invalid_request', `body ${forbidden}: ${detail}`, [
+        { pointer: forbidden, location: 'body', code: 'forbidden_key', detail },
+      ]),
+    );
     return;
   }
   done(null, value);
@@ -56,7 +69,8 @@ function forbiddenKeyPointer(root: unknown): string | null {
     for (const child of children) {
       const { key, value } = child;
       if (key === '__proto__') return pointerOf(child);
-      if (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype')) return pointerOf(child);
+      if (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype'))
+        return pointerOf(child);
     }
     // Reversed onto the stack so that the first key's subtree is searched first, as before.
     for (let i = children.length - 1; i >= 0; i--) pending.push(children[i]);

@@ -53,7 +53,10 @@ export interface ReceiveOptions {
 
 export async function receiveSingleFile(request: FastifyRequest, options: ReceiveOptions): Promise<ReceivedUpload> {
   if (!request.isMultipart()) {
-    throw new DomainError('unsupported_media_type', 'Send the image as multipart/form-data with one part named `file`.');
+    throw new DomainError(
+      'unsupported_media_type',
+      'Send the image as multipart/form-data with one part named `file`.',
+    );
   }
   await mkdir(options.tempDir, { recursive: true });
   const path = join(options.tempDir, spoolFileName());
@@ -72,11 +75,16 @@ export async function receiveSingleFile(request: FastifyRequest, options: Receiv
     const parts = request.parts();
     for (let part = await nextPart(parts); part; part = await nextPart(parts)) {
       if (part.fieldname !== UPLOAD_FIELD) {
-        throw partError('unknown_field', `/${escapePointer(part.fieldname)}`, `Unexpected part "${part.fieldname}": the body has one part, named "${UPLOAD_FIELD}".`);
+        throw partError(
+          'unknown_field',
+          `/${escapePointer(part.fieldname)}`,
+          `Unexpected part "${part.fieldname}": the body has one part, named "${UPLOAD_FIELD}".`,
+        );
       }
       // isPartAFile makes every `file` part a file, and the files limit of 1 stops a second one in
       // the parser; this only guards against a change of either.
-      if (part.type !== 'file' || received) throw partError('too_many_parts', `/${UPLOAD_FIELD}`, `Send exactly one part named "${UPLOAD_FIELD}".`);
+      if (part.type !== 'file' || received)
+        throw partError('too_many_parts', `/${UPLOAD_FIELD}`, `Send exactly one part named "${UPLOAD_FIELD}".`);
       received = { path, ...(await spool(part.file, path, options.maxBytes)) };
     }
   } catch (error) {
@@ -88,7 +96,12 @@ export async function receiveSingleFile(request: FastifyRequest, options: Receiv
     // sets the keep-alive timeout on the socket again after the response.
     if (watchesIdle) socket!.off('timeout', closeIdle).setTimeout(0);
   }
-  if (!received) throw partError('required', `/${UPLOAD_FIELD}`, `The body has no part named "${UPLOAD_FIELD}"; send the image in it.`);
+  if (!received)
+    throw partError(
+      'required',
+      `/${UPLOAD_FIELD}`,
+      `The body has no part named "${UPLOAD_FIELD}"; send the image in it.`,
+    );
   if (received.sizeBytes === 0) {
     await rm(path, { force: true });
     throw partError('empty_file', `/${UPLOAD_FIELD}`, 'The file is empty.');
@@ -107,7 +120,11 @@ async function nextPart(parts: AsyncIterableIterator<Multipart>): Promise<Multip
   }
 }
 
-async function spool(file: Readable & { truncated?: boolean }, path: string, maxBytes: number): Promise<{ sizeBytes: number; sha256: string }> {
+async function spool(
+  file: Readable & { truncated?: boolean },
+  path: string,
+  maxBytes: number,
+): Promise<{ sizeBytes: number; sha256: string }> {
   let sizeBytes = 0;
   const hash = createHash('sha256');
   const counter = new Transform({
@@ -124,9 +141,15 @@ async function spool(file: Readable & { truncated?: boolean }, path: string, max
   // When the body ends inside the part, the parser destroys the part's stream, which may already
   // have been marked ended: pipeline() would then wait for an 'end' that never comes. A part that
   // closes before its end was read is cut short, whichever way it happened.
-  const cutShort = () => new DomainError('invalid_request', 'The multipart/form-data body ended inside the file part.', [
-    { pointer: `/${UPLOAD_FIELD}`, location: 'body', code: 'malformed_multipart', detail: 'The body ended before the file part was complete.' },
-  ]);
+  const cutShort = () =>
+    new DomainError('invalid_request', 'The multipart/form-data body ended inside the file part.', [
+      {
+        pointer: `/${UPLOAD_FIELD}`,
+        location: 'body',
+        code: 'malformed_multipart',
+        detail: 'The body ended before the file part was complete.',
+      },
+    ]);
   if (file.destroyed) throw cutShort();
   const onClose = () => {
     if (!file.readableEnded) counter.destroy(cutShort());
@@ -142,7 +165,8 @@ async function spool(file: Readable & { truncated?: boolean }, path: string, max
   } catch (error) {
     if (error instanceof DomainError) throw error;
     // The body broke off or was malformed mid-part; a failing disk stays a 500.
-    if (error === sourceError || (error as NodeJS.ErrnoException).code === 'ERR_STREAM_PREMATURE_CLOSE') throw malformedBody(error);
+    if (error === sourceError || (error as NodeJS.ErrnoException).code === 'ERR_STREAM_PREMATURE_CLOSE')
+      throw malformedBody(error);
     throw error;
   } finally {
     file.off('limit', onLimit);
@@ -153,10 +177,19 @@ async function spool(file: Readable & { truncated?: boolean }, path: string, max
   return { sizeBytes, sha256: hash.digest('hex') };
 }
 
-const PARSER_LIMIT_CODES = new Set(['FST_REQ_FILE_TOO_LARGE', 'FST_FILES_LIMIT', 'FST_FIELDS_LIMIT', 'FST_PARTS_LIMIT', 'FST_PROTO_VIOLATION', 'FST_INVALID_JSON_FIELD_ERROR']);
+const PARSER_LIMIT_CODES = new Set([
+  'FST_REQ_FILE_TOO_LARGE',
+  'FST_FILES_LIMIT',
+  'FST_FIELDS_LIMIT',
+  'FST_PARTS_LIMIT',
+  'FST_PROTO_VIOLATION',
+  'FST_INVALID_JSON_FIELD_ERROR',
+]);
 
 function isParserLimitError(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && PARSER_LIMIT_CODES.has(String((error as { code?: unknown }).code));
+  return (
+    typeof error === 'object' && error !== null && PARSER_LIMIT_CODES.has(String((error as { code?: unknown }).code))
+  );
 }
 
 function partError(code: string, pointer: string, detail: string): DomainError {
@@ -166,7 +199,9 @@ function partError(code: string, pointer: string, detail: string): DomainError {
 
 function fileTooLarge(maxBytes: number): DomainError {
   const detail = `The file is larger than ${maxBytes} bytes.`;
-  return new DomainError('payload_too_large', detail, [{ pointer: `/${UPLOAD_FIELD}`, location: 'body', code: 'too_large', detail }]);
+  return new DomainError('payload_too_large', detail, [
+    { pointer: `/${UPLOAD_FIELD}`, location: 'body', code: 'too_large', detail },
+  ]);
 }
 
 // Busboy's messages ("Unexpected end of form", "Multipart: Boundary not found") name the problem
@@ -174,6 +209,11 @@ function fileTooLarge(maxBytes: number): DomainError {
 function malformedBody(cause: unknown): DomainError {
   const reason = cause instanceof Error && cause.message.length <= 200 ? ` (${cause.message})` : '';
   return new DomainError('invalid_request', `The multipart/form-data body could not be parsed${reason}.`, [
-    { pointer: '', location: 'body', code: 'malformed_multipart', detail: `The body is not well-formed multipart/form-data${reason}.` },
+    {
+      pointer: '',
+      location: 'body',
+      code: 'malformed_multipart',
+      detail: `The body is not well-formed multipart/form-data${reason}.`,
+    },
   ]);
 }

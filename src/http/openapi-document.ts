@@ -10,7 +10,12 @@ export async function renderOpenApiYaml(): Promise<string> {
   const config = loadConfig({ LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', HOST: '127.0.0.1', PORT: '3000' });
   const store = new SqliteStore(':memory:');
   await store.migrate();
-  const app = await buildApp({ config, store, mediaSigningSecret: 'openapi-generation-only-not-a-secret', logger: false });
+  const app = await buildApp({
+    config,
+    store,
+    mediaSigningSecret: 'openapi-generation-only-not-a-secret',
+    logger: false,
+  });
   try {
     await app.ready();
     return app.swagger({ yaml: true });

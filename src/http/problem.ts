@@ -27,7 +27,12 @@ export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string 
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
 
-export function problemBody(code: ErrorCode, detail: string, requestId: string, fieldErrors?: FieldError[]): ProblemBody {
+export function problemBody(
+  code: ErrorCode,
+  detail: string,
+  requestId: string,
+  fieldErrors?: FieldError[],
+): ProblemBody {
   const { status, title } = PROBLEM_BY_CODE[code];
   return {
     type: `urn:imagegen:problem:${code}`,

@@ -21,7 +21,9 @@ const common: Options = {
   keywords: ['example', 'x-examples'],
 };
 
-type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
+type ValidatorFactory = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
+>;
 type ValidatorFactoryInput = { schema: FastifySchema; httpPart?: string };
 
 // @fastify/ajv-compiler's typings describe the compiler as taking a bare schema, but fastify calls
@@ -31,7 +33,9 @@ export function buildValidatorCompilerFactory(): ValidatorFactory {
     const bodyAjv = makeAjv({ ...common, coerceTypes: false }, externalSchemas);
     const textAjv = makeAjv({ ...common, coerceTypes: true }, externalSchemas);
     return ({ schema, httpPart }: ValidatorFactoryInput) =>
-      httpPart === 'body' ? bodyAjv.compile(schema as object) : refusingNonFiniteNumbers(textAjv.compile(schema as object));
+      httpPart === 'body'
+        ? bodyAjv.compile(schema as object)
+        : refusingNonFiniteNumbers(textAjv.compile(schema as object));
   };
   return factory as unknown as ValidatorFactory;
 }
@@ -57,7 +61,10 @@ function refusingNonFiniteNumbers(validate: ValidateFunction): (data: unknown) =
         return false;
       }
       const pointer = nonFiniteNumberPointer(data);
-      checked.errors = pointer === null ? null : [{ keyword: 'finite', instancePath: pointer, schemaPath: '#', params: {}, message: 'must be finite' }];
+      checked.errors =
+        pointer === null
+          ? null
+          : [{ keyword: 'finite', instancePath: pointer, schemaPath: '#', params: {}, message: 'must be finite' }];
       return pointer === null;
     },
     { errors: null as ValidateFunction['errors'] },

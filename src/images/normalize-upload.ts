@@ -86,8 +86,11 @@ export async function normalizeUpload(filePath: string, opts: { maxPixels: numbe
   // images that only raise decoder warnings, such as stray bytes between JPEG markers, which
   // browsers display fine.
   // limitInputPixels repeats the header check inside libvips in case a decoder disagrees.
-  const decoded = sharp(filePath, { failOn: 'error', limitInputPixels: opts.maxPixels, sequentialRead: true })
-    .autoOrient();
+  const decoded = sharp(filePath, {
+    failOn: 'error',
+    limitInputPixels: opts.maxPixels,
+    sequentialRead: true,
+  }).autoOrient();
   let output: { data: Buffer; info: OutputInfo };
   try {
     // No withMetadata()/keepMetadata(): sharp then drops EXIF, XMP, IPTC and ICC and converts to sRGB.

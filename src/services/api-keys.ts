@@ -43,7 +43,12 @@ export async function createAccountWithKey(
   store: Store,
   input: { name: string; tokens: number; now: Date },
 ): Promise<{ account: Account } & IssuedKey> {
-  const account = await store.createAccount({ id: newIdAt(input.now), name: input.name, initialTokens: input.tokens, now: input.now });
+  const account = await store.createAccount({
+    id: newIdAt(input.now),
+    name: input.name,
+    initialTokens: input.tokens,
+    now: input.now,
+  });
   const issued = await issueApiKey(store, account.id, input.name, input.now);
   return { account, ...issued };
 }

@@ -7,7 +7,8 @@ export class ConcurrencyLimit {
   private readonly waiting: (() => void)[] = [];
 
   constructor(private readonly limit: number) {
-    if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`concurrency limit must be a positive integer, got ${limit}`);
+    if (!Number.isInteger(limit) || limit < 1)
+      throw new RangeError(`concurrency limit must be a positive integer, got ${limit}`);
   }
 
   /** With `signal`, a job still waiting for its turn leaves the queue when it aborts (rejecting with its reason). */

@@ -23,9 +23,11 @@ export function assertValidIdempotencyKey(key: string): void {
   let fieldError: FieldError | null = null;
   const at = { pointer: '/idempotency-key', location: 'header' as const };
   if (key.length === 0) fieldError = { ...at, code: 'too_short', detail: 'Must be at least 1 character long.' };
-  else if (key.length > IDEMPOTENCY_KEY_MAX_LENGTH) fieldError = { ...at, code: 'too_long', detail: `Must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters long.` };
+  else if (key.length > IDEMPOTENCY_KEY_MAX_LENGTH)
+    fieldError = { ...at, code: 'too_long', detail: `Must be at most ${IDEMPOTENCY_KEY_MAX_LENGTH} characters long.` };
   else if (!KEY_REGEX.test(key)) fieldError = { ...at, code: 'invalid_format', detail: 'Must be printable ASCII.' };
-  if (fieldError) throw new DomainError('invalid_request', `header /idempotency-key: ${fieldError.detail}`, [fieldError]);
+  if (fieldError)
+    throw new DomainError('invalid_request', `header /idempotency-key: ${fieldError.detail}`, [fieldError]);
 }
 
 /**
@@ -48,7 +50,13 @@ export function canonicalJson(value: unknown): string {
  * multipart upload) pass their own body digest, e.g. the SHA-256 of the file they streamed.
  */
 export function requestFingerprint(method: string, path: string, body: string | Buffer): string {
-  return createHash('sha256').update(method.toUpperCase()).update('\n').update(path).update('\n').update(body).digest('hex');
+  return createHash('sha256')
+    .update(method.toUpperCase())
+    .update('\n')
+    .update(path)
+    .update('\n')
+    .update(body)
+    .digest('hex');
 }
 
 export function jsonRequestFingerprint(method: string, path: string, body: unknown): string {
@@ -101,7 +109,10 @@ export class IdempotencyService {
       case 'replay':
         return claim;
       case 'in_progress':
-        throw new DomainError('idempotency_in_progress', 'A request with this Idempotency-Key is still being processed; retry shortly.');
+        throw new DomainError(
+          'idempotency_in_progress',
+          'A request with this Idempotency-Key is still being processed; retry shortly.',
+        );
       case 'fingerprint_mismatch':
         throw new DomainError(
           'idempotency_key_reused',
@@ -117,7 +128,10 @@ export class IdempotencyService {
 
   /** Extends the lease of a key still held; false when it was lost (then stop renewing). */
   renew(held: HeldIdempotencyKey): Promise<boolean> {
-    return this.options.store.renewIdempotencyKey({ ...held, leaseExpiresAt: new Date(this.options.now().getTime() + this.leaseMs) });
+    return this.options.store.renewIdempotencyKey({
+      ...held,
+      leaseExpiresAt: new Date(this.options.now().getTime() + this.leaseMs),
+    });
   }
 
   /** The request changed nothing (or failed on our side): the key is free for a retry. */

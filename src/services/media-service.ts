@@ -84,7 +84,13 @@ export class MediaService {
   createUpload(accountId: string, uploadedFile: string): Promise<MediaRecord> {
     return this.normalizing.run(async () => {
       const image = await this.normalize(uploadedFile);
-      return storeMedia(this.options, { accountId, source: 'upload', taskId: null, image, retentionMs: this.options.uploadRetentionMs });
+      return storeMedia(this.options, {
+        accountId,
+        source: 'upload',
+        taskId: null,
+        image,
+        retentionMs: this.options.uploadRetentionMs,
+      });
     });
   }
 
@@ -127,7 +133,12 @@ export class MediaService {
     } catch (error) {
       if (!(error instanceof UploadRejectedError)) throw error;
       throw new DomainError(error.code, error.message, [
-        { pointer: '/file', location: 'body', code: error.code === 'invalid_image' ? 'invalid_image' : 'unsupported_type', detail: error.message },
+        {
+          pointer: '/file',
+          location: 'body',
+          code: error.code === 'invalid_image' ? 'invalid_image' : 'unsupported_type',
+          detail: error.message,
+        },
       ]);
     }
   }

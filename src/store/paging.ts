@@ -9,7 +9,11 @@ export const MAX_PAGE_SIZE = 1000;
  * equality filters on the given columns (undefined = no filter). The caller adds the LIMIT, of
  * pageFetchSize rows.
  */
-export function newestFirstKeyset(accountId: string, cursor: string | undefined, equals: Record<string, string | undefined>) {
+export function newestFirstKeyset(
+  accountId: string,
+  cursor: string | undefined,
+  equals: Record<string, string | undefined>,
+) {
   const conditions = ['account_id = @accountId', 'id < @before'];
   // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
   const params: Record<string, unknown> = { accountId, before: cursor ? decodeCursor(cursor) : 'g' };
@@ -24,7 +28,8 @@ export function newestFirstKeyset(accountId: string, cursor: string | undefined,
 /** Rows fetched for a page: one more than it holds, so that a next page needs no extra query. */
 export function pageFetchSize(limit: number): number {
   // Checked because listTasks writes it into its SQL.
-  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) throw new RangeError(`page size ${limit} is not an integer from 1 to ${MAX_PAGE_SIZE}`);
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
+    throw new RangeError(`page size ${limit} is not an integer from 1 to ${MAX_PAGE_SIZE}`);
   return limit + 1;
 }
 

@@ -65,7 +65,14 @@ export interface AccountStore {
 }
 
 export interface ApiKeyStore {
-  insertApiKey(input: { id: string; accountId: string; name: string; prefix: string; hash: string; now: Date }): Promise<ApiKeyRecord>;
+  insertApiKey(input: {
+    id: string;
+    accountId: string;
+    name: string;
+    prefix: string;
+    hash: string;
+    now: Date;
+  }): Promise<ApiKeyRecord>;
   /** The unrevoked key with this hash and its account, or null. */
   findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null>;
   listApiKeys(accountId?: string): Promise<ApiKeyRecord[]>;
@@ -90,7 +97,11 @@ export interface TaskStore {
    * in the same transaction, so no crash can leave a charged task whose key a retry could take
    * over; if the lease on the key was lost, it throws `idempotency_in_progress` and changes nothing.
    */
-  insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void>;
+  insertTaskWithDebit(
+    task: TaskRecord,
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void>;
   getTask(accountId: string, taskId: string): Promise<TaskRecord | null>;
   listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>>;
   /**
@@ -189,7 +200,12 @@ export interface TaskExecutionStore {
   /** Extends the lease; false when the attempt no longer owns the task (canceled or taken over). */
   renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean>;
   completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean>;
-  failTask(input: { taskId: string; attempt: number; error: { code: string; message: string }; now: Date }): Promise<boolean>;
+  failTask(input: {
+    taskId: string;
+    attempt: number;
+    error: { code: string; message: string };
+    now: Date;
+  }): Promise<boolean>;
   /** Back to CREATED, runnable again at runAfter (transient failure, or a release at shutdown). */
   requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean>;
   /** CREATED or IN_PROGRESS → CANCELED with its refund; DomainError not_found / invalid_state otherwise. */
@@ -253,7 +269,12 @@ export interface IdempotencyStore {
    * Extends a held key's lease to `leaseExpiresAt` while its request still runs; false when the
    * lease was lost (taken over, or the key completed or released).
    */
-  renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean>;
+  renewIdempotencyKey(input: {
+    accountId: string;
+    key: string;
+    leaseToken: string;
+    leaseExpiresAt: Date;
+  }): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
   releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
   /**
@@ -334,7 +355,14 @@ export interface WebhookStore {
   replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts>;
 }
 
-export interface Store extends AccountStore, ApiKeyStore, TaskStore, MediaStore, TaskExecutionStore, IdempotencyStore, WebhookStore {
+export interface Store
+  extends AccountStore,
+    ApiKeyStore,
+    TaskStore,
+    MediaStore,
+    TaskExecutionStore,
+    IdempotencyStore,
+    WebhookStore {
   readonly kind: 'sqlite' | 'postgres';
   /** Brings the schema to the latest version; safe to call on every start. */
   migrate(): Promise<void>;

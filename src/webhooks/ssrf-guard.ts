@@ -71,7 +71,10 @@ export async function assertWebhookUrlAllowed(rawUrl: string, policy: WebhookUrl
   }
   const allowedProtocols = policy.allowPrivate ? ['https:', 'http:'] : ['https:'];
   if (!allowedProtocols.includes(url.protocol)) {
-    throw new WebhookUrlRejectedError('scheme', `webhook_url must use ${policy.allowPrivate ? 'http or https' : 'https'}`);
+    throw new WebhookUrlRejectedError(
+      'scheme',
+      `webhook_url must use ${policy.allowPrivate ? 'http or https' : 'https'}`,
+    );
   }
   if (url.username !== '' || url.password !== '') {
     throw new WebhookUrlRejectedError('userinfo', 'webhook_url must not contain credentials');
@@ -98,7 +101,10 @@ export async function assertWebhookUrlAllowed(rawUrl: string, policy: WebhookUrl
   }
   // Every address counts: the connection may use any of them.
   if (!addresses.every(({ address }) => isPublicAddress(address))) {
-    throw new WebhookUrlRejectedError('resolves_to_non_public_address', 'webhook_url host name resolves to a non-public address');
+    throw new WebhookUrlRejectedError(
+      'resolves_to_non_public_address',
+      'webhook_url host name resolves to a non-public address',
+    );
   }
   return url;
 }

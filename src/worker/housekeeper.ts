@@ -49,7 +49,13 @@ export class Housekeeper {
   async runOnce(): Promise<void> {
     const { store, blobs, log } = this.options;
     for (let more = true; more; ) {
-      const result = await sweepExpiredMedia({ store, blobs, now: this.now(), uploadTempDir: this.options.uploadTempDir, log });
+      const result = await sweepExpiredMedia({
+        store,
+        blobs,
+        now: this.now(),
+        uploadTempDir: this.options.uploadTempDir,
+        log,
+      });
       more = result.more;
       if (result.expiredMedia || result.blobsDeleted) log?.info({ ...result }, 'expired media swept');
     }

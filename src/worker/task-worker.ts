@@ -116,12 +116,15 @@ export class TaskWorker {
 
     // A cancel in this process is heard at once; one elsewhere shows up at the next heartbeat.
     const unsubscribe = events?.onChanged(task.id, () => abort('ownership_lost'));
-    const heartbeat = setInterval(() => {
-      store.renewLease(task.id, task.attempt, this.now(), this.options.leaseMs).then(
-        (owned) => owned || abort('ownership_lost'),
-        (error: unknown) => this.log.warn({ err: error, task_id: task.id }, 'lease renewal failed'),
-      );
-    }, Math.max(10, Math.floor(this.options.leaseMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        store.renewLease(task.id, task.attempt, this.now(), this.options.leaseMs).then(
+          (owned) => owned || abort('ownership_lost'),
+          (error: unknown) => this.log.warn({ err: error, task_id: task.id }, 'lease renewal failed'),
+        );
+      },
+      Math.max(10, Math.floor(this.options.leaseMs / 3)),
+    );
     const timeout = setTimeout(() => abort('timeout'), this.options.generationTimeoutMs);
 
     try {
@@ -190,7 +193,12 @@ export class TaskWorker {
       task.imageReference.map(async (mediaId) => {
         const key = keys.get(mediaId);
         const bytes = key ? await this.options.blobs.getBuffer(key) : null;
-        if (!bytes) throw new GenerationError('reference_unavailable', `Reference image ${mediaId} is no longer available.`, false);
+        if (!bytes)
+          throw new GenerationError(
+            'reference_unavailable',
+            `Reference image ${mediaId} is no longer available.`,
+            false,
+          );
         return bytes;
       }),
     );
@@ -209,12 +217,25 @@ export class TaskWorker {
     const failure = describeFailure(error);
     if (failure.transient && task.attempt < this.options.maxAttempts) {
       const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random, failure.retryAfterMs);
-      await store.requeueTask({ taskId: task.id, attempt: task.attempt, runAfter: new Date(now.getTime() + delay), now });
+      await store.requeueTask({
+        taskId: task.id,
+        attempt: task.attempt,
+        runAfter: new Date(now.getTime() + delay),
+        now,
+      });
       const { code, upstream } = failure;
-      this.log.warn({ task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay }, 'generation failed; will retry');
+      this.log.warn(
+        { task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay },
+        'generation failed; will retry',
+      );
       return;
     }
-    await store.failTask({ taskId: task.id, attempt: task.attempt, error: { code: failure.code, message: failure.message }, now });
+    await store.failTask({
+      taskId: task.id,
+      attempt: task.attempt,
+      error: { code: failure.code, message: failure.message },
+      now,
+    });
     const logged = { task_id: task.id, attempt: task.attempt, code: failure.code, upstream: failure.upstream };
     this.log.warn({ ...logged, err: failure.internal ? error : undefined }, 'task failed');
   }

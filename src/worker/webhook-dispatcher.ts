@@ -109,6 +109,9 @@ export class WebhookDispatcher {
       manual: manualRetry !== null,
       now: finishedAt,
     });
-    this.options.log?.info({ delivery_id: delivery.id, task_id: delivery.taskId, status_code: result.statusCode, outcome: status }, 'webhook attempt');
+    this.options.log?.info(
+      { delivery_id: delivery.id, task_id: delivery.taskId, status_code: result.statusCode, outcome: status },
+      'webhook attempt',
+    );
   }
 }

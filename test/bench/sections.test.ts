@@ -5,7 +5,12 @@ import { photoUploadSection, scaleOutSection } from '../../bench/lib/sections.js
 
 t.test('scale-out rows are judged by their own budgets; rows without a budget are listed but not judged', async (t) => {
   const row = (scenario: string, ours: number, reference: number | null, ratio: number | null, budget: string) => ({
-    scenario, ours, reference, unit: 'x', ratio, budget,
+    scenario,
+    ours,
+    reference,
+    unit: 'x',
+    ratio,
+    budget,
   });
   const section = scaleOutSection([
     row('dispatch p50', 2.5, 2.0, 0.8, 'p50 ≤ graphile-worker p50'),
@@ -14,14 +19,29 @@ t.test('scale-out rows are judged by their own budgets; rows without a budget ar
     row('creates/s, 1 api process', 900, null, null, ''),
     row('creates/s, 2 api processes', 1100, 900, 1.22, '≥ 1.3 × one process'),
   ]);
-  t.same(section.budgets.map((b) => b.met), [false, true, true, false]);
-  t.equal(section.lines.filter((line) => line.startsWith('| creates/s')).length, 2, 'every row is in the section table');
+  t.same(
+    section.budgets.map((b) => b.met),
+    [false, true, true, false],
+  );
+  t.equal(
+    section.lines.filter((line) => line.startsWith('| creates/s')).length,
+    2,
+    'every row is in the section table',
+  );
 });
 
 t.test('a photo burst is met only when the report says it kept both budgets', async (t) => {
   const burst = (within_budget: boolean) => ({
-    fixture: 'JPEG', upload_bytes: 20 * 2 ** 20, statuses: [201], elapsed_ms: 1000, rss_baseline_mib: 100, rss_peak_mib: 200,
-    rss_growth_mib: 100, rss_after_settle_mib: 110, after_settle_vs_baseline: 1.1, within_budget,
+    fixture: 'JPEG',
+    upload_bytes: 20 * 2 ** 20,
+    statuses: [201],
+    elapsed_ms: 1000,
+    rss_baseline_mib: 100,
+    rss_peak_mib: 200,
+    rss_growth_mib: 100,
+    rss_after_settle_mib: 110,
+    after_settle_vs_baseline: 1.1,
+    within_budget,
   });
   const section = photoUploadSection({
     uploads_per_burst: 10,
@@ -31,6 +51,9 @@ t.test('a photo burst is met only when the report says it kept both budgets', as
     budget: { peak_growth_mib: 300, after_settle_vs_baseline_at_most: 1.2 },
     bursts: [burst(true), burst(false)],
   });
-  t.same(section.budgets.map((b) => b.met), [true, false]);
+  t.same(
+    section.budgets.map((b) => b.met),
+    [true, false],
+  );
   t.match(section.budgets[0].measured, '+100 MiB (100 → 200 MiB), 1.1 × a minute later');
 });

@@ -76,8 +76,21 @@ export function blobStoreContract(t: Test, makeStore: (t: Test) => Promise<BlobS
   t.test('invalid keys are rejected by every operation', async (t) => {
     const store = await makeStore(t);
     const invalidKeys = [
-      '', '/media/x', 'media//x', 'media/', '../x', 'media/../../x', 'media/./x', '.', '..',
-      '.tmp/x', 'media/x y', 'media\\x', 'media/x\0', 'médiá/x', 'a'.repeat(513),
+      '',
+      '/media/x',
+      'media//x',
+      'media/',
+      '../x',
+      'media/../../x',
+      'media/./x',
+      '.',
+      '..',
+      '.tmp/x',
+      'media/x y',
+      'media\\x',
+      'media/x\0',
+      'médiá/x',
+      'a'.repeat(513),
     ];
     for (const key of invalidKeys) {
       await t.rejects(store.put(key, Buffer.from('x')), InvalidBlobKeyError, `put ${JSON.stringify(key)}`);

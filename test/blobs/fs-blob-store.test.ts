@@ -63,13 +63,17 @@ t.test('ping creates a missing root', async (t) => {
 
 const runningAsRoot = process.getuid?.() === 0;
 
-t.test('ping rejects when the root cannot be written', { skip: runningAsRoot && 'root ignores permissions' }, async (t) => {
-  const root = t.testdir();
-  await mkdir(join(root, '.tmp'));
-  await chmod(join(root, '.tmp'), 0o500);
-  t.teardown(() => chmod(join(root, '.tmp'), 0o700));
-  await t.rejects(new FsBlobStore(root).ping());
-});
+t.test(
+  'ping rejects when the root cannot be written',
+  { skip: runningAsRoot && 'root ignores permissions' },
+  async (t) => {
+    const root = t.testdir();
+    await mkdir(join(root, '.tmp'));
+    await chmod(join(root, '.tmp'), 0o500);
+    t.teardown(() => chmod(join(root, '.tmp'), 0o700));
+    await t.rejects(new FsBlobStore(root).ping());
+  },
+);
 
 t.test('ping rejects when the root is a file', async (t) => {
   const dir = t.testdir();

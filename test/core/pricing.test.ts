@@ -40,7 +40,10 @@ t.test('priceOf refuses a resolution the model does not offer', async (t) => {
 t.test('the catalog entries carry the seed limits', async (t) => {
   t.same(alphaPro.promptLength, { min: 3, max: 10000 });
   t.same(alphaPro.imageReferenceCount, { min: 1, max: 8 });
-  t.same([...alphaPro.aspectRatios].sort(), ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].sort());
+  t.same(
+    [...alphaPro.aspectRatios].sort(),
+    ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].sort(),
+  );
   t.same([...alphaPro.resolutions], ['1K', '2K', '4K']);
   t.same(betaV5Pro.promptLength, { min: 3, max: 5000 });
   t.same(betaV5Pro.imageReferenceCount, { min: 1, max: 10 });
@@ -64,7 +67,10 @@ t.test('applyDefaults fills only the missing key', async (t) => {
 });
 
 t.test('applyDefaults keeps both given keys', async (t) => {
-  t.strictSame(applyDefaults(alphaPro, { aspect_ratio: '21:9', resolution: '2K' }), { aspect_ratio: '21:9', resolution: '2K' });
+  t.strictSame(applyDefaults(alphaPro, { aspect_ratio: '21:9', resolution: '2K' }), {
+    aspect_ratio: '21:9',
+    resolution: '2K',
+  });
 });
 
 for (const [ratio, resolution, width, height] of PIXEL_ROWS) {

@@ -1,5 +1,11 @@
 import t from 'tap';
-import { admitsAnotherActiveTask, afterLostLease, countsAsActive, isPastDeadline, webhookEventFor } from '../../src/core/task-execution.js';
+import {
+  admitsAnotherActiveTask,
+  afterLostLease,
+  countsAsActive,
+  isPastDeadline,
+  webhookEventFor,
+} from '../../src/core/task-execution.js';
 
 t.test('a lost lease requeues until the last allowed attempt, which fails as worker_lost', async (t) => {
   t.same(afterLostLease(1, 3), { action: 'requeue' });
@@ -17,7 +23,10 @@ t.test('the deadline is reached at exactly createdAt + deadlineMs', async (t) =>
 t.test('the cap admits a task while the active count is below it', async (t) => {
   t.ok(admitsAnotherActiveTask(2, 3));
   t.notOk(admitsAnotherActiveTask(3, 3));
-  t.same(['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'].map((s) => countsAsActive(s as never)), [true, true, false, false, false]);
+  t.same(
+    ['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'].map((s) => countsAsActive(s as never)),
+    [true, true, false, false, false],
+  );
 });
 
 t.test('only a move into a terminal state emits a webhook event, named after it', async (t) => {

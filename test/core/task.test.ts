@@ -31,7 +31,10 @@ const ALLOWED: [TaskStatus, TaskEvent, TaskStatus][] = [
 ];
 
 t.test('createTask builds the exact record from a text-to-image request', async (t) => {
-  const task = createTask({ model: 'alpha-pro', prompt: 'a red fox', parameters: { aspect_ratio: '16:9', resolution: '4K' } }, context);
+  const task = createTask(
+    { model: 'alpha-pro', prompt: 'a red fox', parameters: { aspect_ratio: '16:9', resolution: '4K' } },
+    context,
+  );
   t.strictSame(task, {
     id: TASK_ID,
     accountId: 'acct-1',
@@ -55,7 +58,12 @@ t.test('createTask builds the exact record from a text-to-image request', async 
 
 t.test('createTask applies defaults and keeps references and webhook', async (t) => {
   const task = createTask(
-    { model: 'beta-v5-pro', prompt: 'same cat, at night', image_reference: [MEDIA_ID], webhook_url: 'https://example.com/hook' },
+    {
+      model: 'beta-v5-pro',
+      prompt: 'same cat, at night',
+      image_reference: [MEDIA_ID],
+      webhook_url: 'https://example.com/hook',
+    },
     context,
   );
   t.strictSame(task, {
@@ -81,10 +89,13 @@ t.test('createTask applies defaults and keeps references and webhook', async (t)
 
 t.test('createTask takes its id from the injected source, once', async (t) => {
   let calls = 0;
-  const task = createTask({ model: 'beta-v5-pro', prompt: 'abc', parameters: { resolution: '2K' } }, {
-    ...context,
-    newId: () => `id-${++calls}`,
-  });
+  const task = createTask(
+    { model: 'beta-v5-pro', prompt: 'abc', parameters: { resolution: '2K' } },
+    {
+      ...context,
+      newId: () => `id-${++calls}`,
+    },
+  );
   t.equal(task.id, 'id-1');
   t.equal(calls, 1);
   t.equal(task.cost, 50);

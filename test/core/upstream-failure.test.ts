@@ -21,14 +21,19 @@ t.test('google.rpc.RetryInfo durations', async (t) => {
   t.equal(durationMs(12), undefined);
 });
 
-t.test('HTTP statuses: 429, 408 and 5xx are transient; credentials and model refusals and other 4xx are not', async (t) => {
-  t.match(upstreamFailureOfStatus(429), { code: 'upstream_rate_limited', transient: true });
-  t.match(upstreamFailureOfStatus(408), { code: 'upstream_unavailable', transient: true });
-  t.match(upstreamFailureOfStatus(500), { code: 'upstream_unavailable', transient: true });
-  t.match(upstreamFailureOfStatus(503), { code: 'upstream_unavailable', transient: true });
-  for (const status of [401, 403, 404]) t.match(upstreamFailureOfStatus(status), { code: 'generator_unavailable', transient: false });
-  for (const status of [400, 413, 422]) t.match(upstreamFailureOfStatus(status), { code: 'upstream_rejected', transient: false });
-});
+t.test(
+  'HTTP statuses: 429, 408 and 5xx are transient; credentials and model refusals and other 4xx are not',
+  async (t) => {
+    t.match(upstreamFailureOfStatus(429), { code: 'upstream_rate_limited', transient: true });
+    t.match(upstreamFailureOfStatus(408), { code: 'upstream_unavailable', transient: true });
+    t.match(upstreamFailureOfStatus(500), { code: 'upstream_unavailable', transient: true });
+    t.match(upstreamFailureOfStatus(503), { code: 'upstream_unavailable', transient: true });
+    for (const status of [401, 403, 404])
+      t.match(upstreamFailureOfStatus(status), { code: 'generator_unavailable', transient: false });
+    for (const status of [400, 413, 422])
+      t.match(upstreamFailureOfStatus(status), { code: 'upstream_rejected', transient: false });
+  },
+);
 
 t.test('a retry waits at least the upstream Retry-After, and at least its own backoff', async (t) => {
   const middle = () => 0.5;

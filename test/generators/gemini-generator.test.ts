@@ -34,21 +34,37 @@ async function setup(t: Test, options: { maxConcurrency?: number } = {}) {
 }
 
 function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(() => undefined, (error: unknown) => error);
+  return promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
 }
 
 t.test('contract', async (t) => {
   const upstream = await FakeUpstream.start(t);
   // A 1K square image whatever was asked: every contract size is reached by resizing.
   upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
-  imageGeneratorContract(t, () => new GeminiGenerator({ apiKey: API_KEY, baseUrl: upstream.url, model: 'gemini-3-pro-image-preview', maxConcurrency: 4 }));
+  imageGeneratorContract(
+    t,
+    () =>
+      new GeminiGenerator({
+        apiKey: API_KEY,
+        baseUrl: upstream.url,
+        model: 'gemini-3-pro-image-preview',
+        maxConcurrency: 4,
+      }),
+  );
 });
 
 t.test('sends one generateContent with the prompt, the references inline and the imageConfig', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
-  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } }).png().toBuffer();
-  const jpeg = await sharp({ create: { width: 30, height: 40, channels: 3, background: '#00ff00' } }).jpeg().toBuffer();
+  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } })
+    .png()
+    .toBuffer();
+  const jpeg = await sharp({ create: { width: 30, height: 40, channels: 3, background: '#00ff00' } })
+    .jpeg()
+    .toBuffer();
 
   await generator.generate(input({ references: [png, jpeg] }), live());
 
@@ -89,7 +105,11 @@ t.test('an image of another size is resized and centre-cropped to the catalog si
   const square = await sharp({ create: { width: 1024, height: 1024, channels: 3, background: '#ffffff' } })
     .composite([
       { input: { create: { width: third, height: 1024, channels: 3, background: '#ff0000' } }, left: 0, top: 0 },
-      { input: { create: { width: third, height: 1024, channels: 3, background: '#0000ff' } }, left: 1024 - third, top: 0 },
+      {
+        input: { create: { width: third, height: 1024, channels: 3, background: '#0000ff' } },
+        left: 1024 - third,
+        top: 0,
+      },
     ])
     .png()
     .toBuffer();
@@ -101,13 +121,15 @@ t.test('an image of another size is resized and centre-cropped to the catalog si
   t.same([info.width, info.height, image.width, image.height], [1376, 768, 1376, 768]);
   t.same(image.resizedFrom, { width: 1024, height: 1024 });
   t.equal((await sharp(image.bytes).metadata()).format, 'png');
-  const centre = ((384 * info.width) + 688) * info.channels;
+  const centre = (384 * info.width + 688) * info.channels;
   t.same([...data.subarray(centre, centre + 3)], [255, 255, 255], 'the centre of the model image is kept');
 });
 
 t.test('a JPEG of the exact size is re-encoded as PNG without resizing', async (t) => {
   const { upstream, generator } = await setup(t);
-  const jpeg = await sharp({ create: { width: 2752, height: 1536, channels: 3, background: '#336699' } }).jpeg().toBuffer();
+  const jpeg = await sharp({ create: { width: 2752, height: 1536, channels: 3, background: '#336699' } })
+    .jpeg()
+    .toBuffer();
   upstream.replyWith(geminiReply.image(jpeg.toString('base64'), 'image/jpeg'));
   const [image] = await generator.generate(input(), live());
   t.equal((await sharp(image.bytes).metadata()).format, 'png');
@@ -153,9 +175,18 @@ t.test('an image that does not decode is transient upstream_invalid_image', asyn
 
 t.test('429 is transient and carries Retry-After', async (t) => {
   const { upstream, generator } = await setup(t);
-  upstream.replyWith(geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Resource has been exhausted (e.g. check quota).', { 'retry-after': '7' }));
+  upstream.replyWith(
+    geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Resource has been exhausted (e.g. check quota).', {
+      'retry-after': '7',
+    }),
+  );
   const error = await rejection(generator.generate(input(), live()));
-  t.match(error, { code: 'upstream_rate_limited', transient: true, retryAfterMs: 7000, upstream: { status: 429, reason: 'RESOURCE_EXHAUSTED' } });
+  t.match(error, {
+    code: 'upstream_rate_limited',
+    transient: true,
+    retryAfterMs: 7000,
+    upstream: { status: 429, reason: 'RESOURCE_EXHAUSTED' },
+  });
   t.notMatch((error as Error).message, /exhausted/);
 });
 
@@ -166,12 +197,18 @@ t.test('429 without Retry-After takes the wait from google.rpc.RetryInfo', async
       { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '37s' },
     ]),
   );
-  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rate_limited', retryAfterMs: 37_000 });
+  t.match(await rejection(generator.generate(input(), live())), {
+    code: 'upstream_rate_limited',
+    retryAfterMs: 37_000,
+  });
 });
 
 t.test('500 is transient, and the next call succeeds', async (t) => {
   const { upstream, generator } = await setup(t);
-  upstream.replyWith(geminiReply.error(500, 'INTERNAL', 'An internal error has occurred.'), geminiReply.image(await pngBase64(2752, 1536)));
+  upstream.replyWith(
+    geminiReply.error(500, 'INTERNAL', 'An internal error has occurred.'),
+    geminiReply.image(await pngBase64(2752, 1536)),
+  );
   t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_unavailable', transient: true });
   const [image] = await generator.generate(input(), live());
   t.same([image.width, image.height], [2752, 1536]);
@@ -180,7 +217,10 @@ t.test('500 is transient, and the next call succeeds', async (t) => {
 
 t.test('400 INVALID_ARGUMENT is a permanent upstream_rejected; 403 is generator_unavailable', async (t) => {
   const { upstream, generator } = await setup(t);
-  upstream.replyWith(geminiReply.error(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.'), geminiReply.error(403, 'PERMISSION_DENIED', 'API key not valid.'));
+  upstream.replyWith(
+    geminiReply.error(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.'),
+    geminiReply.error(403, 'PERMISSION_DENIED', 'API key not valid.'),
+  );
   t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rejected', transient: false });
   t.match(await rejection(generator.generate(input(), live())), { code: 'generator_unavailable', transient: false });
 });
@@ -188,7 +228,12 @@ t.test('400 INVALID_ARGUMENT is a permanent upstream_rejected; 403 is generator_
 t.test('an unreachable upstream is transient upstream_unavailable', async (t) => {
   const { upstream } = await setup(t);
   // A loopback port nobody listens on.
-  const closed = new GeminiGenerator({ apiKey: API_KEY, baseUrl: `http://127.0.0.1:${await freePort()}`, model: 'm', maxConcurrency: 1 });
+  const closed = new GeminiGenerator({
+    apiKey: API_KEY,
+    baseUrl: `http://127.0.0.1:${await freePort()}`,
+    model: 'm',
+    maxConcurrency: 1,
+  });
   const error = await rejection(closed.generate(input(), live()));
   t.match(error, { code: 'upstream_unavailable', transient: true, upstream: { reason: 'ECONNREFUSED' } });
   t.equal(upstream.requests.length, 0);

@@ -47,10 +47,12 @@ export function imageGeneratorContract(t: Test, makeGenerator: () => ImageGenera
     const controller = new AbortController();
     const reason = new Error('cancelled before start');
     controller.abort(reason);
-    const error = await makeGenerator().generate(textToImage, controller.signal).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await makeGenerator()
+      .generate(textToImage, controller.signal)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     t.ok(isAbortRejection(error, reason), 'rejects with the abort reason or an AbortError');
   });
 

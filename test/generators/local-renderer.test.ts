@@ -41,8 +41,7 @@ t.test('different prompts render different PNGs', async (t) => {
 });
 
 t.test('every reference appears as a tile in its own colour', async (t) => {
-  const solid = (background: string) =>
-    sharp({ create: { width: 64, height: 64, channels: 3, background } });
+  const solid = (background: string) => sharp({ create: { width: 64, height: 64, channels: 3, background } });
   const references = [
     await solid('#ff0000').png().toBuffer(),
     await solid('#00ff00').jpeg().toBuffer(),
@@ -59,7 +58,11 @@ t.test('every reference appears as a tile in its own colour', async (t) => {
   const { data, info } = await sharp(bytes).raw().toBuffer({ resolveWithObject: true });
 
   referenceTileRects(width, height, references.length).forEach((tile, i) => {
-    for (const [dx, dy] of [[0.5, 0.5], [0.2, 0.2], [0.8, 0.8]]) {
+    for (const [dx, dy] of [
+      [0.5, 0.5],
+      [0.2, 0.2],
+      [0.8, 0.8],
+    ]) {
       const x = Math.floor(tile.left + tile.size * dx);
       const y = Math.floor(tile.top + tile.size * dy);
       const offset = (y * info.width + x) * info.channels;
@@ -95,7 +98,10 @@ t.test('prompts with markup, control characters and long text still render', asy
 t.test('an undecodable reference fails with a permanent reference_unreadable error', async (t) => {
   const error = await new LocalRenderer()
     .generate(input({ references: [Buffer.from('not an image')] }), notAborted)
-    .then(() => undefined, (e: unknown) => e);
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
   t.ok(error instanceof GenerationError);
   t.match(error, { code: 'reference_unreadable', transient: false });
 });

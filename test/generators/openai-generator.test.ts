@@ -34,7 +34,10 @@ async function setup(t: Test, options: { model?: string; maxConcurrency?: number
 }
 
 function rejection(promise: Promise<unknown>): Promise<unknown> {
-  return promise.then(() => undefined, (error: unknown) => error);
+  return promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
 }
 
 /** The multipart body of an images.edit request, parsed the way a server would. */
@@ -46,7 +49,16 @@ async function formOf(request: ReceivedRequest): Promise<FormData> {
 t.test('contract', async (t) => {
   const upstream = await FakeUpstream.start(t);
   upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
-  imageGeneratorContract(t, () => new OpenAiImagesGenerator({ apiKey: API_KEY, baseUrl: `${upstream.url}/v1`, model: 'gpt-image-2', maxConcurrency: 4 }));
+  imageGeneratorContract(
+    t,
+    () =>
+      new OpenAiImagesGenerator({
+        apiKey: API_KEY,
+        baseUrl: `${upstream.url}/v1`,
+        model: 'gpt-image-2',
+        maxConcurrency: 4,
+      }),
+  );
 });
 
 t.test('text-to-image is one images.generate with the catalog size as WIDTHxHEIGHT', async (t) => {
@@ -58,21 +70,35 @@ t.test('text-to-image is one images.generate with the catalog size as WIDTHxHEIG
   t.equal(request.url, '/v1/images/generations');
   t.equal(request.headers.authorization, `Bearer ${API_KEY}`);
   t.match(request.headers['content-type'], /^application\/json/);
-  t.same(JSON.parse(request.body.toString()), { model: 'gpt-image-2', prompt: 'a tin robot reading a newspaper', n: 1, size: '1264x848', stream: false });
+  t.same(JSON.parse(request.body.toString()), {
+    model: 'gpt-image-2',
+    prompt: 'a tin robot reading a newspaper',
+    n: 1,
+    size: '1264x848',
+    stream: false,
+  });
 });
 
 t.test('models other than GPT image ones are asked for b64_json', async (t) => {
   const { upstream, generator } = await setup(t, { model: 'flux-pro' });
   upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
   await generator.generate(input(), live());
-  t.match(JSON.parse(upstream.requests[0].body.toString()), { model: 'flux-pro', response_format: 'b64_json', size: '1264x848' });
+  t.match(JSON.parse(upstream.requests[0].body.toString()), {
+    model: 'flux-pro',
+    response_format: 'b64_json',
+    size: '1264x848',
+  });
 });
 
 t.test('image-to-image is one images.edit with every reference as an image[] file', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
-  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } }).png().toBuffer();
-  const webp = await sharp({ create: { width: 30, height: 40, channels: 3, background: '#00ff00' } }).webp().toBuffer();
+  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } })
+    .png()
+    .toBuffer();
+  const webp = await sharp({ create: { width: 30, height: 40, channels: 3, background: '#00ff00' } })
+    .webp()
+    .toBuffer();
 
   await generator.generate(input({ references: [png, webp] }), live());
 
@@ -87,7 +113,10 @@ t.test('image-to-image is one images.edit with every reference as an image[] fil
   t.equal(form.get('n'), '1');
   const files = form.getAll('image[]') as File[];
   t.equal(files.length, 2);
-  t.same(files.map((f) => f.type), ['image/png', 'image/webp']);
+  t.same(
+    files.map((f) => f.type),
+    ['image/png', 'image/webp'],
+  );
   t.ok(Buffer.from(await files[0].arrayBuffer()).equals(png), 'first reference bytes as stored');
   t.ok(Buffer.from(await files[1].arrayBuffer()).equals(webp), 'second reference bytes as stored');
 });
@@ -112,7 +141,14 @@ t.test('moderation_blocked is a permanent content_policy failure without the ups
 
 t.test('another 400 is a permanent upstream_rejected', async (t) => {
   const { upstream, generator } = await setup(t);
-  upstream.replyWith(openAiReply.error(400, { message: "Invalid value: '6336x2688'.", type: 'invalid_request_error', param: 'size', code: 'invalid_value' }));
+  upstream.replyWith(
+    openAiReply.error(400, {
+      message: "Invalid value: '6336x2688'.",
+      type: 'invalid_request_error',
+      param: 'size',
+      code: 'invalid_value',
+    }),
+  );
   const error = await rejection(generator.generate(input(), live()));
   t.match(error, { code: 'upstream_rejected', transient: false });
   t.notMatch((error as Error).message, /6336/);
@@ -121,17 +157,33 @@ t.test('another 400 is a permanent upstream_rejected', async (t) => {
 t.test('429 is transient and carries Retry-After; 429 insufficient_quota is permanent', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(
-    openAiReply.error(429, { message: 'Rate limit reached for images per minute.', type: 'requests', code: 'rate_limit_exceeded' }, { 'retry-after': '12' }),
-    openAiReply.error(429, { message: 'You exceeded your current quota.', type: 'insufficient_quota', code: 'insufficient_quota' }),
+    openAiReply.error(
+      429,
+      { message: 'Rate limit reached for images per minute.', type: 'requests', code: 'rate_limit_exceeded' },
+      { 'retry-after': '12' },
+    ),
+    openAiReply.error(429, {
+      message: 'You exceeded your current quota.',
+      type: 'insufficient_quota',
+      code: 'insufficient_quota',
+    }),
   );
-  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rate_limited', transient: true, retryAfterMs: 12_000 });
+  t.match(await rejection(generator.generate(input(), live())), {
+    code: 'upstream_rate_limited',
+    transient: true,
+    retryAfterMs: 12_000,
+  });
   t.match(await rejection(generator.generate(input(), live())), { code: 'generator_unavailable', transient: false });
 });
 
 t.test('500 is transient, and the next call succeeds', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(
-    openAiReply.error(500, { message: 'The server had an error while processing your request.', type: 'server_error', code: null }),
+    openAiReply.error(500, {
+      message: 'The server had an error while processing your request.',
+      type: 'server_error',
+      code: null,
+    }),
     openAiReply.image(await pngBase64(1264, 848)),
   );
   t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_unavailable', transient: true });

@@ -34,14 +34,25 @@ export interface TestAppOptions {
   storeAdapter?: StoreAdapterUnderTest;
 }
 
-export async function buildTestApp(t: Test, env: Record<string, string> = {}, options: TestAppOptions = {}): Promise<TestApp> {
+export async function buildTestApp(
+  t: Test,
+  env: Record<string, string> = {},
+  options: TestAppOptions = {},
+): Promise<TestApp> {
   const dataDir = t.testdir({});
   const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', ...env });
   const { storeAdapter = testStoreAdapter(), ...appOptions } = options;
   // The store's teardown, registered first, runs after the app's: tap runs teardowns last in, first out.
   const { store, env: storeEnv, reopen: reopenStore } = await storeAdapter.open(t, { dataDir });
   const blobs = new FsBlobStore(`${dataDir}/blobs`);
-  const app = await buildApp({ config, store, blobs, mediaSigningSecret: TEST_MEDIA_SIGNING_SECRET, logger: false, ...appOptions });
+  const app = await buildApp({
+    config,
+    store,
+    blobs,
+    mediaSigningSecret: TEST_MEDIA_SIGNING_SECRET,
+    logger: false,
+    ...appOptions,
+  });
   t.teardown(() => app.close());
   return {
     app,

@@ -37,7 +37,10 @@ export class FakeUpstream {
   private abandonWaiters: { count: number; resolve: () => void }[] = [];
   private readonly hanging = new Set<http.ServerResponse>();
 
-  private constructor(private readonly server: http.Server, readonly url: string) {}
+  private constructor(
+    private readonly server: http.Server,
+    readonly url: string,
+  ) {}
 
   static async start(t: Test): Promise<FakeUpstream> {
     let upstream!: FakeUpstream;
@@ -77,7 +80,12 @@ export class FakeUpstream {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
-      this.requests.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) });
+      this.requests.push({
+        method: req.method ?? '',
+        url: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks),
+      });
       res.on('close', () => {
         this.hanging.delete(res);
         if (!res.writableFinished) {
@@ -85,7 +93,10 @@ export class FakeUpstream {
           this.notify(this.abandonWaiters, this.abandoned);
         }
       });
-      const reply = this.script[Math.min(this.served, this.script.length - 1)] ?? { status: 500, json: { error: 'no reply scripted' } };
+      const reply = this.script[Math.min(this.served, this.script.length - 1)] ?? {
+        status: 500,
+        json: { error: 'no reply scripted' },
+      };
       this.served += 1;
       if ('hang' in reply) this.hanging.add(res);
       else send(res, reply);
@@ -115,6 +126,8 @@ function send(res: http.ServerResponse, reply: JsonReply): void {
 
 /** A PNG of one colour, base64, as providers return images. */
 export async function pngBase64(width: number, height: number, background = '#3366cc'): Promise<string> {
-  const png = await sharp({ create: { width, height, channels: 3, background } }).png().toBuffer();
+  const png = await sharp({ create: { width, height, channels: 3, background } })
+    .png()
+    .toBuffer();
   return png.toString('base64');
 }

@@ -3,12 +3,18 @@ import sharp from 'sharp';
 
 /** A noisy image, so that encoders produce realistic files (and every call different bytes). */
 export function noisyImage(width: number, height: number, channels: 3 | 4 = 3) {
-  return sharp({ create: { width, height, channels, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 30 } } });
+  return sharp({
+    create: { width, height, channels, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 30 } },
+  });
 }
 
 export type UploadFormat = 'png' | 'jpeg' | 'webp';
 
-export const CONTENT_TYPE_OF: Record<UploadFormat, string> = { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp' };
+export const CONTENT_TYPE_OF: Record<UploadFormat, string> = {
+  png: 'image/png',
+  jpeg: 'image/jpeg',
+  webp: 'image/webp',
+};
 
 export function encodedImage(format: UploadFormat, width: number, height: number): Promise<Buffer> {
   const image = noisyImage(width, height);
@@ -23,7 +29,12 @@ export function encodedImage(format: UploadFormat, width: number, height: number
 }
 
 /** A hand-made RGB PNG with any dimensions in its header and the given pixel data (a decoder bomb or a corrupt image). */
-export function pngWithHeader(width: number, height: number, pixelData = Buffer.alloc(0), opts = { compress: true }): Buffer {
+export function pngWithHeader(
+  width: number,
+  height: number,
+  pixelData = Buffer.alloc(0),
+  opts = { compress: true },
+): Buffer {
   const ihdr = Buffer.alloc(13);
   ihdr.writeUInt32BE(width, 0);
   ihdr.writeUInt32BE(height, 4);

@@ -13,7 +13,11 @@ export async function assertLedgerInvariant(t: Test, store: Store, accountId: st
     return;
   }
   const totals = await store.ledgerTotals(accountId);
-  t.equal(totals.grant - totals.debit + totals.refund, account.balance, `ledger invariant: ${totals.grant} − ${totals.debit} + ${totals.refund} = balance ${account.balance}`);
+  t.equal(
+    totals.grant - totals.debit + totals.refund,
+    account.balance,
+    `ledger invariant: ${totals.grant} − ${totals.debit} + ${totals.refund} = balance ${account.balance}`,
+  );
   t.ok(account.balance >= 0, 'balance is never negative');
 
   const entries: LedgerEntry[] = [];
@@ -28,7 +32,10 @@ export async function assertLedgerInvariant(t: Test, store: Store, accountId: st
   const breaks: string[] = [];
   for (const entry of entries) {
     running += entry.kind === 'debit' ? -entry.amount : entry.amount;
-    if (entry.balanceAfter !== running) breaks.push(`entry ${entry.id} (${entry.kind} ${entry.amount}) says ${entry.balanceAfter}, chain says ${running}`);
+    if (entry.balanceAfter !== running)
+      breaks.push(
+        `entry ${entry.id} (${entry.kind} ${entry.amount}) says ${entry.balanceAfter}, chain says ${running}`,
+      );
   }
   t.same(breaks, [], 'every balance_after follows from the entries before it');
   t.equal(running, account.balance, 'the ledger chain ends at the balance');

@@ -42,6 +42,14 @@ export function multipartRequest(parts: FormPart[], options: MultipartOptions = 
 }
 
 /** The usual upload: one part named `file`. */
-export function filePart(data: Buffer | string, options: { name?: string; filename?: string; contentType?: string } = {}): FormPart {
-  return { name: options.name ?? 'file', filename: options.filename ?? 'image.bin', contentType: options.contentType ?? 'application/octet-stream', data };
+export function filePart(
+  data: Buffer | string,
+  options: { name?: string; filename?: string; contentType?: string } = {},
+): FormPart {
+  return {
+    name: options.name ?? 'file',
+    filename: options.filename ?? 'image.bin',
+    contentType: options.contentType ?? 'application/octet-stream',
+    data,
+  };
 }

@@ -7,8 +7,16 @@ import type { Test } from 'tap';
  * A TypeScript entry point run as a real child process (through tsx), killed when the test ends
  * if it is still running; stdout is piped so the test can wait for what it prints.
  */
-export function spawnTsChild(t: Test, script: string, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcessByStdio<null, Readable, null> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+export function spawnTsChild(
+  t: Test,
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): ChildProcessByStdio<null, Readable, null> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   t.teardown(() => {
     if (child.exitCode === null) child.kill('SIGKILL');
   });

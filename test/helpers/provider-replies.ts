@@ -49,7 +49,10 @@ export const geminiReply = {
   },
   /** The prompt itself was blocked: no candidates, promptFeedback.blockReason. */
   promptBlocked(blockReason = 'PROHIBITED_CONTENT'): JsonReply {
-    return { status: 200, json: { promptFeedback: { blockReason }, usageMetadata: { promptTokenCount: 9, totalTokenCount: 9 } } };
+    return {
+      status: 200,
+      json: { promptFeedback: { blockReason }, usageMetadata: { promptTokenCount: 9, totalTokenCount: 9 } },
+    };
   },
   /** The generated image was blocked: a candidate without content, finishReason IMAGE_SAFETY. */
   imageBlocked(): JsonReply {
@@ -59,23 +62,48 @@ export const geminiReply = {
   textOnly(): JsonReply {
     return {
       status: 200,
-      json: { candidates: [{ content: { role: 'model', parts: [{ text: 'I cannot draw that, sk-secret internals' }] }, finishReason: 'STOP', index: 0 }] },
+      json: {
+        candidates: [
+          {
+            content: { role: 'model', parts: [{ text: 'I cannot draw that, sk-secret internals' }] },
+            finishReason: 'STOP',
+            index: 0,
+          },
+        ],
+      },
     };
   },
-  error(code: number, status: string, message: string, headers?: Record<string, string>, details?: unknown[]): JsonReply {
+  error(
+    code: number,
+    status: string,
+    message: string,
+    headers?: Record<string, string>,
+    details?: unknown[],
+  ): JsonReply {
     return { status: code, headers, json: { error: { code, message, status, ...(details ? { details } : {}) } } };
   },
 };
 
 export const openAiReply = {
   image(b64Json: string): JsonReply {
-    return { status: 200, json: { created: 1_763_900_000, data: [{ b64_json: b64Json }], usage: { total_tokens: 100, input_tokens: 50, output_tokens: 50 } } };
+    return {
+      status: 200,
+      json: {
+        created: 1_763_900_000,
+        data: [{ b64_json: b64Json }],
+        usage: { total_tokens: 100, input_tokens: 50, output_tokens: 50 },
+      },
+    };
   },
   /** A reply without an image (e.g. a compatible provider that filtered its output silently). */
   empty(): JsonReply {
     return { status: 200, json: { created: 1_763_900_000, data: [] } };
   },
-  error(status: number, error: { message: string; type: string; param?: string | null; code: string | null }, headers?: Record<string, string>): JsonReply {
+  error(
+    status: number,
+    error: { message: string; type: string; param?: string | null; code: string | null },
+    headers?: Record<string, string>,
+  ): JsonReply {
     return { status, headers, json: { error: { param: null, ...error } } };
   },
   moderationBlocked(): JsonReply {

@@ -7,7 +7,12 @@ export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
 /** tap options for a test that needs REDIS_URL: skipped, with the reason, where no Redis answers. */
 export async function needsRedis(): Promise<{ skip: string | false }> {
-  const probe = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, connectTimeout: 1000, retryStrategy: () => null });
+  const probe = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 1000,
+    retryStrategy: () => null,
+  });
   probe.on('error', () => {});
   try {
     await probe.connect();

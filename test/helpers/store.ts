@@ -72,7 +72,11 @@ export async function needsStore(kind: StoreKind): Promise<{ skip: string | fals
  * A test run once on every store adapter, as subtests named by the adapter (PostgreSQL skipped
  * where none answers): for the HTTP tests of money and races, which must hold on every store.
  */
-export function testOnEveryStore(t: Test, name: string, fn: (t: Test, storeAdapter: StoreAdapterUnderTest) => Promise<void>): void {
+export function testOnEveryStore(
+  t: Test,
+  name: string,
+  fn: (t: Test, storeAdapter: StoreAdapterUnderTest) => Promise<void>,
+): void {
   t.test(name, async (t) => {
     for (const adapter of STORE_ADAPTERS) t.test(adapter.kind, await needsStore(adapter.kind), (t) => fn(t, adapter));
   });

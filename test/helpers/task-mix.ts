@@ -18,7 +18,10 @@ export function mixedTasks(accountId: string, count: number, seed: number): Task
   // In creation order, as ids are made: a UUIDv7 generator never goes back to an earlier millisecond.
   return Array.from({ length: count }, (_, i) => {
     const at = new Date(MIX_START + Math.floor(i / 3) * 1000);
-    const task = createTask({ model: 'alpha-pro', prompt: `task ${i}` }, { accountId, now: at, newId: () => newIdAt(at) });
+    const task = createTask(
+      { model: 'alpha-pro', prompt: `task ${i}` },
+      { accountId, now: at, newId: () => newIdAt(at) },
+    );
     const status = TASK_STATUSES[next(TASK_STATUSES.length)] as TaskStatus;
     const finished = status === 'CREATED' ? {} : { startedAt: at, completedAt: status === 'IN_PROGRESS' ? null : at };
     return { ...task, model: MIXED_MODELS[next(MIXED_MODELS.length)], status, ...finished };
@@ -26,7 +29,12 @@ export function mixedTasks(accountId: string, count: number, seed: number): Task
 }
 
 /** Every page of a list, followed by its cursor: the ids of each page. */
-export async function allPages(t: Test, store: Store, accountId: string, query: Omit<TaskListQuery, 'cursor'>): Promise<string[][]> {
+export async function allPages(
+  t: Test,
+  store: Store,
+  accountId: string,
+  query: Omit<TaskListQuery, 'cursor'>,
+): Promise<string[][]> {
   const pages: string[][] = [];
   let cursor: string | undefined;
   do {
@@ -38,4 +46,8 @@ export async function allPages(t: Test, store: Store, accountId: string, query: 
   return pages;
 }
 
-export const newestFirst = (tasks: TaskRecord[]): string[] => tasks.map((task) => task.id).sort().reverse();
+export const newestFirst = (tasks: TaskRecord[]): string[] =>
+  tasks
+    .map((task) => task.id)
+    .sort()
+    .reverse();

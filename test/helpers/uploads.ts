@@ -5,11 +5,26 @@ import type { MediaRecord, Store } from '../../src/store/port.js';
  * An upload's row, as the media service stores it (its blob reserved first), without bytes behind
  * it: for store tests that need a media row to exist. Returns the stored record.
  */
-export async function storeUpload(store: Store, accountId: string, now: Date, expiresInMs = 3_600_000): Promise<MediaRecord> {
+export async function storeUpload(
+  store: Store,
+  accountId: string,
+  now: Date,
+  expiresInMs = 3_600_000,
+): Promise<MediaRecord> {
   const id = newIdAt(now);
   const media: MediaRecord = {
-    id, accountId, source: 'upload', contentType: 'image/png', width: 1, height: 1, sizeBytes: 1, sha256: '00',
-    blobKey: `uploads/${id}`, taskId: null, createdAt: now, expiresAt: new Date(now.getTime() + expiresInMs),
+    id,
+    accountId,
+    source: 'upload',
+    contentType: 'image/png',
+    width: 1,
+    height: 1,
+    sizeBytes: 1,
+    sha256: '00',
+    blobKey: `uploads/${id}`,
+    taskId: null,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + expiresInMs),
   };
   // A blob is reserved (queued for deletion in the future) before its row is inserted.
   await store.scheduleBlobDeletion(media.blobKey, new Date(now.getTime() + 60_000));

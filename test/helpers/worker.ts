@@ -1,6 +1,11 @@
 import type { Test } from 'tap';
 import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
-import { GenerationError, type GenerationInput, type GeneratedImage, type ImageGenerator } from '../../src/generators/port.js';
+import {
+  GenerationError,
+  type GenerationInput,
+  type GeneratedImage,
+  type ImageGenerator,
+} from '../../src/generators/port.js';
 import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { newIdAt } from '../../src/ids.js';
 import { createTask, type TaskRecord } from '../../src/core/task.js';

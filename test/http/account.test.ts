@@ -8,7 +8,11 @@ const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 
 t.test('GET /account: balance, the calling key and the configured limits', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '7', RATE_LIMIT_REQUESTS_PER_MIN: '70', MAX_ACTIVE_TASKS: '5' });
+  const { app, newAccount } = await buildTestApp(t, {
+    RATE_LIMIT_CREATES_PER_MIN: '7',
+    RATE_LIMIT_REQUESTS_PER_MIN: '70',
+    MAX_ACTIVE_TASKS: '5',
+  });
   const { accountId, key, auth } = await newAccount(300);
   const res = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
   t.equal(res.statusCode, 200);
@@ -26,7 +30,11 @@ t.test('GET /account names the key that made the request', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId } = await newAccount(0);
   const second = await issueApiKey(store, accountId, 'ci-runner', new Date());
-  const res = await app.inject({ method: 'GET', url: '/api/v1/account', headers: { authorization: `Bearer ${second.key}` } });
+  const res = await app.inject({
+    method: 'GET',
+    url: '/api/v1/account',
+    headers: { authorization: `Bearer ${second.key}` },
+  });
   t.match(res.json().data.key, { key_id: second.record.id, name: 'ci-runner', prefix: second.record.prefix });
 });
 
@@ -47,7 +55,12 @@ t.test('the balance follows creates, and the ledger lists them newest first', as
   const { data, next_cursor } = ledger.json();
   t.equal(next_cursor, null);
   t.same(
-    data.map((e: { kind: string; amount: number; balance_after: number; task_id: string | null }) => [e.kind, e.amount, e.balance_after, e.task_id]),
+    data.map((e: { kind: string; amount: number; balance_after: number; task_id: string | null }) => [
+      e.kind,
+      e.amount,
+      e.balance_after,
+      e.task_id,
+    ]),
     [
       ['debit', 25, 25, created[2]],
       ['debit', 25, 50, created[1]],
@@ -62,7 +75,8 @@ t.test('the balance follows creates, and the ledger lists them newest first', as
 t.test('GET /account/ledger pages with limit and cursor', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(10);
-  for (let i = 0; i < 4; i++) await store.grantTokens({ accountId, amount: i + 1, note: `grant ${i}`, now: new Date() });
+  for (let i = 0; i < 4; i++)
+    await store.grantTokens({ accountId, amount: i + 1, note: `grant ${i}`, now: new Date() });
 
   const ids: string[] = [];
   let cursor: string | null = null;
@@ -108,7 +122,10 @@ t.test('another account never sees this ledger', async (t) => {
   const b = await newAccount(5);
   await app.inject({ method: 'POST', url: CREATE, headers: a.auth, payload: BODY });
   const res = await app.inject({ method: 'GET', url: '/api/v1/account/ledger', headers: b.auth });
-  t.same(res.json().data.map((e: { amount: number }) => e.amount), [5]);
+  t.same(
+    res.json().data.map((e: { amount: number }) => e.amount),
+    [5],
+  );
 });
 
 t.test('account routes need a key', async (t) => {
@@ -121,29 +138,36 @@ t.test('account routes need a key', async (t) => {
   }
 });
 
-t.test('a revoked key is refused once the key cache TTL (at most a second) has passed; the account and its other keys are not', async (t) => {
-  let now = Date.now();
-  const { app, store, newAccount } = await buildTestApp(t, {}, { now: () => new Date(now) });
-  const { accountId, auth } = await newAccount(100);
-  const other = await issueApiKey(store, accountId, 'other', new Date(now));
+t.test(
+  'a revoked key is refused once the key cache TTL (at most a second) has passed; the account and its other keys are not',
+  async (t) => {
+    let now = Date.now();
+    const { app, store, newAccount } = await buildTestApp(t, {}, { now: () => new Date(now) });
+    const { accountId, auth } = await newAccount(100);
+    const other = await issueApiKey(store, accountId, 'other', new Date(now));
 
-  const before = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
-  t.equal(before.statusCode, 200);
-  const keyId = before.json().data.key.key_id as string;
-  t.equal(await store.revokeApiKey(keyId, new Date(now)), true);
-  now += API_KEY_CACHE_TTL_MS;
+    const before = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
+    t.equal(before.statusCode, 200);
+    const keyId = before.json().data.key.key_id as string;
+    t.equal(await store.revokeApiKey(keyId, new Date(now)), true);
+    now += API_KEY_CACHE_TTL_MS;
 
-  const after = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
-  t.equal(after.statusCode, 401);
-  t.equal(after.json().code, 'unauthorized');
-  const create = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
-  t.equal(create.statusCode, 401, 'a revoked key cannot spend');
+    const after = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
+    t.equal(after.statusCode, 401);
+    t.equal(after.json().code, 'unauthorized');
+    const create = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+    t.equal(create.statusCode, 401, 'a revoked key cannot spend');
 
-  const viaOther = await app.inject({ method: 'GET', url: '/api/v1/account', headers: { authorization: `Bearer ${other.key}` } });
-  t.equal(viaOther.statusCode, 200);
-  t.equal(viaOther.json().data.balance, 100, 'nothing was debited');
-  await assertLedgerInvariant(t, store, accountId);
-});
+    const viaOther = await app.inject({
+      method: 'GET',
+      url: '/api/v1/account',
+      headers: { authorization: `Bearer ${other.key}` },
+    });
+    t.equal(viaOther.statusCode, 200);
+    t.equal(viaOther.json().data.balance, 100, 'nothing was debited');
+    await assertLedgerInvariant(t, store, accountId);
+  },
+);
 
 t.test('revoking by prefix works too, and listing keys never shows a key', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);

@@ -37,11 +37,19 @@ t.test('a revoked key is refused once the cache TTL has passed since it was last
   const clock = manualClock();
   const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
   const { key, auth } = await newAccount();
-  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200, 'confirmed by the store, now cached');
+  t.equal(
+    (await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode,
+    200,
+    'confirmed by the store, now cached',
+  );
 
   t.ok(await store.revokeApiKey(key.slice(0, 12), clock.now()), 'revoked (as the CLI would, behind the app)');
   clock.advance(API_KEY_CACHE_TTL_MS - 1);
-  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200, 'the cached answer until the TTL ends');
+  t.equal(
+    (await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode,
+    200,
+    'the cached answer until the TTL ends',
+  );
 
   clock.advance(1);
   const refused = await app.inject({ method: 'GET', url: ACCOUNT, headers: auth });
@@ -58,7 +66,8 @@ t.test('an active key is looked up in the store once per TTL, not once per reque
   const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
   const { auth } = await newAccount();
   const lookups = countKeyLookups(store);
-  for (let i = 0; i < 5; i++) t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200);
+  for (let i = 0; i < 5; i++)
+    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200);
   t.equal(lookups.count, 1, 'five requests within the TTL, one lookup');
   clock.advance(API_KEY_CACHE_TTL_MS);
   t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200);
@@ -81,7 +90,8 @@ t.test('each key is cached on its own: two keys of one account are two callers',
   const first = await newAccount();
   const second = await issueApiKey(store, first.accountId, 'second', clock.now());
   const keyIdOf = async (key: string) =>
-    (await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: `Bearer ${key}` } })).json().data.key.key_id as string;
+    (await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: `Bearer ${key}` } })).json().data.key
+      .key_id as string;
   const firstId = await keyIdOf(first.key);
   t.equal(await keyIdOf(second.key), second.record.id);
   t.not(firstId, second.record.id);

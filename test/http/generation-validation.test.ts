@@ -67,7 +67,9 @@ async function assertAcceptedByBoth(
   const estimate = await api.post(ESTIMATE, body);
   t.equal(estimate.statusCode, 200, 'estimate 200');
   const [width, height] = PIXELS[expected.parameters.aspect_ratio][expected.parameters.resolution];
-  t.strictSame(estimate.body, { data: { model: body.model, cost: expected.cost, parameters: expected.parameters, width, height } });
+  t.strictSame(estimate.body, {
+    data: { model: body.model, cost: expected.cost, parameters: expected.parameters, width, height },
+  });
 
   const created = await api.post(CREATE, body);
   t.equal(created.statusCode, 202, 'create 202');
@@ -99,12 +101,22 @@ for (const model of SEED) {
 for (const model of SEED) {
   for (const aspect_ratio of model.disallowedRatios) {
     t.test(`${model.id} rejects aspect_ratio ${JSON.stringify(aspect_ratio)}`, async (t) => {
-      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, parameters: { aspect_ratio } }, '/parameters/aspect_ratio', 'not_allowed');
+      await assertRejectedByBoth(
+        t,
+        { model: model.id, prompt: PROMPT, parameters: { aspect_ratio } },
+        '/parameters/aspect_ratio',
+        'not_allowed',
+      );
     });
   }
   for (const resolution of model.disallowedResolutions) {
     t.test(`${model.id} rejects resolution ${JSON.stringify(resolution)}`, async (t) => {
-      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, parameters: { resolution } }, '/parameters/resolution', 'not_allowed');
+      await assertRejectedByBoth(
+        t,
+        { model: model.id, prompt: PROMPT, parameters: { resolution } },
+        '/parameters/resolution',
+        'not_allowed',
+      );
     });
   }
 }
@@ -150,7 +162,11 @@ for (const model of SEED) {
   ];
   for (const [label, prompt] of accepted) {
     t.test(`${model.id} accepts a prompt of ${label}`, async (t) => {
-      await assertAcceptedByBoth(t, { model: model.id, prompt }, { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } });
+      await assertAcceptedByBoth(
+        t,
+        { model: model.id, prompt },
+        { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } },
+      );
     });
   }
   for (const [label, prompt, code] of rejected) {
@@ -187,7 +203,12 @@ for (const model of SEED) {
   const { min, max } = model.imageReference;
 
   t.test(`${model.id} rejects an empty image_reference (too_few_items)`, async (t) => {
-    await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, image_reference: [] }, '/image_reference', 'too_few_items');
+    await assertRejectedByBoth(
+      t,
+      { model: model.id, prompt: PROMPT, image_reference: [] },
+      '/image_reference',
+      'too_few_items',
+    );
   });
 
   for (const count of [min, max]) {
@@ -206,7 +227,12 @@ for (const model of SEED) {
   }
 
   t.test(`${model.id} rejects ${max + 1} image references (too_many_items)`, async (t) => {
-    await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, image_reference: uuids(max + 1) }, '/image_reference', 'too_many_items');
+    await assertRejectedByBoth(
+      t,
+      { model: model.id, prompt: PROMPT, image_reference: uuids(max + 1) },
+      '/image_reference',
+      'too_many_items',
+    );
   });
 
   for (const [index, bad] of [
@@ -225,7 +251,11 @@ for (const model of SEED) {
 // ── defaults ────────────────────────────────────────────────────────────────────────────────────
 
 for (const model of SEED) {
-  const defaultCases: [string, Record<string, unknown>, { cost: number; parameters: { aspect_ratio: string; resolution: string } }][] = [
+  const defaultCases: [
+    string,
+    Record<string, unknown>,
+    { cost: number; parameters: { aspect_ratio: string; resolution: string } },
+  ][] = [
     ['parameters omitted', {}, { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } }],
     ['parameters {}', { parameters: {} }, { cost: 25, parameters: { aspect_ratio: '1:1', resolution: '1K' } }],
     [
@@ -233,7 +263,11 @@ for (const model of SEED) {
       { parameters: { resolution: '2K' } },
       { cost: model.costs['2K'], parameters: { aspect_ratio: '1:1', resolution: '2K' } },
     ],
-    ['only aspect_ratio 16:9', { parameters: { aspect_ratio: '16:9' } }, { cost: 25, parameters: { aspect_ratio: '16:9', resolution: '1K' } }],
+    [
+      'only aspect_ratio 16:9',
+      { parameters: { aspect_ratio: '16:9' } },
+      { cost: 25, parameters: { aspect_ratio: '16:9', resolution: '1K' } },
+    ],
   ];
   for (const [label, extra, expected] of defaultCases) {
     t.test(`${model.id} applies defaults with ${label}`, async (t) => {
@@ -247,8 +281,18 @@ for (const model of SEED) {
 const shapeCases: [string, unknown, string, string | undefined][] = [
   ['an unknown top-level field', { model: 'alpha-pro', prompt: PROMPT, foo: 1 }, '/foo', 'unknown_field'],
   ['an unknown top-level field (beta)', { model: 'beta-v5-pro', prompt: PROMPT, seed: 7 }, '/seed', 'unknown_field'],
-  ['a misspelt field', { model: 'alpha-pro', prompt: PROMPT, parameter: { resolution: '2K' } }, '/parameter', 'unknown_field'],
-  ['an unknown field inside parameters', { model: 'alpha-pro', prompt: PROMPT, parameters: { foo: 'bar' } }, '/parameters/foo', 'unknown_field'],
+  [
+    'a misspelt field',
+    { model: 'alpha-pro', prompt: PROMPT, parameter: { resolution: '2K' } },
+    '/parameter',
+    'unknown_field',
+  ],
+  [
+    'an unknown field inside parameters',
+    { model: 'alpha-pro', prompt: PROMPT, parameters: { foo: 'bar' } },
+    '/parameters/foo',
+    'unknown_field',
+  ],
   [
     'an unknown field beside valid parameters',
     { model: 'beta-v5-pro', prompt: PROMPT, parameters: { resolution: '2K', quality: 'high' } },
@@ -259,8 +303,18 @@ const shapeCases: [string, unknown, string, string | undefined][] = [
   ['prompt: null', { model: 'alpha-pro', prompt: null }, '/prompt', 'wrong_type'],
   ['parameters: []', { model: 'alpha-pro', prompt: PROMPT, parameters: [] }, '/parameters', 'wrong_type'],
   ['parameters: "1:1"', { model: 'beta-v5-pro', prompt: PROMPT, parameters: '1:1' }, '/parameters', 'wrong_type'],
-  ['image_reference as a string', { model: 'alpha-pro', prompt: PROMPT, image_reference: randomUUID() }, '/image_reference', 'wrong_type'],
-  ['resolution: 1 (a number)', { model: 'alpha-pro', prompt: PROMPT, parameters: { resolution: 1 } }, '/parameters/resolution', undefined],
+  [
+    'image_reference as a string',
+    { model: 'alpha-pro', prompt: PROMPT, image_reference: randomUUID() },
+    '/image_reference',
+    'wrong_type',
+  ],
+  [
+    'resolution: 1 (a number)',
+    { model: 'alpha-pro', prompt: PROMPT, parameters: { resolution: 1 } },
+    '/parameters/resolution',
+    undefined,
+  ],
   ['model: 5', { model: 5, prompt: PROMPT }, '/model', undefined],
   ['model missing', { prompt: PROMPT }, '/model', 'required'],
   ['an unknown model', { model: 'gamma-1', prompt: PROMPT }, '/model', 'not_allowed'],
@@ -300,35 +354,59 @@ for (const url of [CREATE, ESTIMATE]) {
     t.equal(res.json().code, 'invalid_json');
   });
 
-  t.test(`${url}: a "__proto__" key, or "constructor" holding "prototype", is 400 invalid_request pointing at it`, async (t) => {
-    const cases: [string, string][] = [
-      [`{"model": "alpha-pro", "prompt": "${PROMPT}", "__proto__": {"cost": 0}}`, '/__proto__'],
-      [`{"model": "alpha-pro", "prompt": "${PROMPT}", "parameters": {"constructor": {"prototype": {"cost": 0}}}}`, '/parameters/constructor'],
-      [`{"model": "alpha-pro", "prompt": "${PROMPT}", "image_reference": [{"__proto__": null}]}`, '/image_reference/0/__proto__'],
-    ];
-    for (const [body, pointer] of cases) {
+  t.test(
+    `${url}: a "__proto__" key, or "constructor" holding "prototype", is 400 invalid_request pointing at it`,
+    async (t) => {
+      const cases: [string, string][] = [
+        [`{"model": "alpha-pro", "prompt": "${PROMPT}", "__proto__": {"cost": 0}}`, '/__proto__'],
+        [
+          `{"model": "alpha-pro", "prompt": "${PROMPT}", "parameters": {"constructor": {"prototype": {"cost": 0}}}}`,
+          '/parameters/constructor',
+        ],
+        [
+          `{"model": "alpha-pro", "prompt": "${PROMPT}", "image_reference": [{"__proto__": null}]}`,
+          '/image_reference/0/__proto__',
+        ],
+      ];
+      for (const [body, pointer] of cases) {
+        const res = await rawPost(t, url, body, 'application/json');
+        t.equal(res.statusCode, 400);
+        t.match(res.headers['content-type'], /^application\/problem\+json/);
+        t.match(
+          res.json(),
+          { code: 'invalid_request', errors: [{ pointer, location: 'body', code: 'forbidden_key' }] },
+          pointer,
+        );
+      }
+    },
+  );
+
+  t.test(
+    `${url}: a "__proto__" key 10 000 levels deep is found without overflowing the stack (400, not 500)`,
+    async (t) => {
+      const depth = 10_000;
+      const body = `${'{"a":'.repeat(depth)}{"__proto__":1}${'}'.repeat(depth)}`;
       const res = await rawPost(t, url, body, 'application/json');
       t.equal(res.statusCode, 400);
       t.match(res.headers['content-type'], /^application\/problem\+json/);
-      t.match(res.json(), { code: 'invalid_request', errors: [{ pointer, location: 'body', code: 'forbidden_key' }] }, pointer);
-    }
-  });
-
-  t.test(`${url}: a "__proto__" key 10 000 levels deep is found without overflowing the stack (400, not 500)`, async (t) => {
-    const depth = 10_000;
-    const body = `${'{"a":'.repeat(depth)}{"__proto__":1}${'}'.repeat(depth)}`;
-    const res = await rawPost(t, url, body, 'application/json');
-    t.equal(res.statusCode, 400);
-    t.match(res.headers['content-type'], /^application\/problem\+json/);
-    t.match(res.json(), { code: 'invalid_request', errors: [{ code: 'forbidden_key' }] });
-    // A pointer this long is cut to the length problem texts promise (PROBLEM_TEXT_MAX_LENGTH), ending in '…'.
-    const pointer: string = res.json().errors[0].pointer;
-    t.ok(pointer.length <= PROBLEM_TEXT_MAX_LENGTH, 'the pointer fits the documented length');
-    t.ok(`${'/a'.repeat(depth)}/__proto__`.startsWith(pointer.replace(/…$/, '')), 'and is the start of the full pointer');
-  });
+      t.match(res.json(), { code: 'invalid_request', errors: [{ code: 'forbidden_key' }] });
+      // A pointer this long is cut to the length problem texts promise (PROBLEM_TEXT_MAX_LENGTH), ending in '…'.
+      const pointer: string = res.json().errors[0].pointer;
+      t.ok(pointer.length <= PROBLEM_TEXT_MAX_LENGTH, 'the pointer fits the documented length');
+      t.ok(
+        `${'/a'.repeat(depth)}/__proto__`.startsWith(pointer.replace(/…$/, '')),
+        'and is the start of the full pointer',
+      );
+    },
+  );
 
   t.test(`${url}: a "constructor" key without "prototype" is an ordinary unknown field`, async (t) => {
-    const res = await rawPost(t, url, `{"model": "alpha-pro", "prompt": "${PROMPT}", "constructor": 1}`, 'application/json');
+    const res = await rawPost(
+      t,
+      url,
+      `{"model": "alpha-pro", "prompt": "${PROMPT}", "constructor": 1}`,
+      'application/json',
+    );
     t.equal(res.statusCode, 400);
     t.equal(res.json().code, 'invalid_request');
     t.notMatch(res.json(), { errors: [{ code: 'forbidden_key' }] });

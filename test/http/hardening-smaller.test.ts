@@ -6,27 +6,44 @@ import { testWorker } from '../helpers/worker.js';
 
 const ESTIMATE = '/api/v1/images/estimates';
 
-t.test('an estimate checks webhook_url as a create does, so it never prices a request the create refuses', async (t) => {
-  const privateName: LookupAll = async (host) => [{ address: host === 'hooks.example.com' ? '93.184.216.34' : '10.0.0.7', family: 4 }];
-  const { app, newAccount } = await buildTestApp(t, {}, { webhookLookup: privateName });
-  const { auth } = await newAccount();
-  const estimate = (webhook_url: string) =>
-    app.inject({ method: 'POST', url: ESTIMATE, headers: auth, payload: { model: 'alpha-pro', prompt: 'a kite', webhook_url } });
-  for (const url of ['https://127.0.0.1/hook', 'http://hooks.example.com/hook', 'https://localhost/hook', 'https://[::1]/h', 'https://internal-name.example.org/hook']) {
-    const res = await estimate(url);
-    t.equal(res.statusCode, 400, url);
-    t.match(res.json(), { code: 'invalid_request', errors: [{ pointer: '/webhook_url', location: 'body' }] }, url);
-  }
-  const fine = await estimate('https://hooks.example.com/hook');
-  t.equal(fine.statusCode, 200);
-  t.equal(fine.json().data.cost, 25);
-});
+t.test(
+  'an estimate checks webhook_url as a create does, so it never prices a request the create refuses',
+  async (t) => {
+    const privateName: LookupAll = async (host) => [
+      { address: host === 'hooks.example.com' ? '93.184.216.34' : '10.0.0.7', family: 4 },
+    ];
+    const { app, newAccount } = await buildTestApp(t, {}, { webhookLookup: privateName });
+    const { auth } = await newAccount();
+    const estimate = (webhook_url: string) =>
+      app.inject({
+        method: 'POST',
+        url: ESTIMATE,
+        headers: auth,
+        payload: { model: 'alpha-pro', prompt: 'a kite', webhook_url },
+      });
+    for (const url of [
+      'https://127.0.0.1/hook',
+      'http://hooks.example.com/hook',
+      'https://localhost/hook',
+      'https://[::1]/h',
+      'https://internal-name.example.org/hook',
+    ]) {
+      const res = await estimate(url);
+      t.equal(res.statusCode, 400, url);
+      t.match(res.json(), { code: 'invalid_request', errors: [{ pointer: '/webhook_url', location: 'body' }] }, url);
+    }
+    const fine = await estimate('https://hooks.example.com/hook');
+    t.equal(fine.statusCode, 200);
+    t.equal(fine.json().data.cost, 25);
+  },
+);
 
 t.test('two Authorization headers are 400 invalid_request, whichever of them is valid', async (t) => {
   const { app, newAccount } = await buildTestApp(t);
   const { key } = await newAccount();
   const port = await listenOnLoopback(app);
-  const request = (headers: string) => rawRequest(port, `GET /api/v1/account HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers}\r\n`);
+  const request = (headers: string) =>
+    rawRequest(port, `GET /api/v1/account HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers}\r\n`);
   for (const headers of [
     `Authorization: Bearer ${key}\r\nAuthorization: Bearer igk_other\r\n`,
     `Authorization: Bearer igk_other\r\nauthorization: Bearer ${key}\r\n`,
@@ -34,7 +51,10 @@ t.test('two Authorization headers are 400 invalid_request, whichever of them is 
   ]) {
     const res = await request(headers);
     t.equal(res?.status, 400);
-    t.match(JSON.parse(res!.body), { code: 'invalid_request', errors: [{ pointer: '/authorization', location: 'header', code: 'duplicate_header' }] });
+    t.match(JSON.parse(res!.body), {
+      code: 'invalid_request',
+      errors: [{ pointer: '/authorization', location: 'header', code: 'duplicate_header' }],
+    });
   }
   t.equal((await request(`Authorization: Bearer ${key}\r\n`))?.status, 200, 'one header is fine');
 });
@@ -42,7 +62,12 @@ t.test('two Authorization headers are 400 invalid_request, whichever of them is 
 t.test("a deleted generated image leaves its task's generated list", async (t) => {
   const h = await buildTestApp(t);
   const { auth } = await h.newAccount();
-  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: auth, payload: { model: 'alpha-pro', prompt: 'a harbour' } });
+  const created = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: auth,
+    payload: { model: 'alpha-pro', prompt: 'a harbour' },
+  });
   const taskId = created.json().data.task_id as string;
   await testWorker(t, h).runOnce();
   const completed = (await h.app.inject({ url: `/api/v1/images/generations/${taskId}`, headers: auth })).json().data;
@@ -70,7 +95,9 @@ t.test("ledger entry ids count per account: an account's ids say nothing about o
     const ids: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: { data: { id: string }[]; next_cursor: string | null } = (await app.inject({ url: `/api/v1/account/ledger?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: auth })).json();
+      const page: { data: { id: string }[]; next_cursor: string | null } = (
+        await app.inject({ url: `/api/v1/account/ledger?limit=3${cursor ? `&cursor=${cursor}` : ''}`, headers: auth })
+      ).json();
       ids.push(...page.data.map((e) => e.id));
       cursor = page.next_cursor;
     } while (cursor);

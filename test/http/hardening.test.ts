@@ -20,7 +20,11 @@ for (const path of ['/api/v1/images/generations', '/api/v1/account/ledger', '/ap
       const res = await app.inject({ url: `${path}?limit=${limit}`, headers: auth });
       t.equal(res.statusCode, 400, limit);
       t.match(res.headers['content-type'], PROBLEM);
-      t.match(res.json(), { code: 'invalid_request', errors: [{ pointer: '/limit', location: 'query', code: 'out_of_range' }] }, limit);
+      t.match(
+        res.json(),
+        { code: 'invalid_request', errors: [{ pointer: '/limit', location: 'query', code: 'out_of_range' }] },
+        limit,
+      );
     }
   });
 }
@@ -31,7 +35,11 @@ t.test('wait=Infinity or 1e400 is refused like wait=61, before the task is even 
   for (const wait of ['Infinity', '1e400', '61']) {
     const res = await app.inject({ url: `/api/v1/images/generations/${UNKNOWN_TASK}?wait=${wait}`, headers: auth });
     t.equal(res.statusCode, 400, wait);
-    t.match(res.json(), { code: 'invalid_request', errors: [{ pointer: '/wait', location: 'query', code: 'out_of_range' }] }, wait);
+    t.match(
+      res.json(),
+      { code: 'invalid_request', errors: [{ pointer: '/wait', location: 'query', code: 'out_of_range' }] },
+      wait,
+    );
   }
 });
 
@@ -59,7 +67,11 @@ t.test('a wrong method on a known path is 405 with Allow naming the methods the 
 t.test('router errors (an undecodable path, an over-long id) are problem+json 400s', async (t) => {
   const { app, newAccount } = await buildTestApp(t);
   const { auth } = await newAccount();
-  for (const url of ['/api/v1/images/generations/%ff', `/api/v1/images/generations/${'a'.repeat(150)}`, `/api/v1/media/${'9'.repeat(5000)}`]) {
+  for (const url of [
+    '/api/v1/images/generations/%ff',
+    `/api/v1/images/generations/${'a'.repeat(150)}`,
+    `/api/v1/media/${'9'.repeat(5000)}`,
+  ]) {
     const res = await app.inject({ url, headers: auth });
     t.equal(res.statusCode, 400, url.slice(0, 60));
     t.match(res.headers['content-type'], PROBLEM);
@@ -73,10 +85,30 @@ t.test("what Node's HTTP parser refuses is answered with problem+json and a stab
   const port = await listenOnLoopback(app);
   const cases: [string, string | Buffer, number, string][] = [
     ['a bad method', 'FR0B /api/v1/account HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'invalid_request'],
-    ['Content-Length with Transfer-Encoding', 'POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 400, 'invalid_request'],
-    ['a bad chunk', 'POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n', 400, 'invalid_request'],
-    ['NUL in a header', Buffer.from('GET /api/v1/account HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n', 'latin1'), 400, 'invalid_request'],
-    ['headers over 16 KB (a 100 KB cursor)', `GET /api/v1/images/generations?cursor=${'c'.repeat(100_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'headers_too_large'],
+    [
+      'Content-Length with Transfer-Encoding',
+      'POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n',
+      400,
+      'invalid_request',
+    ],
+    [
+      'a bad chunk',
+      'POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+      400,
+      'invalid_request',
+    ],
+    [
+      'NUL in a header',
+      Buffer.from('GET /api/v1/account HTTP/1.1\r\nHost: x\r\nX-A: a\0b\r\n\r\n', 'latin1'),
+      400,
+      'invalid_request',
+    ],
+    [
+      'headers over 16 KB (a 100 KB cursor)',
+      `GET /api/v1/images/generations?cursor=${'c'.repeat(100_000)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+      431,
+      'headers_too_large',
+    ],
   ];
   for (const [name, bytes, status, code] of cases) {
     const res = await rawRequest(port, bytes);
@@ -88,32 +120,41 @@ t.test("what Node's HTTP parser refuses is answered with problem+json and a stab
   }
 });
 
-t.test('headers that do not arrive within HTTP_HEADERS_TIMEOUT_MS get 408 request_timeout and a closed connection', async (t) => {
-  const { app } = await buildTestApp(t, { HTTP_HEADERS_TIMEOUT_MS: '200', HTTP_REQUEST_TIMEOUT_MS: '400' });
-  const port = await listenOnLoopback(app);
-  const socket = await openConnection(port);
-  const response = responseUntilClose(socket);
-  socket.write('GET /api/v1/account HTTP/1.1\r\nHost: x\r\n');
-  const res = await response;
-  t.equal(res?.status, 408);
-  t.equal(JSON.parse(res!.body).code, 'request_timeout');
-});
+t.test(
+  'headers that do not arrive within HTTP_HEADERS_TIMEOUT_MS get 408 request_timeout and a closed connection',
+  async (t) => {
+    const { app } = await buildTestApp(t, { HTTP_HEADERS_TIMEOUT_MS: '200', HTTP_REQUEST_TIMEOUT_MS: '400' });
+    const port = await listenOnLoopback(app);
+    const socket = await openConnection(port);
+    const response = responseUntilClose(socket);
+    socket.write('GET /api/v1/account HTTP/1.1\r\nHost: x\r\n');
+    const res = await response;
+    t.equal(res?.status, 408);
+    t.equal(JSON.parse(res!.body).code, 'request_timeout');
+  },
+);
 
-t.test('a body that does not arrive within HTTP_REQUEST_TIMEOUT_MS gets 408 request_timeout and a closed connection', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, { HTTP_HEADERS_TIMEOUT_MS: '100', HTTP_REQUEST_TIMEOUT_MS: '300' });
-  const { key } = await newAccount();
-  const port = await listenOnLoopback(app);
-  const socket = await openConnection(port);
-  const response = responseUntilClose(socket);
-  socket.write(
-    `POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
-      'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"alpha-pro",',
-  );
-  const res = await response;
-  t.equal(res?.status, 408);
-  t.match(res?.headers['content-type'], PROBLEM);
-  t.equal(JSON.parse(res!.body).code, 'request_timeout');
-});
+t.test(
+  'a body that does not arrive within HTTP_REQUEST_TIMEOUT_MS gets 408 request_timeout and a closed connection',
+  async (t) => {
+    const { app, newAccount } = await buildTestApp(t, {
+      HTTP_HEADERS_TIMEOUT_MS: '100',
+      HTTP_REQUEST_TIMEOUT_MS: '300',
+    });
+    const { key } = await newAccount();
+    const port = await listenOnLoopback(app);
+    const socket = await openConnection(port);
+    const response = responseUntilClose(socket);
+    socket.write(
+      `POST /api/v1/images/estimates HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model":"alpha-pro",',
+    );
+    const res = await response;
+    t.equal(res?.status, 408);
+    t.match(res?.headers['content-type'], PROBLEM);
+    t.equal(JSON.parse(res!.body).code, 'request_timeout');
+  },
+);
 
 /** Sends the start of an upload whose body then stops; resolves once the server has read the part's headers. */
 async function startStalledUpload(port: number, key: string) {
@@ -143,18 +184,25 @@ async function spoolFilesOnce(dataDir: string, done: (names: string[]) => boolea
   return names;
 }
 
-t.test('a stalled upload body: the server closes the socket after UPLOAD_IDLE_TIMEOUT_MS and removes its spool file', async (t) => {
-  const { app, dataDir, newAccount } = await buildTestApp(t, { UPLOAD_IDLE_TIMEOUT_MS: '300' });
-  const { key } = await newAccount();
-  const port = await listenOnLoopback(app);
-  const { closed } = await startStalledUpload(port, key);
-  t.equal((await spoolFilesOnce(dataDir, (names) => names.length > 0)).length, 1, 'the upload is being spooled');
-  await closed; // the server, not the client, ends the connection: the test never closes it
-  t.same(await spoolFilesOnce(dataDir, (names) => names.length === 0), []);
-});
+t.test(
+  'a stalled upload body: the server closes the socket after UPLOAD_IDLE_TIMEOUT_MS and removes its spool file',
+  async (t) => {
+    const { app, dataDir, newAccount } = await buildTestApp(t, { UPLOAD_IDLE_TIMEOUT_MS: '300' });
+    const { key } = await newAccount();
+    const port = await listenOnLoopback(app);
+    const { closed } = await startStalledUpload(port, key);
+    t.equal((await spoolFilesOnce(dataDir, (names) => names.length > 0)).length, 1, 'the upload is being spooled');
+    await closed; // the server, not the client, ends the connection: the test never closes it
+    t.same(await spoolFilesOnce(dataDir, (names) => names.length === 0), []);
+  },
+);
 
 t.test('uploads in flight are capped per key (429) and per process (503), before the body is read', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, { UPLOAD_MAX_IN_FLIGHT_PER_KEY: '1', UPLOAD_MAX_IN_FLIGHT: '2', UPLOAD_IDLE_TIMEOUT_MS: '60000' });
+  const { app, newAccount } = await buildTestApp(t, {
+    UPLOAD_MAX_IN_FLIGHT_PER_KEY: '1',
+    UPLOAD_MAX_IN_FLIGHT: '2',
+    UPLOAD_IDLE_TIMEOUT_MS: '60000',
+  });
   const first = await newAccount();
   const second = await newAccount();
   const third = await newAccount();

@@ -8,39 +8,50 @@ const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 const withKey = (auth: { authorization: string }, key: string) => ({ ...auth, 'idempotency-key': key });
 
-testOnEveryStore(t, 'the same key 20 times concurrently: one task, one debit; each answer is the 202 or a 409', async (t, storeAdapter) => {
-  const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
-  const { accountId, auth } = await newAccount(1000);
-  const headers = withKey(auth, 'order-7f3a');
+testOnEveryStore(
+  t,
+  'the same key 20 times concurrently: one task, one debit; each answer is the 202 or a 409',
+  async (t, storeAdapter) => {
+    const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { accountId, auth } = await newAccount(1000);
+    const headers = withKey(auth, 'order-7f3a');
 
-  const responses = await Promise.all(Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: CREATE, headers, payload: BODY })));
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => app.inject({ method: 'POST', url: CREATE, headers, payload: BODY })),
+    );
 
-  const created = responses.filter((r) => r.statusCode === 202);
-  const inFlight = responses.filter((r) => r.statusCode === 409);
-  t.equal(created.length + inFlight.length, 20, 'nothing but 202 and 409');
-  t.ok(created.length >= 1, 'at least the first request succeeded');
-  t.equal(new Set(created.map((r) => r.json().data.task_id)).size, 1, 'every 202 names the same task');
-  t.equal(created.filter((r) => r.headers['idempotent-replayed'] === undefined).length, 1, 'one original');
-  t.ok(created.filter((r) => r.headers['idempotent-replayed'] !== undefined).every((r) => r.headers['idempotent-replayed'] === 'true'), 'the rest are marked replays');
-  for (const r of inFlight) {
-    t.equal(r.headers['content-type'], 'application/problem+json; charset=utf-8');
-    t.equal(r.json().code, 'idempotency_in_progress');
-  }
+    const created = responses.filter((r) => r.statusCode === 202);
+    const inFlight = responses.filter((r) => r.statusCode === 409);
+    t.equal(created.length + inFlight.length, 20, 'nothing but 202 and 409');
+    t.ok(created.length >= 1, 'at least the first request succeeded');
+    t.equal(new Set(created.map((r) => r.json().data.task_id)).size, 1, 'every 202 names the same task');
+    t.equal(created.filter((r) => r.headers['idempotent-replayed'] === undefined).length, 1, 'one original');
+    t.ok(
+      created
+        .filter((r) => r.headers['idempotent-replayed'] !== undefined)
+        .every((r) => r.headers['idempotent-replayed'] === 'true'),
+      'the rest are marked replays',
+    );
+    for (const r of inFlight) {
+      t.equal(r.headers['content-type'], 'application/problem+json; charset=utf-8');
+      t.equal(r.json().code, 'idempotency_in_progress');
+    }
 
-  t.equal((await store.listTasks(accountId, { limit: 100 })).items.length, 1, 'one task');
-  t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 }, 'one debit');
+    t.equal((await store.listTasks(accountId, { limit: 100 })).items.length, 1, 'one task');
+    t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 }, 'one debit');
 
-  // Once the first has finished, every retry is a replay of it.
-  const retry = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
-  t.equal(retry.statusCode, 202);
-  t.equal(retry.headers['idempotent-replayed'], 'true');
-  t.equal(retry.json().data.task_id, created[0].json().data.task_id);
-  const original = created.find((r) => r.headers['idempotent-replayed'] === undefined)!;
-  t.equal(retry.payload, original.payload, 'the replay is the original 202, byte for byte');
-  t.equal(retry.headers.location, original.headers.location);
-  t.equal(retry.headers['content-type'], original.headers['content-type']);
-  await assertLedgerInvariant(t, store, accountId);
-});
+    // Once the first has finished, every retry is a replay of it.
+    const retry = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
+    t.equal(retry.statusCode, 202);
+    t.equal(retry.headers['idempotent-replayed'], 'true');
+    t.equal(retry.json().data.task_id, created[0].json().data.task_id);
+    const original = created.find((r) => r.headers['idempotent-replayed'] === undefined)!;
+    t.equal(retry.payload, original.payload, 'the replay is the original 202, byte for byte');
+    t.equal(retry.headers.location, original.headers.location);
+    t.equal(retry.headers['content-type'], original.headers['content-type']);
+    await assertLedgerInvariant(t, store, accountId);
+  },
+);
 
 t.test('the same key 20 times while the first is still running: 19 get 409, then retries replay', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
@@ -85,7 +96,10 @@ t.test('a replay repeats the first status, Location and body exactly', async (t)
   t.equal(replay.headers.location, first.headers.location);
   t.equal(replay.headers['content-type'], first.headers['content-type']);
   t.equal(replay.body, first.body, 'byte for byte');
-  t.ok(replay.headers['x-request-id'] && replay.headers['x-request-id'] !== first.headers['x-request-id'], 'each delivery has its own request id');
+  t.ok(
+    replay.headers['x-request-id'] && replay.headers['x-request-id'] !== first.headers['x-request-id'],
+    'each delivery has its own request id',
+  );
   t.equal((await store.getAccount(accountId))!.balance, 75, 'charged once');
   await assertLedgerInvariant(t, store, accountId);
 });
@@ -94,8 +108,20 @@ t.test('the fingerprint ignores key order and whitespace of the JSON body', asyn
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(100);
   const headers = { ...withKey(auth, 'k-order'), 'content-type': 'application/json' };
-  const first = await app.inject({ method: 'POST', url: CREATE, headers, payload: '{"model":"alpha-pro","prompt":"a lighthouse at dawn","parameters":{"resolution":"1K","aspect_ratio":"1:1"}}' });
-  const second = await app.inject({ method: 'POST', url: CREATE, headers, payload: '{ "parameters": { "aspect_ratio": "1:1", "resolution": "1K" }, "prompt": "a lighthouse at dawn", "model": "alpha-pro" }' });
+  const first = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers,
+    payload:
+      '{"model":"alpha-pro","prompt":"a lighthouse at dawn","parameters":{"resolution":"1K","aspect_ratio":"1:1"}}',
+  });
+  const second = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers,
+    payload:
+      '{ "parameters": { "aspect_ratio": "1:1", "resolution": "1K" }, "prompt": "a lighthouse at dawn", "model": "alpha-pro" }',
+  });
   t.equal(first.statusCode, 202);
   t.equal(second.statusCode, 202);
   t.equal(second.headers['idempotent-replayed'], 'true');
@@ -109,7 +135,12 @@ t.test('the same key with a different body is 422 idempotency_key_reused and cre
   const headers = withKey(auth, 'reused');
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY })).statusCode, 202);
 
-  const other = await app.inject({ method: 'POST', url: CREATE, headers, payload: { ...BODY, prompt: 'a different prompt' } });
+  const other = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers,
+    payload: { ...BODY, prompt: 'a different prompt' },
+  });
   t.equal(other.statusCode, 422);
   t.equal(other.headers['content-type'], 'application/problem+json; charset=utf-8');
   t.equal(other.json().code, 'idempotency_key_reused');
@@ -133,7 +164,12 @@ t.test('another account using the same key string gets its own task', async (t) 
   t.not(rb.json().data.task_id, ra.json().data.task_id);
   t.ok(await store.getTask(b.accountId, rb.json().data.task_id), 'the task belongs to b');
 
-  const rb2 = await app.inject({ method: 'POST', url: CREATE, headers: withKey(b.auth, 'shared-key'), payload: { ...BODY, prompt: 'something else' } });
+  const rb2 = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers: withKey(b.auth, 'shared-key'),
+    payload: { ...BODY, prompt: 'something else' },
+  });
   t.equal(rb2.statusCode, 422, "b's key is bound to b's body");
   for (const { accountId } of [a, b]) {
     t.equal((await store.getAccount(accountId))!.balance, 75);
@@ -206,7 +242,15 @@ t.test('a key held by a live request is 409; one abandoned past its lease is tak
   const { accountId, auth } = await newAccount(100);
   const fingerprint = jsonRequestFingerprint('POST', CREATE, BODY);
   const hold = (key: string, at: number) =>
-    store.claimIdempotencyKey({ accountId, key, fingerprint, leaseToken: `crashed-${key}`, now: new Date(at), leaseMs: 60_000, ttlMs: 86_400_000 });
+    store.claimIdempotencyKey({
+      accountId,
+      key,
+      fingerprint,
+      leaseToken: `crashed-${key}`,
+      now: new Date(at),
+      leaseMs: 60_000,
+      ttlMs: 86_400_000,
+    });
 
   await hold('live', Date.now());
   const busy = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'live'), payload: BODY });
@@ -215,7 +259,12 @@ t.test('a key held by a live request is 409; one abandoned past its lease is tak
   t.equal(busy.headers['retry-after'], '1', 'told to retry shortly');
 
   await hold('abandoned', Date.now() - 61_000);
-  const takeover = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'abandoned'), payload: BODY });
+  const takeover = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers: withKey(auth, 'abandoned'),
+    payload: BODY,
+  });
   t.equal(takeover.statusCode, 202, 'the process that held it is presumed dead');
   const replay = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'abandoned'), payload: BODY });
   t.equal(replay.headers['idempotent-replayed'], 'true');
@@ -235,9 +284,18 @@ t.test('a malformed key is a 400 pointing at the header', async (t) => {
     const res = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, key), payload: BODY });
     t.equal(res.statusCode, 400, name);
     t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8', name);
-    t.match(res.json(), { code: 'invalid_request', errors: [{ location: 'header', pointer: '/idempotency-key' }] }, name);
+    t.match(
+      res.json(),
+      { code: 'invalid_request', errors: [{ location: 'header', pointer: '/idempotency-key' }] },
+      name,
+    );
   }
-  const longest = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'k'.repeat(255)), payload: BODY });
+  const longest = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers: withKey(auth, 'k'.repeat(255)),
+    payload: BODY,
+  });
   t.equal(longest.statusCode, 202, '255 characters are fine');
   t.equal((await store.getAccount(accountId))!.balance, 75, 'only the valid request was charged');
   await assertLedgerInvariant(t, store, accountId);

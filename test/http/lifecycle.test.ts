@@ -12,7 +12,11 @@ import { testWorker } from '../helpers/worker.js';
 /** One app with two in-process workers sharing its events, as `serve` runs them. */
 async function setup(t: Test) {
   const events = new TaskEvents();
-  const harness = await buildTestApp(t, { MAX_ACTIVE_TASKS: '1000', RATE_LIMIT_CREATES_PER_MIN: '100000', RATE_LIMIT_REQUESTS_PER_MIN: '100000' }, { events });
+  const harness = await buildTestApp(
+    t,
+    { MAX_ACTIVE_TASKS: '1000', RATE_LIMIT_CREATES_PER_MIN: '100000', RATE_LIMIT_REQUESTS_PER_MIN: '100000' },
+    { events },
+  );
   const worker = testWorker(t, harness, { events, concurrency: 2 });
   worker.start();
   const account = await harness.newAccount(100_000);
@@ -21,13 +25,23 @@ async function setup(t: Test) {
 
 async function upload(h: Awaited<ReturnType<typeof setup>>): Promise<string> {
   const request = multipartRequest([filePart(await encodedImage('jpeg', 320, 240), { filename: 'ref.jpg' })]);
-  const response = await h.app.inject({ method: 'POST', url: '/api/v1/media', payload: request.payload, headers: { ...h.auth, ...request.headers } });
+  const response = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/media',
+    payload: request.payload,
+    headers: { ...h.auth, ...request.headers },
+  });
   if (response.statusCode !== 201) throw new Error(`upload failed: ${response.body}`);
   return response.json().data.media_id;
 }
 
 async function createAndAwait(t: Test, h: Awaited<ReturnType<typeof setup>>, body: object) {
-  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: h.auth, payload: body });
+  const created = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: h.auth,
+    payload: body,
+  });
   t.equal(created.statusCode, 202, 'accepted');
   const taskId = created.json().data.task_id;
   let task = created.json().data;
@@ -61,12 +75,20 @@ for (const model of SEED) {
           t.ok(task.started_at && task.completed_at, 'lifecycle times are set');
           const [item] = task.generated;
           const [width, height] = PIXELS[ratio][resolution];
-          t.match(item, { width, height, content_type: 'image/png' }, `${ratio} ${resolution} reports ${width}×${height}`);
+          t.match(
+            item,
+            { width, height, content_type: 'image/png' },
+            `${ratio} ${resolution} reports ${width}×${height}`,
+          );
           const file = await download(h, item.url);
           t.equal(file.statusCode, 200, 'the signed URL downloads without a key');
           t.equal(file.headers['content-type'], 'image/png');
           const metadata = await sharp(file.rawPayload).metadata();
-          t.same([metadata.width, metadata.height], [width, height], `${ratio} ${resolution} decodes to ${width}×${height}`);
+          t.same(
+            [metadata.width, metadata.height],
+            [width, height],
+            `${ratio} ${resolution} decodes to ${width}×${height}`,
+          );
           t.equal(file.rawPayload.length, item.size_bytes);
         }
       }
@@ -77,7 +99,12 @@ for (const model of SEED) {
 
 t.test('long-poll returns as soon as the task is terminal, and wait=0 returns at once', async (t) => {
   const h = await setup(t);
-  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: h.auth, payload: { model: 'beta-v5-pro', prompt: 'a tin robot' } });
+  const created = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: h.auth,
+    payload: { model: 'beta-v5-pro', prompt: 'a tin robot' },
+  });
   const taskId = created.json().data.task_id;
   const immediate = await h.app.inject({ url: `/api/v1/images/generations/${taskId}?wait=0`, headers: h.auth });
   t.equal(immediate.statusCode, 200);
@@ -88,23 +115,37 @@ t.test('long-poll returns as soon as the task is terminal, and wait=0 returns at
   t.match(tooLong.json().errors[0], { pointer: '/wait', location: 'query' });
 });
 
-testOnEveryStore(t, 'cancel over HTTP: two at once give 200 CANCELED and 409 invalid_state, one refund; another account 404', async (t, storeAdapter) => {
-  const events = new TaskEvents();
-  const h = await buildTestApp(t, {}, { events, storeAdapter });
-  const { auth, accountId } = await h.newAccount(100);
-  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: auth, payload: { model: 'alpha-pro', prompt: 'a quiet pond' } });
-  const taskId = created.json().data.task_id;
-  const other = await h.newAccount(100);
-  t.equal((await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: other.auth })).statusCode, 404);
+testOnEveryStore(
+  t,
+  'cancel over HTTP: two at once give 200 CANCELED and 409 invalid_state, one refund; another account 404',
+  async (t, storeAdapter) => {
+    const events = new TaskEvents();
+    const h = await buildTestApp(t, {}, { events, storeAdapter });
+    const { auth, accountId } = await h.newAccount(100);
+    const created = await h.app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: auth,
+      payload: { model: 'alpha-pro', prompt: 'a quiet pond' },
+    });
+    const taskId = created.json().data.task_id;
+    const other = await h.newAccount(100);
+    t.equal(
+      (await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: other.auth }))
+        .statusCode,
+      404,
+    );
 
-  const cancel = () => h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: auth });
-  const answers = await Promise.all([cancel(), cancel()]);
-  t.same(answers.map((r) => r.statusCode).sort(), [200, 409]);
-  const canceled = answers.find((r) => r.statusCode === 200)!;
-  const again = answers.find((r) => r.statusCode === 409)!;
-  t.equal(canceled.json().data.status, 'CANCELED');
-  t.equal(again.json().code, 'invalid_state');
-  t.same(await h.store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
-  t.equal((await h.store.getAccount(accountId))?.balance, 100);
-  await assertLedgerInvariant(t, h.store, accountId);
-});
+    const cancel = () =>
+      h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: auth });
+    const answers = await Promise.all([cancel(), cancel()]);
+    t.same(answers.map((r) => r.statusCode).sort(), [200, 409]);
+    const canceled = answers.find((r) => r.statusCode === 200)!;
+    const again = answers.find((r) => r.statusCode === 409)!;
+    t.equal(canceled.json().data.status, 'CANCELED');
+    t.equal(again.json().code, 'invalid_state');
+    t.same(await h.store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
+    t.equal((await h.store.getAccount(accountId))?.balance, 100);
+    await assertLedgerInvariant(t, h.store, accountId);
+  },
+);

@@ -35,9 +35,12 @@ interface Case {
   env?: Record<string, string>;
 }
 
-const form = (parts: FormPart[], options?: { close?: boolean }) => async (): Promise<Request> => multipartRequest(parts, options);
-const oneFile = (bytes: () => Promise<Buffer> | Buffer, options?: { name?: string; filename?: string; contentType?: string }) => async () =>
-  multipartRequest([filePart(await bytes(), options)]);
+const form = (parts: FormPart[], options?: { close?: boolean }) => async (): Promise<Request> =>
+  multipartRequest(parts, options);
+const oneFile =
+  (bytes: () => Promise<Buffer> | Buffer, options?: { name?: string; filename?: string; contentType?: string }) =>
+  async () =>
+    multipartRequest([filePart(await bytes(), options)]);
 
 const svg = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>';
 const bmp = () => Buffer.concat([Buffer.from('BM'), randomBytes(200)]);
@@ -51,33 +54,50 @@ const half = async (bytes: Promise<Buffer>) => {
 
 const cases: Case[] = [
   // ── the shape of the body ──
-  { name: 'an empty file', request: oneFile(() => Buffer.alloc(0)), expect: { status: 400, code: 'invalid_request', pointer: '/file' } },
+  {
+    name: 'an empty file',
+    request: oneFile(() => Buffer.alloc(0)),
+    expect: { status: 400, code: 'invalid_request', pointer: '/file' },
+  },
   {
     name: 'no `file` part: the image under another name',
     request: oneFile(() => encodedImage('png', 8, 8), { name: 'image', filename: 'a.png' }),
     expect: { status: 400, code: 'invalid_request', pointer: '/image' },
   },
   { name: 'no parts at all', request: form([]), expect: { status: 400, code: 'invalid_request', pointer: '/file' } },
-  { name: 'only a text field', request: form([{ name: 'note', data: 'hello' }]), expect: { status: 400, code: 'invalid_request', pointer: '/note' } },
+  {
+    name: 'only a text field',
+    request: form([{ name: 'note', data: 'hello' }]),
+    expect: { status: 400, code: 'invalid_request', pointer: '/note' },
+  },
   {
     name: 'two files in two `file` parts',
-    request: async () => multipartRequest([filePart(await encodedImage('png', 8, 8)), filePart(await encodedImage('png', 8, 8))]),
+    request: async () =>
+      multipartRequest([filePart(await encodedImage('png', 8, 8)), filePart(await encodedImage('png', 8, 8))]),
     expect: { status: 400, code: 'invalid_request', pointer: '/file' },
   },
   {
     name: 'the file and a second file under another name',
-    request: async () => multipartRequest([filePart(await encodedImage('png', 8, 8)), filePart(await encodedImage('png', 8, 8), { name: 'extra', filename: 'b.png' })]),
+    request: async () =>
+      multipartRequest([
+        filePart(await encodedImage('png', 8, 8)),
+        filePart(await encodedImage('png', 8, 8), { name: 'extra', filename: 'b.png' }),
+      ]),
     expect: { status: 400, code: 'invalid_request', pointer: '/file' },
   },
   {
     name: 'the file followed by a text field',
-    request: async () => multipartRequest([filePart(await encodedImage('png', 8, 8)), { name: 'caption', data: 'a cat' }]),
+    request: async () =>
+      multipartRequest([filePart(await encodedImage('png', 8, 8)), { name: 'caption', data: 'a cat' }]),
     expect: { status: 400, code: 'invalid_request', pointer: '/caption' },
   },
   {
     name: 'too many fields',
     request: async () =>
-      multipartRequest([...Array.from({ length: 20 }, (_, i) => ({ name: `field${i}`, data: 'x' })), filePart(await encodedImage('png', 8, 8))]),
+      multipartRequest([
+        ...Array.from({ length: 20 }, (_, i) => ({ name: `field${i}`, data: 'x' })),
+        filePart(await encodedImage('png', 8, 8)),
+      ]),
     expect: { status: 400, code: 'invalid_request', pointer: '/field0' },
   },
   {
@@ -87,7 +107,10 @@ const cases: Case[] = [
   },
   {
     name: 'multipart/form-data without a boundary',
-    request: async () => ({ headers: { 'content-type': 'multipart/form-data' }, payload: multipartBody([filePart(await encodedImage('png', 8, 8))]) }),
+    request: async () => ({
+      headers: { 'content-type': 'multipart/form-data' },
+      payload: multipartBody([filePart(await encodedImage('png', 8, 8))]),
+    }),
     expect: { status: 400, code: 'invalid_request' },
   },
   // ── the size ──
@@ -108,19 +131,63 @@ const cases: Case[] = [
     expect: { status: 413, code: 'payload_too_large', pointer: '/file' },
   },
   // ── the type, by the bytes ──
-  { name: 'a text file named .png', request: oneFile(() => Buffer.from('just some text\n'), { filename: 'cat.png', contentType: 'image/png' }), expect: { status: 415, code: 'unsupported_media_type', pointer: '/file' } },
-  { name: 'an SVG', request: oneFile(() => Buffer.from(svg), { filename: 'logo.svg', contentType: 'image/svg+xml' }), expect: { status: 415, code: 'unsupported_media_type' } },
-  { name: 'a GIF', request: oneFile(() => noisyImage(16, 16).gif().toBuffer(), { filename: 'a.gif', contentType: 'image/gif' }), expect: { status: 415, code: 'unsupported_media_type' } },
-  { name: 'a TIFF', request: oneFile(() => noisyImage(16, 16).tiff().toBuffer(), { filename: 'a.tiff', contentType: 'image/tiff' }), expect: { status: 415, code: 'unsupported_media_type' } },
-  { name: 'a BMP header', request: oneFile(bmp, { filename: 'a.bmp', contentType: 'image/bmp' }), expect: { status: 415, code: 'unsupported_media_type' } },
-  { name: 'a PDF', request: oneFile(pdf, { filename: 'a.png', contentType: 'image/png' }), expect: { status: 415, code: 'unsupported_media_type' } },
+  {
+    name: 'a text file named .png',
+    request: oneFile(() => Buffer.from('just some text\n'), { filename: 'cat.png', contentType: 'image/png' }),
+    expect: { status: 415, code: 'unsupported_media_type', pointer: '/file' },
+  },
+  {
+    name: 'an SVG',
+    request: oneFile(() => Buffer.from(svg), { filename: 'logo.svg', contentType: 'image/svg+xml' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  {
+    name: 'a GIF',
+    request: oneFile(() => noisyImage(16, 16).gif().toBuffer(), { filename: 'a.gif', contentType: 'image/gif' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  {
+    name: 'a TIFF',
+    request: oneFile(() => noisyImage(16, 16).tiff().toBuffer(), { filename: 'a.tiff', contentType: 'image/tiff' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  {
+    name: 'a BMP header',
+    request: oneFile(bmp, { filename: 'a.bmp', contentType: 'image/bmp' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  {
+    name: 'a PDF',
+    request: oneFile(pdf, { filename: 'a.png', contentType: 'image/png' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
   { name: 'random bytes', request: oneFile(noise), expect: { status: 415, code: 'unsupported_media_type' } },
   // ── the image itself ──
-  { name: 'a truncated JPEG', request: oneFile(() => half(encodedImage('jpeg', 200, 150))), expect: { status: 422, code: 'invalid_image', pointer: '/file' } },
-  { name: 'a truncated PNG', request: oneFile(() => half(encodedImage('png', 200, 150))), expect: { status: 422, code: 'invalid_image' } },
-  { name: 'a truncated WebP', request: oneFile(() => half(encodedImage('webp', 200, 150))), expect: { status: 422, code: 'invalid_image' } },
-  { name: 'a PNG signature and nothing else', request: oneFile(() => Buffer.from('89504e470d0a1a0a', 'hex')), expect: { status: 422, code: 'invalid_image' } },
-  { name: 'a PNG header claiming 30000×30000', request: oneFile(() => pngWithHeader(30_000, 30_000, Buffer.alloc(64))), expect: { status: 422, code: 'invalid_image', pointer: '/file' } },
+  {
+    name: 'a truncated JPEG',
+    request: oneFile(() => half(encodedImage('jpeg', 200, 150))),
+    expect: { status: 422, code: 'invalid_image', pointer: '/file' },
+  },
+  {
+    name: 'a truncated PNG',
+    request: oneFile(() => half(encodedImage('png', 200, 150))),
+    expect: { status: 422, code: 'invalid_image' },
+  },
+  {
+    name: 'a truncated WebP',
+    request: oneFile(() => half(encodedImage('webp', 200, 150))),
+    expect: { status: 422, code: 'invalid_image' },
+  },
+  {
+    name: 'a PNG signature and nothing else',
+    request: oneFile(() => Buffer.from('89504e470d0a1a0a', 'hex')),
+    expect: { status: 422, code: 'invalid_image' },
+  },
+  {
+    name: 'a PNG header claiming 30000×30000',
+    request: oneFile(() => pngWithHeader(30_000, 30_000, Buffer.alloc(64))),
+    expect: { status: 422, code: 'invalid_image', pointer: '/file' },
+  },
   {
     name: 'an image over a configured UPLOAD_MAX_PIXELS',
     env: { UPLOAD_MAX_PIXELS: '10000' },
@@ -128,24 +195,53 @@ const cases: Case[] = [
     expect: { status: 422, code: 'invalid_image' },
   },
   // ── the request around the body ──
-  { name: 'a JSON body', request: async () => ({ headers: { 'content-type': 'application/json' }, payload: '{"file":"aGVsbG8="}' }), expect: { status: 415, code: 'unsupported_media_type' } },
-  { name: 'a text/plain body', request: async () => ({ headers: { 'content-type': 'text/plain' }, payload: 'hello' }), expect: { status: 415, code: 'unsupported_media_type' } },
+  {
+    name: 'a JSON body',
+    request: async () => ({ headers: { 'content-type': 'application/json' }, payload: '{"file":"aGVsbG8="}' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  {
+    name: 'a text/plain body',
+    request: async () => ({ headers: { 'content-type': 'text/plain' }, payload: 'hello' }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
   {
     name: 'a urlencoded form',
     request: async () => ({ headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: 'file=abc' }),
     expect: { status: 415, code: 'unsupported_media_type' },
   },
-  { name: 'a raw PNG body (not multipart)', request: async () => ({ headers: { 'content-type': 'image/png' }, payload: await encodedImage('png', 8, 8) }), expect: { status: 415, code: 'unsupported_media_type' } },
-  { name: 'no body and no Content-Type', request: async () => ({ headers: {} }), expect: { status: 415, code: 'unsupported_media_type' } },
-  // ── accepted, though a naive check would get them wrong ──
-  { name: 'a PNG declared as image/jpeg', request: oneFile(() => encodedImage('png', 12, 12), { filename: 'photo.jpg', contentType: 'image/jpeg' }), expect: { accepted: 'image/png' } },
-  { name: 'a WebP named .png with no declared type', request: oneFile(() => encodedImage('webp', 12, 12), { filename: 'x.png', contentType: '' }), expect: { accepted: 'image/webp' } },
   {
-    name: 'a `file` part without a filename',
-    request: async () => multipartRequest([{ name: 'file', contentType: 'image/png', data: await encodedImage('png', 12, 12) }]),
+    name: 'a raw PNG body (not multipart)',
+    request: async () => ({ headers: { 'content-type': 'image/png' }, payload: await encodedImage('png', 8, 8) }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  {
+    name: 'no body and no Content-Type',
+    request: async () => ({ headers: {} }),
+    expect: { status: 415, code: 'unsupported_media_type' },
+  },
+  // ── accepted, though a naive check would get them wrong ──
+  {
+    name: 'a PNG declared as image/jpeg',
+    request: oneFile(() => encodedImage('png', 12, 12), { filename: 'photo.jpg', contentType: 'image/jpeg' }),
     expect: { accepted: 'image/png' },
   },
-  { name: 'a JPEG with GPS EXIF', request: oneFile(() => jpegWithGps(), { filename: 'holiday.jpg', contentType: 'image/jpeg' }), expect: { accepted: 'image/jpeg' } },
+  {
+    name: 'a WebP named .png with no declared type',
+    request: oneFile(() => encodedImage('webp', 12, 12), { filename: 'x.png', contentType: '' }),
+    expect: { accepted: 'image/webp' },
+  },
+  {
+    name: 'a `file` part without a filename',
+    request: async () =>
+      multipartRequest([{ name: 'file', contentType: 'image/png', data: await encodedImage('png', 12, 12) }]),
+    expect: { accepted: 'image/png' },
+  },
+  {
+    name: 'a JPEG with GPS EXIF',
+    request: oneFile(() => jpegWithGps(), { filename: 'holiday.jpg', contentType: 'image/jpeg' }),
+    expect: { accepted: 'image/jpeg' },
+  },
 ];
 
 for (const c of cases) {
@@ -154,7 +250,12 @@ for (const c of cases) {
     const ctx = await buildTestApp(t, c.env);
     const { auth } = await ctx.newAccount();
     const request = await c.request();
-    const res = await ctx.app.inject({ method: 'POST', url: '/api/v1/media', headers: { ...auth, ...request.headers }, payload: request.payload });
+    const res = await ctx.app.inject({
+      method: 'POST',
+      url: '/api/v1/media',
+      headers: { ...auth, ...request.headers },
+      payload: request.payload,
+    });
 
     if ('accepted' in c.expect) {
       t.equal(res.statusCode, 201, res.body);
@@ -166,7 +267,11 @@ for (const c of cases) {
       t.equal(problem.code, c.expect.code);
       t.equal(problem.status, c.expect.status);
       if (c.expect.pointer !== undefined) t.match(problem.errors, [{ pointer: c.expect.pointer, location: 'body' }]);
-      t.notOk(existsSync(join(ctx.dataDir, 'blobs', 'media')) && (await readdir(join(ctx.dataDir, 'blobs', 'media'))).length > 0, 'no blob was stored');
+      t.notOk(
+        existsSync(join(ctx.dataDir, 'blobs', 'media')) &&
+          (await readdir(join(ctx.dataDir, 'blobs', 'media'))).length > 0,
+        'no blob was stored',
+      );
     }
     const tmp = join(ctx.dataDir, 'tmp');
     t.same(existsSync(tmp) ? await readdir(tmp) : [], [], 'no spooled file is left behind');
@@ -183,9 +288,18 @@ t.test('a JPEG with GPS EXIF is stored without any EXIF', async (t) => {
   const located = await jpegWithGps();
   t.ok((await sharp(located).metadata()).exif, 'the fixture carries EXIF');
   const request = multipartRequest([filePart(located, { filename: 'holiday.jpg' })]);
-  const res = await ctx.app.inject({ method: 'POST', url: '/api/v1/media', headers: { ...auth, ...request.headers }, payload: request.payload });
+  const res = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v1/media',
+    headers: { ...auth, ...request.headers },
+    payload: request.payload,
+  });
   t.equal(res.statusCode, 201);
-  const content = await ctx.app.inject({ method: 'GET', url: `/api/v1/media/${res.json().data.media_id}/content`, headers: auth });
+  const content = await ctx.app.inject({
+    method: 'GET',
+    url: `/api/v1/media/${res.json().data.media_id}/content`,
+    headers: auth,
+  });
   const stored = await sharp(content.rawPayload).metadata();
   t.equal(stored.format, 'jpeg');
   t.equal(stored.exif, undefined, 'no EXIF in the stored bytes');
@@ -197,7 +311,12 @@ t.test('a refused upload in the middle of a body closes the connection', async (
   const ctx = await buildTestApp(t);
   const { auth } = await ctx.newAccount();
   const request = multipartRequest([filePart(Buffer.alloc(MAX_BYTES + 1))]);
-  const res = await ctx.app.inject({ method: 'POST', url: '/api/v1/media', headers: { ...auth, ...MULTIPART }, payload: request.payload });
+  const res = await ctx.app.inject({
+    method: 'POST',
+    url: '/api/v1/media',
+    headers: { ...auth, ...MULTIPART },
+    payload: request.payload,
+  });
   t.equal(res.statusCode, 413);
   t.equal(res.headers.connection, 'close');
 });
@@ -208,4 +327,3 @@ function jpegWithGps(): Promise<Buffer> {
     .withExif({ IFD0: { Copyright: 'GPS-test-owner' }, IFD3: { GPSLatitudeRef: 'N', GPSLatitude: '51/1 30/1 0/1' } })
     .toBuffer();
 }
-

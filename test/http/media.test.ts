@@ -36,12 +36,26 @@ async function clockedApp(t: Test, env: Record<string, string> = {}) {
   return { ...ctx, clock };
 }
 
-function upload(app: FastifyInstance, auth: Auth | Record<string, never>, bytes: Buffer, options: { filename?: string; contentType?: string; headers?: Record<string, string> } = {}) {
+function upload(
+  app: FastifyInstance,
+  auth: Auth | Record<string, never>,
+  bytes: Buffer,
+  options: { filename?: string; contentType?: string; headers?: Record<string, string> } = {},
+) {
   const request = multipartRequest([filePart(bytes, options)]);
-  return app.inject({ method: 'POST', url: MEDIA, headers: { ...auth, ...request.headers, ...options.headers }, payload: request.payload });
+  return app.inject({
+    method: 'POST',
+    url: MEDIA,
+    headers: { ...auth, ...request.headers, ...options.headers },
+    payload: request.payload,
+  });
 }
 
-async function uploaded(app: FastifyInstance, auth: Auth, bytes?: Buffer): Promise<{ media_id: string; sha256: string; [k: string]: unknown }> {
+async function uploaded(
+  app: FastifyInstance,
+  auth: Auth,
+  bytes?: Buffer,
+): Promise<{ media_id: string; sha256: string; [k: string]: unknown }> {
   const res = await upload(app, auth, bytes ?? (await encodedImage('png', 32, 24)));
   if (res.statusCode !== 201) throw new Error(`upload failed: ${res.statusCode} ${res.body}`);
   return res.json().data;
@@ -57,7 +71,11 @@ function assertProblem(t: Test, res: LightMyRequestResponse, status: number, cod
 
 /** The path and query of a signed URL, for inject. */
 function signedPath(ctx: TestApp, mediaId: string, at: Date): string {
-  const signer = new HmacMediaUrlSigner(TEST_MEDIA_SIGNING_SECRET, publicBaseUrl(ctx.config), ctx.config.SIGNED_URL_TTL_SECONDS);
+  const signer = new HmacMediaUrlSigner(
+    TEST_MEDIA_SIGNING_SECRET,
+    publicBaseUrl(ctx.config),
+    ctx.config.SIGNED_URL_TTL_SECONDS,
+  );
   const url = new URL(signer.signedUrl(mediaId, at).url);
   return `${url.pathname}${url.search}`;
 }
@@ -70,7 +88,10 @@ for (const format of ['png', 'jpeg', 'webp'] as const satisfies readonly UploadF
     const { auth } = await ctx.newAccount();
     const original = await encodedImage(format, 80, 60);
 
-    const res = await upload(ctx.app, auth, original, { filename: `photo.${format}`, contentType: CONTENT_TYPE_OF[format] });
+    const res = await upload(ctx.app, auth, original, {
+      filename: `photo.${format}`,
+      contentType: CONTENT_TYPE_OF[format],
+    });
     t.equal(res.statusCode, 201, res.body);
     const media = res.json().data;
     t.match(media, {
@@ -99,14 +120,21 @@ for (const format of ['png', 'jpeg', 'webp'] as const satisfies readonly UploadF
     t.equal(content.headers['x-content-type-options'], 'nosniff');
     t.equal(content.rawPayload.length, media.size_bytes);
     t.equal(sha256(content.rawPayload), media.sha256, 'sha256 is of the served bytes');
-    t.match(await sharp(content.rawPayload).metadata(), { format, width: 80, height: 60 }, 'the bytes decode to the same image size');
+    t.match(
+      await sharp(content.rawPayload).metadata(),
+      { format, width: 80, height: 60 },
+      'the bytes decode to the same image size',
+    );
   });
 }
 
 t.test('the declared filename and type do not matter: a PNG sent as photo.jpg image/jpeg is a PNG', async (t) => {
   const ctx = await clockedApp(t);
   const { auth } = await ctx.newAccount();
-  const res = await upload(ctx.app, auth, await encodedImage('png', 10, 10), { filename: 'photo.jpg', contentType: 'image/jpeg' });
+  const res = await upload(ctx.app, auth, await encodedImage('png', 10, 10), {
+    filename: 'photo.jpg',
+    contentType: 'image/jpeg',
+  });
   t.equal(res.statusCode, 201);
   t.equal(res.json().data.content_type, 'image/png');
 });
@@ -143,39 +171,60 @@ for (const [model, max] of [
   ['alpha-pro', 8],
   ['beta-v5-pro', 10],
 ] as const) {
-  t.test(`${model}: ${max} uploads (PNG, JPEG, WebP mixed) are accepted as references and ${max + 1} are not`, async (t) => {
-    const ctx = await clockedApp(t);
-    const { auth } = await ctx.newAccount();
-    const formats: UploadFormat[] = ['png', 'jpeg', 'webp'];
-    const ids: string[] = [];
-    for (let i = 0; i < max + 1; i++) ids.push((await uploaded(ctx.app, auth, await encodedImage(formats[i % 3], 24, 16))).media_id);
+  t.test(
+    `${model}: ${max} uploads (PNG, JPEG, WebP mixed) are accepted as references and ${max + 1} are not`,
+    async (t) => {
+      const ctx = await clockedApp(t);
+      const { auth } = await ctx.newAccount();
+      const formats: UploadFormat[] = ['png', 'jpeg', 'webp'];
+      const ids: string[] = [];
+      for (let i = 0; i < max + 1; i++)
+        ids.push((await uploaded(ctx.app, auth, await encodedImage(formats[i % 3], 24, 16))).media_id);
 
-    const atMax = await ctx.app.inject({
-      method: 'POST',
-      url: TASKS,
-      headers: auth,
-      payload: { model, prompt: 'the same scene at dusk', image_reference: ids.slice(0, max) },
-    });
-    t.equal(atMax.statusCode, 202, atMax.body);
-    t.same(atMax.json().data.image_reference, ids.slice(0, max));
+      const atMax = await ctx.app.inject({
+        method: 'POST',
+        url: TASKS,
+        headers: auth,
+        payload: { model, prompt: 'the same scene at dusk', image_reference: ids.slice(0, max) },
+      });
+      t.equal(atMax.statusCode, 202, atMax.body);
+      t.same(atMax.json().data.image_reference, ids.slice(0, max));
 
-    const overMax = await ctx.app.inject({ method: 'POST', url: TASKS, headers: auth, payload: { model, prompt: 'the same scene at dusk', image_reference: ids } });
-    const problem = assertProblem(t, overMax, 400, 'invalid_request');
-    t.match(problem.errors[0], { pointer: '/image_reference', code: 'too_many_items' });
-  });
+      const overMax = await ctx.app.inject({
+        method: 'POST',
+        url: TASKS,
+        headers: auth,
+        payload: { model, prompt: 'the same scene at dusk', image_reference: ids },
+      });
+      const problem = assertProblem(t, overMax, 400, 'invalid_request');
+      t.match(problem.errors[0], { pointer: '/image_reference', code: 'too_many_items' });
+    },
+  );
 }
 
 t.test('a reference to a foreign, deleted or expired media is a 422 pointing at its index', async (t) => {
   const ctx = await clockedApp(t);
   const owner = await ctx.newAccount();
   const other = await ctx.newAccount();
-  const mine = [await uploaded(ctx.app, owner.auth), await uploaded(ctx.app, owner.auth), await uploaded(ctx.app, owner.auth)].map((m) => m.media_id);
+  const mine = [
+    await uploaded(ctx.app, owner.auth),
+    await uploaded(ctx.app, owner.auth),
+    await uploaded(ctx.app, owner.auth),
+  ].map((m) => m.media_id);
   const foreign = (await uploaded(ctx.app, other.auth)).media_id;
   const deleted = (await uploaded(ctx.app, owner.auth)).media_id;
-  t.equal((await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${deleted}`, headers: owner.auth })).statusCode, 204);
+  t.equal(
+    (await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${deleted}`, headers: owner.auth })).statusCode,
+    204,
+  );
 
   const create = (refs: string[]) =>
-    ctx.app.inject({ method: 'POST', url: TASKS, headers: owner.auth, payload: { model: 'alpha-pro', prompt: 'a variation', image_reference: refs } });
+    ctx.app.inject({
+      method: 'POST',
+      url: TASKS,
+      headers: owner.auth,
+      payload: { model: 'alpha-pro', prompt: 'a variation', image_reference: refs },
+    });
 
   for (const [what, bad] of [
     ['foreign', foreign],
@@ -183,7 +232,11 @@ t.test('a reference to a foreign, deleted or expired media is a 422 pointing at 
     ['never uploaded', '01890000-0000-7000-8000-000000000000'],
   ] as const) {
     const problem = assertProblem(t, await create([...mine, bad]), 422, 'invalid_media_reference');
-    t.match(problem.errors, [{ pointer: '/image_reference/3', location: 'body' }], `${what} media is named by its index`);
+    t.match(
+      problem.errors,
+      [{ pointer: '/image_reference/3', location: 'body' }],
+      `${what} media is named by its index`,
+    );
   }
 
   t.equal((await create(mine)).statusCode, 202, 'the good references alone are fine');
@@ -243,7 +296,11 @@ t.test('a valid signature decides even when another account sends its key', asyn
   const owner = await ctx.newAccount();
   const other = await ctx.newAccount();
   const media = await uploaded(ctx.app, owner.auth);
-  const res = await ctx.app.inject({ method: 'GET', url: signedPath(ctx, media.media_id, ctx.clock.now()), headers: other.auth });
+  const res = await ctx.app.inject({
+    method: 'GET',
+    url: signedPath(ctx, media.media_id, ctx.clock.now()),
+    headers: other.auth,
+  });
   t.equal(res.statusCode, 200);
 });
 
@@ -260,13 +317,23 @@ t.test('content needs a key or a signature; the record and the upload need a key
   const ctx = await clockedApp(t);
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
-  const content = assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content` }), 401, 'unauthorized');
+  const content = assertProblem(
+    t,
+    await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content` }),
+    401,
+    'unauthorized',
+  );
   t.match(content.detail, /signed URL/);
   assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}` }), 401, 'unauthorized');
   assertProblem(t, await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${media.media_id}` }), 401, 'unauthorized');
   assertProblem(t, await upload(ctx.app, {}, await encodedImage('png', 8, 8)), 401, 'unauthorized');
   const badKey = { authorization: 'Bearer igk_not-a-real-key' };
-  assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: badKey }), 401, 'unauthorized');
+  assertProblem(
+    t,
+    await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: badKey }),
+    401,
+    'unauthorized',
+  );
 });
 
 t.test('another account can neither read nor delete the media', async (t) => {
@@ -281,7 +348,12 @@ t.test('another account can neither read nor delete the media', async (t) => {
   ] as const) {
     assertProblem(t, await ctx.app.inject({ method, url, headers: other.auth }), 404, 'not_found');
   }
-  t.equal((await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: owner.auth })).statusCode, 200, 'still there for its owner');
+  t.equal(
+    (await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: owner.auth }))
+      .statusCode,
+    200,
+    'still there for its owner',
+  );
 });
 
 t.test('DELETE removes the record, the content and the blob', async (t) => {
@@ -296,9 +368,24 @@ t.test('DELETE removes the record, the content and the blob', async (t) => {
   t.equal(res.body, '');
   t.notOk(existsSync(blobPath), 'the blob is gone');
   t.same(await ctx.store.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left for the sweeper');
-  assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}`, headers: auth }), 404, 'not_found');
-  assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: auth }), 404, 'not_found');
-  assertProblem(t, await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${media.media_id}`, headers: auth }), 404, 'not_found');
+  assertProblem(
+    t,
+    await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}`, headers: auth }),
+    404,
+    'not_found',
+  );
+  assertProblem(
+    t,
+    await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: auth }),
+    404,
+    'not_found',
+  );
+  assertProblem(
+    t,
+    await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${media.media_id}`, headers: auth }),
+    404,
+    'not_found',
+  );
 });
 
 t.test('expired media are gone before the sweeper runs', async (t) => {
@@ -306,8 +393,18 @@ t.test('expired media are gone before the sweeper runs', async (t) => {
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   ctx.clock.advance(7 * 24 * HOUR_MS);
-  assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}`, headers: auth }), 404, 'not_found');
-  assertProblem(t, await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: auth }), 404, 'not_found');
+  assertProblem(
+    t,
+    await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}`, headers: auth }),
+    404,
+    'not_found',
+  );
+  assertProblem(
+    t,
+    await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}/content`, headers: auth }),
+    404,
+    'not_found',
+  );
 });
 
 t.test('If-None-Match with the ETag gives 304 without a body', async (t) => {
@@ -323,7 +420,11 @@ t.test('If-None-Match with the ETag gives 304 without a body', async (t) => {
     t.equal(res.headers.etag, etag);
     t.match(res.headers['cache-control'], /^private, max-age=\d+$/);
   }
-  const changed = await ctx.app.inject({ method: 'GET', url, headers: { ...auth, 'if-none-match': '"something-else"' } });
+  const changed = await ctx.app.inject({
+    method: 'GET',
+    url,
+    headers: { ...auth, 'if-none-match': '"something-else"' },
+  });
   t.equal(changed.statusCode, 200);
 });
 
@@ -358,7 +459,12 @@ t.test('an Idempotency-Key replays the first upload and refuses other bytes', as
   t.equal(again.headers['idempotent-replayed'], 'true');
   t.equal(again.json().data.media_id, first.json().data.media_id, 'the same media, not a second one');
   t.equal(again.headers.location, first.headers.location);
-  assertProblem(t, await upload(ctx.app, auth, await encodedImage('png', 16, 16), { headers }), 422, 'idempotency_key_reused');
+  assertProblem(
+    t,
+    await upload(ctx.app, auth, await encodedImage('png', 16, 16), { headers }),
+    422,
+    'idempotency_key_reused',
+  );
 });
 
 t.test('readiness checks the blob storage', async (t) => {

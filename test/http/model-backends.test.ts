@@ -16,7 +16,12 @@ const GEMINI_KEY = 'gemini-e2e-key-never-logged';
 async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, string> = () => ({})) {
   const upstream = await FakeUpstream.start(t);
   const events = new TaskEvents();
-  const env = { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: GEMINI_KEY, GEMINI_BASE_URL: upstream.url, ...moreEnv(upstream.url) };
+  const env = {
+    ALPHA_PRO_BACKEND: 'gemini',
+    GEMINI_API_KEY: GEMINI_KEY,
+    GEMINI_BASE_URL: upstream.url,
+    ...moreEnv(upstream.url),
+  };
   const harness = await buildTestApp(t, env, { events });
   const { config } = harness;
   const worker = testWorker(t, harness, {
@@ -34,13 +39,23 @@ type Harness = Awaited<ReturnType<typeof setup>>;
 
 async function upload(h: Harness, width: number, height: number): Promise<string> {
   const request = multipartRequest([filePart(await encodedImage('png', width, height), { filename: 'ref.png' })]);
-  const response = await h.app.inject({ method: 'POST', url: '/api/v1/media', payload: request.payload, headers: { ...h.auth, ...request.headers } });
+  const response = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/media',
+    payload: request.payload,
+    headers: { ...h.auth, ...request.headers },
+  });
   if (response.statusCode !== 201) throw new Error(`upload failed: ${response.body}`);
   return response.json().data.media_id;
 }
 
 async function create(h: Harness, body: object): Promise<string> {
-  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: h.auth, payload: body });
+  const created = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: h.auth,
+    payload: body,
+  });
   if (created.statusCode !== 202) throw new Error(`create failed: ${created.body}`);
   return created.json().data.task_id;
 }
@@ -64,11 +79,24 @@ t.test('alpha-pro image-to-image on Gemini completes; the result has the exact c
   h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
   const references = [await upload(h, 320, 240), await upload(h, 200, 300)];
 
-  const taskId = await create(h, { model: 'alpha-pro', prompt: 'the two of them at sea', image_reference: references, parameters: { aspect_ratio: '16:9' } });
-  const task = (await awaitTerminal(h, taskId)) as { status: string; generated: { url: string; width: number; height: number; resized_from: unknown }[] };
+  const taskId = await create(h, {
+    model: 'alpha-pro',
+    prompt: 'the two of them at sea',
+    image_reference: references,
+    parameters: { aspect_ratio: '16:9' },
+  });
+  const task = (await awaitTerminal(h, taskId)) as {
+    status: string;
+    generated: { url: string; width: number; height: number; resized_from: unknown }[];
+  };
 
   t.equal(task.status, 'COMPLETED');
-  t.match(task.generated[0], { width: 1376, height: 768, content_type: 'image/png', resized_from: { width: 1024, height: 1024 } });
+  t.match(task.generated[0], {
+    width: 1376,
+    height: 768,
+    content_type: 'image/png',
+    resized_from: { width: 1024, height: 1024 },
+  });
   const { pathname, search } = new URL(task.generated[0].url);
   const file = await h.app.inject({ url: pathname + search });
   t.equal(file.statusCode, 200);
@@ -83,7 +111,10 @@ t.test('alpha-pro image-to-image on Gemini completes; the result has the exact c
   for (const [i, mediaId] of references.entries()) {
     const stored = await h.app.inject({ url: `/api/v1/media/${mediaId}/content`, headers: h.auth });
     t.equal(sent[i].inlineData.mimeType, 'image/png');
-    t.ok(Buffer.from(sent[i].inlineData.data, 'base64').equals(stored.rawPayload), `reference ${i + 1} is the stored upload, in order`);
+    t.ok(
+      Buffer.from(sent[i].inlineData.data, 'base64').equals(stored.rawPayload),
+      `reference ${i + 1} is the stored upload, in order`,
+    );
   }
   t.equal(h.upstream.requests[0].headers['x-goog-api-key'], GEMINI_KEY);
   await assertLedgerInvariant(t, h.store, h.accountId);
@@ -109,7 +140,11 @@ t.test('cancel during a slow Gemini call aborts the call and refunds once', asyn
   const taskId = await create(h, { model: 'alpha-pro', prompt: 'a slow one' });
   await h.upstream.received(1);
 
-  const canceled = await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: h.auth });
+  const canceled = await h.app.inject({
+    method: 'POST',
+    url: `/api/v1/images/generations/${taskId}/cancel`,
+    headers: h.auth,
+  });
   t.equal(canceled.statusCode, 200);
   t.equal(canceled.json().data.status, 'CANCELED');
   await h.upstream.abandonedCount(1);
@@ -119,18 +154,21 @@ t.test('cancel during a slow Gemini call aborts the call and refunds once', asyn
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
-t.test('a Gemini call past GENERATION_TIMEOUT_MS is aborted; out of attempts, the task fails with one refund', async (t) => {
-  const h = await setup(t, () => ({ GENERATION_TIMEOUT_MS: '300', TASK_MAX_ATTEMPTS: '1' }));
-  h.upstream.replyWith({ hang: true });
-  const taskId = await create(h, { model: 'alpha-pro', prompt: 'a hanging one' });
-  const task = await awaitTerminal(h, taskId);
-  t.equal(task.status, 'FAILED');
-  t.match(task.error, { code: 'generation_timeout' });
-  await h.upstream.abandonedCount(1);
-  t.equal(h.upstream.abandoned, 1, 'the provider saw the call abandoned');
-  t.equal(await refundsOf(h, taskId), 1);
-  await assertLedgerInvariant(t, h.store, h.accountId);
-});
+t.test(
+  'a Gemini call past GENERATION_TIMEOUT_MS is aborted; out of attempts, the task fails with one refund',
+  async (t) => {
+    const h = await setup(t, () => ({ GENERATION_TIMEOUT_MS: '300', TASK_MAX_ATTEMPTS: '1' }));
+    h.upstream.replyWith({ hang: true });
+    const taskId = await create(h, { model: 'alpha-pro', prompt: 'a hanging one' });
+    const task = await awaitTerminal(h, taskId);
+    t.equal(task.status, 'FAILED');
+    t.match(task.error, { code: 'generation_timeout' });
+    await h.upstream.abandonedCount(1);
+    t.equal(h.upstream.abandoned, 1, 'the provider saw the call abandoned');
+    t.equal(await refundsOf(h, taskId), 1);
+    await assertLedgerInvariant(t, h.store, h.accountId);
+  },
+);
 
 t.test('beta-v5-pro stays on the local renderer when only alpha-pro is on Gemini', async (t) => {
   const h = await setup(t);
@@ -151,8 +189,16 @@ t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through imag
   }));
   h.upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
   const reference = await upload(h, 64, 64);
-  const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'the same at night', image_reference: [reference], parameters: { aspect_ratio: '3:2' } });
-  const task = (await awaitTerminal(h, taskId)) as { status: string; generated: { width: number; height: number; resized_from: unknown }[] };
+  const taskId = await create(h, {
+    model: 'beta-v5-pro',
+    prompt: 'the same at night',
+    image_reference: [reference],
+    parameters: { aspect_ratio: '3:2' },
+  });
+  const task = (await awaitTerminal(h, taskId)) as {
+    status: string;
+    generated: { width: number; height: number; resized_from: unknown }[];
+  };
   t.equal(task.status, 'COMPLETED');
   t.match(task.generated[0], { width: 1264, height: 848, resized_from: { width: 1536, height: 1024 } });
   t.equal(h.upstream.requests[0].url, '/v1/images/edits');

@@ -51,7 +51,8 @@ const FUZZ_ENV = {
 
 const operations: { method: string; path: string; operation: Operation }[] = [];
 for (const [path, item] of Object.entries<Record<string, Operation>>(doc.paths)) {
-  for (const [method, operation] of Object.entries(item)) operations.push({ method: method.toUpperCase(), path, operation });
+  for (const [method, operation] of Object.entries(item))
+    operations.push({ method: method.toUpperCase(), path, operation });
 }
 const RUNS_PER_OPERATION = Math.ceil(TOTAL_RUNS / operations.length);
 
@@ -99,10 +100,18 @@ function validString(schema: Schema, fixtures: Fixtures, name: string): fc.Arbit
   if (name === 'media_id' || name === 'image_reference') return fc.constant(fixtures.mediaId);
   if (name === 'webhook_url') return fc.constant('https://hooks.example.com/imagegen');
   if (name === 'prompt') return fc.constantFrom('a lighthouse at dawn', 'zwei Möwen über dem Hafen', '夜の港');
-  if (schema.format === 'date-time') return fc.date({ min: new Date('2020-01-01'), max: new Date('2030-01-01'), noInvalidDate: true }).map((d) => d.toISOString());
+  if (schema.format === 'date-time')
+    return fc
+      .date({ min: new Date('2020-01-01'), max: new Date('2030-01-01'), noInvalidDate: true })
+      .map((d) => d.toISOString());
   if (schema.pattern && /0-9a-fA-F\]\{8\}/.test(schema.pattern)) return fc.constant(randomUUID());
-  if (name === 'expires' || name === 'signature' || name === 'cursor') return fc.constant(undefined as unknown as string);
-  return fc.string({ unit: 'grapheme-ascii', minLength: Math.max(1, schema.minLength ?? 1), maxLength: Math.min(schema.maxLength ?? 20, 20) });
+  if (name === 'expires' || name === 'signature' || name === 'cursor')
+    return fc.constant(undefined as unknown as string);
+  return fc.string({
+    unit: 'grapheme-ascii',
+    minLength: Math.max(1, schema.minLength ?? 1),
+    maxLength: Math.min(schema.maxLength ?? 20, 20),
+  });
 }
 
 /** Values a field should never break the service with: wrong types, bounds, unicode, nesting, odd numbers. */
@@ -116,9 +125,37 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant(null),
   fc.jsonValue({ maxDepth: 4 }),
   fc.constantFrom(
-    'Infinity', '-Infinity', 'NaN', '1e309', '-1e309', '1e400', '-0', '0x10', '1_000', '１２', '1.5', ' 7', '7 ', '',
-    '__proto__', 'constructor', '%ff', '%00', '%2e%2e%2f', '../../etc/passwd', '\u0000', '\ud800', '\udfff', 'ﬀ', '\u202e',
-    'null', 'true', '[]', '{}', 'a'.repeat(300), 'é'.repeat(5000),
+    'Infinity',
+    '-Infinity',
+    'NaN',
+    '1e309',
+    '-1e309',
+    '1e400',
+    '-0',
+    '0x10',
+    '1_000',
+    '１２',
+    '1.5',
+    ' 7',
+    '7 ',
+    '',
+    '__proto__',
+    'constructor',
+    '%ff',
+    '%00',
+    '%2e%2e%2f',
+    '../../etc/passwd',
+    '\u0000',
+    '\ud800',
+    '\udfff',
+    'ﬀ',
+    '\u202e',
+    'null',
+    'true',
+    '[]',
+    '{}',
+    'a'.repeat(300),
+    'é'.repeat(5000),
   ),
   fc.integer({ min: 1, max: 3000 }).map((depth) => nested(depth)),
   fc.integer({ min: 1, max: 3000 }).map((depth) => nestedArray(depth)),
@@ -137,14 +174,18 @@ function nestedArray(depth: number): unknown {
 }
 
 /** Query and path values are text; how a value is written into the URL is mutated too. */
-const asText = (value: unknown): string => (typeof value === 'string' ? value : JSON.stringify(value) ?? '');
+const asText = (value: unknown): string => (typeof value === 'string' ? value : (JSON.stringify(value) ?? ''));
 
 /**
  * Percent-encoding of the UTF-8 bytes, as a client library would send them. Unlike
  * encodeURIComponent it takes any string: a lone surrogate goes out as the bytes of U+FFFD.
  */
 function percentEncode(text: string): string {
-  return [...Buffer.from(text, 'utf8')].map((b) => (/[A-Za-z0-9\-_.~]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).padStart(2, '0')}`)).join('');
+  return [...Buffer.from(text, 'utf8')]
+    .map((b) =>
+      /[A-Za-z0-9\-_.~]/.test(String.fromCharCode(b)) ? String.fromCharCode(b) : `%${b.toString(16).padStart(2, '0')}`,
+    )
+    .join('');
 }
 
 type Mutation =
@@ -165,14 +206,32 @@ const mutation = (fields: number): fc.Arbitrary<Mutation> => {
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('duplicate' as const), field, value: hostileValue }) },
     {
       weight: 1,
-      arbitrary: fc.record({ kind: fc.constant('unknown_field' as const), name: fc.constantFrom('extra', '__proto__', 'constructor', 'ä', ''), value: hostileValue }),
+      arbitrary: fc.record({
+        kind: fc.constant('unknown_field' as const),
+        name: fc.constantFrom('extra', '__proto__', 'constructor', 'ä', ''),
+        value: hostileValue,
+      }),
     },
     {
       weight: 2,
       arbitrary: fc.record({
         kind: fc.constant('raw_encoding' as const),
         field,
-        text: fc.constantFrom('%ff', '%', '%zz', '%c0%80', '%e2%82', '%00', '+', '&', '=', '#', '%2F', '%ef%bf%bf', '%f0%9f%98%80'),
+        text: fc.constantFrom(
+          '%ff',
+          '%',
+          '%zz',
+          '%c0%80',
+          '%e2%82',
+          '%00',
+          '+',
+          '&',
+          '=',
+          '#',
+          '%2F',
+          '%ef%bf%bf',
+          '%f0%9f%98%80',
+        ),
       }),
     },
     {
@@ -181,9 +240,25 @@ const mutation = (fields: number): fc.Arbitrary<Mutation> => {
         kind: fc.constant('body_text' as const),
         text: fc.oneof(
           fc.string({ unit: 'binary', maxLength: 200 }),
-          fc.constantFrom('', '{', '{"model":"alpha-pro","model":"beta-v5-pro","prompt":"dup keys"}', '\ufeff{}', '[]', 'null', '1e309', '{"a":1}x'),
+          fc.constantFrom(
+            '',
+            '{',
+            '{"model":"alpha-pro","model":"beta-v5-pro","prompt":"dup keys"}',
+            '\ufeff{}',
+            '[]',
+            'null',
+            '1e309',
+            '{"a":1}x',
+          ),
         ),
-        contentType: fc.constantFrom('application/json', 'text/plain', 'application/json; charset=latin1', 'application/x-www-form-urlencoded', undefined, 'multipart/form-data'),
+        contentType: fc.constantFrom(
+          'application/json',
+          'text/plain',
+          'application/json; charset=latin1',
+          'application/x-www-form-urlencoded',
+          undefined,
+          'multipart/form-data',
+        ),
       }),
     },
   );
@@ -236,8 +311,7 @@ function buildRequest(
         pathValues[field.name] = m.text;
         // A raw '#' starts the fragment: the rest of the path is not sent.
         if (m.text.includes('#')) otherRoute = true;
-      }
-      else if (field.where === 'query') rawQueryTail += `&${field.name}=${m.text}`;
+      } else if (field.where === 'query') rawQueryTail += `&${field.name}=${m.text}`;
       else put(field, values[field.name]);
       return;
     }
@@ -272,7 +346,9 @@ function uploadRequest(png: Buffer, auth: Record<string, string>): fc.Arbitrary<
   const part: fc.Arbitrary<FormPart> = fc.record({
     name: fc.oneof(fc.constant('file'), fc.constantFrom('image', 'File', '', '__proto__', 'fïle', 'file[]')),
     filename: fc.option(fc.constantFrom('a.png', '', '../../x', 'ü.png', 'a"b.png'), { nil: undefined }),
-    contentType: fc.option(fc.constantFrom('image/png', 'application/json', 'text/plain', 'image/jpeg'), { nil: undefined }),
+    contentType: fc.option(fc.constantFrom('image/png', 'application/json', 'text/plain', 'image/jpeg'), {
+      nil: undefined,
+    }),
     data: fc.oneof(
       fc.constant(png),
       fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b)),
@@ -301,7 +377,12 @@ function uploadRequest(png: Buffer, auth: Record<string, string>): fc.Arbitrary<
 }
 
 async function fixturesFor(h: TestApp, auth: Record<string, string>, png: Buffer): Promise<Fixtures> {
-  const created = await h.app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: auth, payload: { model: 'alpha-pro', prompt: 'a harbour' } });
+  const created = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: auth,
+    payload: { model: 'alpha-pro', prompt: 'a harbour' },
+  });
   const uploaded = await h.app.inject({
     method: 'POST',
     url: '/api/v1/media',
@@ -316,56 +397,80 @@ async function fixturesFor(h: TestApp, auth: Record<string, string>, png: Buffer
 }
 
 for (const { method, path, operation } of operations) {
-  t.test(`${method} ${path}: ${RUNS_PER_OPERATION} mutated requests, no 5xx, none slower than ${MAX_ANSWER_MS} ms, every error documented`, async (t) => {
-    const h = await buildTestApp(t, FUZZ_ENV, { webhookLookup: publicLookup });
-    const { auth } = await h.newAccount(1_000_000_000);
-    const png = await encodedImage('png', 8, 8);
-    const fixtures = await fixturesFor(h, auth, png);
-    const documented = new Set(Object.keys(operation.responses));
+  t.test(
+    `${method} ${path}: ${RUNS_PER_OPERATION} mutated requests, no 5xx, none slower than ${MAX_ANSWER_MS} ms, every error documented`,
+    async (t) => {
+      const h = await buildTestApp(t, FUZZ_ENV, { webhookLookup: publicLookup });
+      const { auth } = await h.newAccount(1_000_000_000);
+      const png = await encodedImage('png', 8, 8);
+      const fixtures = await fixturesFor(h, auth, png);
+      const documented = new Set(Object.keys(operation.responses));
 
-    const parameters = (operation.parameters ?? []).filter((p) => p.in !== 'header' || p.name !== 'authorization');
-    const jsonSchema = operation.requestBody?.content['application/json']?.schema;
-    const bodyFields: Field[] = [];
-    if (jsonSchema) {
-      const names = new Set<string>();
-      for (const branch of resolve(jsonSchema).oneOf ?? [resolve(jsonSchema)]) for (const name of Object.keys(resolve(branch).properties ?? {})) names.add(name);
-      for (const name of names) bodyFields.push({ where: 'body', name });
-    }
-    const fields: Field[] = [...parameters.map((p) => ({ where: p.in, name: p.name }) as Field), ...bodyFields];
+      const parameters = (operation.parameters ?? []).filter((p) => p.in !== 'header' || p.name !== 'authorization');
+      const jsonSchema = operation.requestBody?.content['application/json']?.schema;
+      const bodyFields: Field[] = [];
+      if (jsonSchema) {
+        const names = new Set<string>();
+        for (const branch of resolve(jsonSchema).oneOf ?? [resolve(jsonSchema)])
+          for (const name of Object.keys(resolve(branch).properties ?? {})) names.add(name);
+        for (const name of names) bodyFields.push({ where: 'body', name });
+      }
+      const fields: Field[] = [...parameters.map((p) => ({ where: p.in, name: p.name }) as Field), ...bodyFields];
 
-    const paramValues = fc.record(Object.fromEntries(parameters.map((p) => [p.name, validValue(p.schema, fixtures, p.name)])), {
-      requiredKeys: parameters.filter((p) => p.required).map((p) => p.name),
-    });
-    const request: fc.Arbitrary<BuiltRequest> = operation.requestBody?.content['multipart/form-data']
-      ? uploadRequest(png, auth)
-      : fc
-          .record({
-            values: paramValues,
-            body: jsonSchema ? validValue(jsonSchema, fixtures, '') : fc.constant(undefined),
-            m: mutation(fields.length),
-          })
-          .map(({ values, body, m }) => buildRequest(method, path, fields, values as Record<string, unknown>, body as Record<string, unknown> | undefined, auth, m));
+      const paramValues = fc.record(
+        Object.fromEntries(parameters.map((p) => [p.name, validValue(p.schema, fixtures, p.name)])),
+        {
+          requiredKeys: parameters.filter((p) => p.required).map((p) => p.name),
+        },
+      );
+      const request: fc.Arbitrary<BuiltRequest> = operation.requestBody?.content['multipart/form-data']
+        ? uploadRequest(png, auth)
+        : fc
+            .record({
+              values: paramValues,
+              body: jsonSchema ? validValue(jsonSchema, fixtures, '') : fc.constant(undefined),
+              m: mutation(fields.length),
+            })
+            .map(({ values, body, m }) =>
+              buildRequest(
+                method,
+                path,
+                fields,
+                values as Record<string, unknown>,
+                body as Record<string, unknown> | undefined,
+                auth,
+                m,
+              ),
+            );
 
-    let sent = 0;
-    await fc.assert(
-      fc.asyncProperty(request, async (req) => {
-        const started = performance.now();
-        const res = await h.app.inject({ method: req.method as 'GET', url: req.url, headers: req.headers, payload: req.payload });
-        const elapsedMs = performance.now() - started;
-        sent += 1;
-        const where = `${req.method} ${req.url.slice(0, 200)} → ${res.statusCode} ${res.body.slice(0, 300)}`;
-        if (res.statusCode >= 500) throw new Error(`5xx: ${where}`);
-        if (elapsedMs > MAX_ANSWER_MS) throw new Error(`answered in ${Math.round(elapsedMs)} ms: ${where}`);
-        if (res.statusCode < 400) return;
-        if (!/^application\/problem\+json/.test(String(res.headers['content-type']))) throw new Error(`not problem+json: ${where}`);
-        const problem = res.json();
-        if (!DOCUMENTED_CODES.has(problem.code)) throw new Error(`undocumented code: ${where}`);
-        if (problem.status !== res.statusCode) throw new Error(`status in body differs: ${where}`);
-        const routingAnswer = req.otherRoute && (res.statusCode === 404 || res.statusCode === 405);
-        if (!documented.has(String(res.statusCode)) && !routingAnswer) throw new Error(`status not documented for ${operation.operationId}: ${where}`);
-      }),
-      { numRuns: RUNS_PER_OPERATION, seed: SEED, endOnFailure: true },
-    );
-    t.equal(sent, RUNS_PER_OPERATION, 'every generated request was sent');
-  });
+      let sent = 0;
+      await fc.assert(
+        fc.asyncProperty(request, async (req) => {
+          const started = performance.now();
+          const res = await h.app.inject({
+            method: req.method as 'GET',
+            url: req.url,
+            headers: req.headers,
+            payload: req.payload,
+          });
+          const elapsedMs = performance.now() - started;
+          sent += 1;
+          const where = `${req.method} ${req.url.slice(0, 200)} → ${res.statusCode} ${res.body.slice(0, 300)}`;
+          if (res.statusCode >= 500) throw new Error(`5xx: ${where}`);
+          if (elapsedMs > MAX_ANSWER_MS) throw new Error(`answered in ${Math.round(elapsedMs)} ms: ${where}`);
+          if (res.statusCode < 400) return;
+          if (!/^application\/problem\+json/.test(String(res.headers['content-type'])))
+            throw new Error(`not problem+json: ${where}`);
+          const problem = res.json();
+          if (!DOCUMENTED_CODES.has(problem.code)) throw new Error(`undocumented code: ${where}`);
+          if (problem.status !== res.statusCode) throw new Error(`status in body differs: ${where}`);
+          const routingAnswer = req.otherRoute && (res.statusCode === 404 || res.statusCode === 405);
+          if (!documented.has(String(res.statusCode)) && !routingAnswer)
+            throw new Error(`status not documented for ${operation.operationId}: ${where}`);
+        }),
+        { numRuns: RUNS_PER_OPERATION, seed: SEED, endOnFailure: true },
+      );
+      t.equal(sent, RUNS_PER_OPERATION, 'every generated request was sent');
+    },
+  );
 }

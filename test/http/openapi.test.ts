@@ -7,9 +7,12 @@ import { ERROR_CODES } from '../../schemas/resources.js';
 
 const committed = readFileSync(new URL('../../openapi.yaml', import.meta.url), 'utf8');
 
-t.test('the committed openapi.yaml is what the routes generate (run `npm run openapi` after changing a route)', async (t) => {
-  t.equal(await renderOpenApiYaml(), committed);
-});
+t.test(
+  'the committed openapi.yaml is what the routes generate (run `npm run openapi` after changing a route)',
+  async (t) => {
+    t.equal(await renderOpenApiYaml(), committed);
+  },
+);
 
 t.test('the document is valid OpenAPI 3', async (t) => {
   const validator = new Validator();
@@ -28,7 +31,11 @@ t.test('shared schemas are components named after them, and error responses are 
   for (const status of ['400', '401', '402', '422', '429', '500']) {
     t.ok(create.responses[status]?.content['application/problem+json'], `create documents ${status} as problem+json`);
   }
-  t.same(document.components.schemas.Problem.properties.code.enum, [...ERROR_CODES], 'every stable error code is listed');
+  t.same(
+    document.components.schemas.Problem.properties.code.enum,
+    [...ERROR_CODES],
+    'every stable error code is listed',
+  );
   const body = create.requestBody.content['application/json'].schema;
   t.equal(body.discriminator.propertyName, 'model');
   t.equal(body.oneOf.length, 2, 'one branch per model');

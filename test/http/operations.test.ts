@@ -9,7 +9,10 @@ t.test('GET /metrics serves Prometheus text with per-route latency, without auth
   const response = await app.inject({ url: '/metrics' });
   t.equal(response.statusCode, 200);
   t.match(response.headers['content-type'], /^text\/plain/);
-  t.match(response.body, /http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/models",status="200"\} 1/);
+  t.match(
+    response.body,
+    /http_request_duration_seconds_count\{method="GET",route="\/api\/v1\/models",status="200"\} 1/,
+  );
   t.match(response.body, /http_problem_responses_total\{status="401"\} 1/);
   t.match(response.body, /process_cpu_user_seconds_total/);
 });

@@ -57,7 +57,8 @@ t.test('in process memory', async (t) => {
 
   t.test('keeps at most its number of keys, the oldest windows going first', async (t) => {
     const store = new SnapshotLocalStore(2);
-    const read = (key: string) => new Promise<number>((resolve) => store.read(key, (_err, res) => resolve(res!.current)));
+    const read = (key: string) =>
+      new Promise<number>((resolve) => store.read(key, (_err, res) => resolve(res!.current)));
     for (const key of ['a', 'b', 'c']) store.incr(key, () => {}, WINDOW_MS);
     t.equal(await read('a'), 0, 'the oldest was forgotten');
     t.equal(await read('b'), 1);

@@ -21,7 +21,10 @@ t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-Aft
   t.equal(first.statusCode, 202);
   t.equal(first.headers['ratelimit-limit'], '2');
   t.equal(first.headers['ratelimit-remaining'], '1');
-  t.ok(Number(first.headers['ratelimit-reset']) > 0 && Number(first.headers['ratelimit-reset']) <= 60, 'reset in seconds within the window');
+  t.ok(
+    Number(first.headers['ratelimit-reset']) > 0 && Number(first.headers['ratelimit-reset']) <= 60,
+    'reset in seconds within the window',
+  );
   t.equal(first.headers['x-ratelimit-limit'], undefined, 'no legacy X- headers');
 
   const second = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
@@ -42,27 +45,49 @@ t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-Aft
   await assertLedgerInvariant(t, store, accountId);
 });
 
-t.test('concurrent creates past the limit: exactly the limit gets through, the rest 429 and cost nothing', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '5' });
-  const { accountId, auth } = await newAccount(1000);
-  const responses = await Promise.all(Array.from({ length: 30 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })));
-  t.equal(responses.filter((r) => r.statusCode === 202).length, 5);
-  t.equal(responses.filter((r) => r.statusCode === 429).length, 25);
-  t.equal((await store.getAccount(accountId))!.balance, 1000 - 5 * 25);
-  await assertLedgerInvariant(t, store, accountId);
-});
+t.test(
+  'concurrent creates past the limit: exactly the limit gets through, the rest 429 and cost nothing',
+  async (t) => {
+    const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '5' });
+    const { accountId, auth } = await newAccount(1000);
+    const responses = await Promise.all(
+      Array.from({ length: 30 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })),
+    );
+    t.equal(responses.filter((r) => r.statusCode === 202).length, 5);
+    t.equal(responses.filter((r) => r.statusCode === 429).length, 25);
+    t.equal((await store.getAccount(accountId))!.balance, 1000 - 5 * 25);
+    await assertLedgerInvariant(t, store, accountId);
+  },
+);
 
 t.test('creates and other requests have separate budgets', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_REQUESTS_PER_MIN: '3' });
+  const { app, newAccount } = await buildTestApp(t, {
+    RATE_LIMIT_CREATES_PER_MIN: '1',
+    RATE_LIMIT_REQUESTS_PER_MIN: '3',
+  });
   const { auth } = await newAccount(1000);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
-  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 429, 'creates spent');
+  t.equal(
+    (await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode,
+    429,
+    'creates spent',
+  );
 
   const reads = [];
   for (let i = 0; i < 4; i++) reads.push(await app.inject({ method: 'GET', url: ACCOUNT, headers: auth }));
-  t.same(reads.map((r) => r.statusCode), [200, 200, 200, 429], 'reads have their own 3');
-  t.same(reads.map((r) => r.headers['ratelimit-limit']), ['3', '3', '3', '3']);
-  t.same(reads.map((r) => r.headers['ratelimit-remaining']), ['2', '1', '0', '0']);
+  t.same(
+    reads.map((r) => r.statusCode),
+    [200, 200, 200, 429],
+    'reads have their own 3',
+  );
+  t.same(
+    reads.map((r) => r.headers['ratelimit-limit']),
+    ['3', '3', '3', '3'],
+  );
+  t.same(
+    reads.map((r) => r.headers['ratelimit-remaining']),
+    ['2', '1', '0', '0'],
+  );
   t.equal(reads[3].json().code, 'rate_limited');
 
   const estimate = await app.inject({ method: 'POST', url: '/api/v1/images/estimates', headers: auth, payload: BODY });
@@ -85,7 +110,12 @@ t.test('limits are per API key, not per account', async (t) => {
   const other = await issueApiKey(store, accountId, 'second key', new Date());
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 429);
-  const viaOther = await app.inject({ method: 'POST', url: CREATE, headers: { authorization: `Bearer ${other.key}` }, payload: BODY });
+  const viaOther = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers: { authorization: `Bearer ${other.key}` },
+    payload: BODY,
+  });
   t.equal(viaOther.statusCode, 202);
   await assertLedgerInvariant(t, store, accountId);
 });
@@ -94,10 +124,23 @@ t.test('a rate-limited request with an Idempotency-Key takes no key and debits n
   const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1' });
   const { accountId, auth } = await newAccount(1000);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
-  const limited = await app.inject({ method: 'POST', url: CREATE, headers: { ...auth, 'idempotency-key': 'k1' }, payload: BODY });
+  const limited = await app.inject({
+    method: 'POST',
+    url: CREATE,
+    headers: { ...auth, 'idempotency-key': 'k1' },
+    payload: BODY,
+  });
   t.equal(limited.statusCode, 429);
   t.same(
-    await store.claimIdempotencyKey({ accountId, key: 'k1', fingerprint: 'probe', leaseToken: 'probe', now: new Date(), leaseMs: 1, ttlMs: 1000 }),
+    await store.claimIdempotencyKey({
+      accountId,
+      key: 'k1',
+      fingerprint: 'probe',
+      leaseToken: 'probe',
+      now: new Date(),
+      leaseMs: 1,
+      ttlMs: 1000,
+    }),
     { outcome: 'acquired' },
     'the key is still unused',
   );
@@ -156,11 +199,27 @@ t.test('malformed keys count as failures; a missing header and successes do not'
   const from = { remoteAddress: '203.0.113.9' };
   for (let i = 0; i < 5; i++) {
     t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...from })).statusCode, 401, 'no header: 401');
-    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode, 200, 'valid key: 200');
+    t.equal(
+      (await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode,
+      200,
+      'valid key: 200',
+    );
   }
-  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: 'Bearer not-a-key' }, ...from })).statusCode, 401);
-  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: 'Bearer also-not' }, ...from })).statusCode, 401);
-  t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode, 429, 'two malformed keys used the budget');
+  t.equal(
+    (await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: 'Bearer not-a-key' }, ...from }))
+      .statusCode,
+    401,
+  );
+  t.equal(
+    (await app.inject({ method: 'GET', url: ACCOUNT, headers: { authorization: 'Bearer also-not' }, ...from }))
+      .statusCode,
+    401,
+  );
+  t.equal(
+    (await app.inject({ method: 'GET', url: ACCOUNT, headers: auth, ...from })).statusCode,
+    429,
+    'two malformed keys used the budget',
+  );
 });
 
 t.test('an IPv6 client is counted by its /64, and an IPv4-mapped address as the IPv4 address', async (t) => {
@@ -184,23 +243,43 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
   const via = (client: string) => ({ remoteAddress: proxy, headers: { ...wrong, 'x-forwarded-for': client } });
 
   await t.test('trusted: one client is shut out, another behind the same proxy is not', async (t) => {
-    const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2', TRUST_PROXY: '10.0.0.0/8, loopback' });
-    for (let i = 0; i < 2; i++) t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 401);
-    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 429, 'the guessing client is shut out');
-    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('198.51.100.1') })).statusCode, 401, 'another client is not');
+    const { app } = await buildTestApp(t, {
+      RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
+      TRUST_PROXY: '10.0.0.0/8, loopback',
+    });
+    for (let i = 0; i < 2; i++)
+      t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 401);
+    t.equal(
+      (await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode,
+      429,
+      'the guessing client is shut out',
+    );
+    t.equal(
+      (await app.inject({ method: 'GET', url: ACCOUNT, ...via('198.51.100.1') })).statusCode,
+      401,
+      'another client is not',
+    );
   });
 
   await t.test('untrusted: X-Forwarded-For is ignored, so a client cannot pick its own address', async (t) => {
     const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
-    for (let i = 0; i < 2; i++) t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via(`203.0.113.${i}`) })).statusCode, 401);
-    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.99') })).statusCode, 429, 'a new X-Forwarded-For does not escape the limit');
+    for (let i = 0; i < 2; i++)
+      t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via(`203.0.113.${i}`) })).statusCode, 401);
+    t.equal(
+      (await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.99') })).statusCode,
+      429,
+      'a new X-Forwarded-For does not escape the limit',
+    );
   });
 
   await t.test('a bad TRUST_PROXY stops the process at start, naming the entry', async (t) => {
     for (const value of ['true', '2', '10.0.0.0/8, not-an-address', ',']) {
       t.throws(() => loadConfig({ TRUST_PROXY: value }), { message: /TRUST_PROXY/ }, value);
     }
-    t.same(loadConfig({ TRUST_PROXY: '192.0.2.1, 10.0.0.0/8, ::1, fd00::/8, uniquelocal' }).TRUST_PROXY, '192.0.2.1, 10.0.0.0/8, ::1, fd00::/8, uniquelocal');
+    t.same(
+      loadConfig({ TRUST_PROXY: '192.0.2.1, 10.0.0.0/8, ::1, fd00::/8, uniquelocal' }).TRUST_PROXY,
+      '192.0.2.1, 10.0.0.0/8, ::1, fd00::/8, uniquelocal',
+    );
   });
 });
 
@@ -213,21 +292,32 @@ t.test('with REDIS_URL two API processes share one budget', withRedis, async (t)
   const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_CREATES_PER_MIN: '2' };
   const one = await buildTestApp(t, env);
   // The second "process": its own app and connection over the same database and Redis.
-  const two = await buildApp({ config: one.config, store: one.store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false });
+  const two = await buildApp({
+    config: one.config,
+    store: one.store,
+    mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
+    logger: false,
+  });
   t.teardown(() => two.close());
   const { accountId, auth } = await one.newAccount(1000);
 
   t.equal((await one.app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
   const fromTwo = await two.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
   t.equal(fromTwo.statusCode, 202);
-  t.equal(fromTwo.headers['ratelimit-remaining'], '0', 'the second process counted the first one\'s request');
+  t.equal(fromTwo.headers['ratelimit-remaining'], '0', "the second process counted the first one's request");
   const limited = await one.app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
   t.equal(limited.statusCode, 429);
   t.ok(Number(limited.headers['retry-after']) >= 1);
 
   const keys = await redis.keys(`${prefix}*`);
-  t.ok(keys.length > 0 && keys.every((k) => k.startsWith(`${prefix}rl:`)), 'every counter is under the configured prefix');
-  t.ok(keys.some((k) => k.includes('creates:')), 'and names its budget');
+  t.ok(
+    keys.length > 0 && keys.every((k) => k.startsWith(`${prefix}rl:`)),
+    'every counter is under the configured prefix',
+  );
+  t.ok(
+    keys.some((k) => k.includes('creates:')),
+    'and names its budget',
+  );
   t.equal((await one.store.getAccount(accountId))!.balance, 950);
   await assertLedgerInvariant(t, one.store, accountId);
 });
@@ -236,7 +326,12 @@ t.test('with REDIS_URL failed authentications are counted across processes', wit
   const { prefix } = redisWithPrefix(t);
   const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' };
   const one = await buildTestApp(t, env);
-  const two = await buildApp({ config: one.config, store: one.store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false });
+  const two = await buildApp({
+    config: one.config,
+    store: one.store,
+    mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
+    logger: false,
+  });
   t.teardown(() => two.close());
   const wrong = { authorization: `Bearer igk_${'B'.repeat(43)}` };
   const remoteAddress = '203.0.113.50';
@@ -250,18 +345,37 @@ t.test('with REDIS_URL failed authentications are counted across processes', wit
   t.equal(blocked.headers['ratelimit-limit'], '2');
   t.equal(blocked.headers['ratelimit-remaining'], '0');
   const { auth } = await one.newAccount(100);
-  t.equal((await two.inject({ method: 'GET', url: ACCOUNT, headers: auth, remoteAddress })).statusCode, 429, 'shut out in the other process too, even with a valid key');
+  t.equal(
+    (await two.inject({ method: 'GET', url: ACCOUNT, headers: auth, remoteAddress })).statusCode,
+    429,
+    'shut out in the other process too, even with a valid key',
+  );
 });
 
 t.test('when Redis stops answering, requests are served without a limit (fail open)', async (t) => {
   const dir = t.testdir({});
-  const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '1' });
+  const config = loadConfig({
+    DATA_DIR: dir,
+    LOG_LEVEL: 'silent',
+    RATE_LIMIT_CREATES_PER_MIN: '1',
+    RATE_LIMIT_AUTH_FAILURES_PER_MIN: '1',
+  });
   const store = new SqliteStore(`${dir}/imagegen.sqlite`);
   await store.migrate();
   // A client that never connects: every command fails at once (no offline queue).
-  const deadRedis = new Redis('redis://127.0.0.1:1', { lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+  const deadRedis = new Redis('redis://127.0.0.1:1', {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
   deadRedis.on('error', () => {});
-  const app = await buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false, rateLimitRedis: deadRedis });
+  const app = await buildApp({
+    config,
+    store,
+    mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
+    logger: false,
+    rateLimitRedis: deadRedis,
+  });
   t.teardown(async () => {
     await app.close();
     await store.close();
@@ -270,10 +384,18 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
   const { key } = await createAccountWithKey(store, { name: 'x', tokens: 100, now: new Date() });
   const auth = { authorization: `Bearer ${key}` };
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
-  t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202, 'no counter, no limit');
+  t.equal(
+    (await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode,
+    202,
+    'no counter, no limit',
+  );
   const wrong = { authorization: `Bearer igk_${'C'.repeat(43)}` };
   for (let i = 0; i < 3; i++) {
-    t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: wrong })).statusCode, 401, `failed authentication ${i + 1}: 401, not shut out`);
+    t.equal(
+      (await app.inject({ method: 'GET', url: ACCOUNT, headers: wrong })).statusCode,
+      401,
+      `failed authentication ${i + 1}: 401, not shut out`,
+    );
   }
 });
 
@@ -282,5 +404,8 @@ t.test('an unreachable REDIS_URL stops the start with a message naming it', asyn
   const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', REDIS_URL: 'redis://127.0.0.1:1' });
   const store = new SqliteStore(`${dir}/imagegen.sqlite`);
   t.teardown(() => store.close());
-  await t.rejects(buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false }), /REDIS_URL/);
+  await t.rejects(
+    buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false }),
+    /REDIS_URL/,
+  );
 });

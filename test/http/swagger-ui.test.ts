@@ -52,7 +52,12 @@ async function tryItOut(
     block.locator('.execute').click(),
   ]);
   await block.locator('.live-responses-table tr.response .response-col_status').first().waitFor();
-  return { response, shownStatus: (await block.locator('.live-responses-table tr.response .response-col_status').first().textContent())?.trim() };
+  return {
+    response,
+    shownStatus: (
+      await block.locator('.live-responses-table tr.response .response-col_status').first().textContent()
+    )?.trim(),
+  };
 }
 
 t.test(

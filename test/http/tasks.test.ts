@@ -15,7 +15,11 @@ const PROBLEM_JSON = /^application\/problem\+json/;
 
 type Auth = { authorization: string };
 
-const createBody = (overrides: Record<string, unknown> = {}) => ({ model: 'alpha-pro', prompt: 'a quiet harbour', ...overrides });
+const createBody = (overrides: Record<string, unknown> = {}) => ({
+  model: 'alpha-pro',
+  prompt: 'a quiet harbour',
+  ...overrides,
+});
 
 async function createTaskVia(app: FastifyInstance, auth: Auth, overrides: Record<string, unknown> = {}) {
   const res = await app.inject({ method: 'POST', url: TASKS, headers: auth, payload: createBody(overrides) });
@@ -23,7 +27,8 @@ async function createTaskVia(app: FastifyInstance, auth: Auth, overrides: Record
   return res.json().data;
 }
 
-const get = (app: FastifyInstance, url: string, headers: Record<string, string> = {}) => app.inject({ method: 'GET', url, headers });
+const get = (app: FastifyInstance, url: string, headers: Record<string, string> = {}) =>
+  app.inject({ method: 'GET', url, headers });
 
 function assertProblem(t: Test, res: LightMyRequestResponse, status: number, code: string): any {
   t.equal(res.statusCode, status, `status ${status}`);
@@ -49,7 +54,10 @@ async function seedTask(
   at: Date,
   request: { model?: 'alpha-pro' | 'beta-v5-pro'; status?: TaskStatus } = {},
 ): Promise<string> {
-  const task = createTask({ model: request.model ?? 'alpha-pro', prompt: 'seeded task' }, { accountId, now: at, newId: () => newIdAt(at) });
+  const task = createTask(
+    { model: request.model ?? 'alpha-pro', prompt: 'seeded task' },
+    { accountId, now: at, newId: () => newIdAt(at) },
+  );
   const status = request.status ?? 'CREATED';
   const finished = status === 'CREATED' ? {} : { status, startedAt: at, completedAt: at };
   await store.insertTaskWithDebit({ ...task, ...finished }, { maxActiveTasks: 1000 });
@@ -198,7 +206,12 @@ for (const [label, headers] of unauthorizedCases) {
   ] as const) {
     t.test(`${method} ${url} with ${label} is 401`, async (t) => {
       const { app } = await buildTestApp(t);
-      const res = await app.inject({ method, url, headers: headers(), ...(method === 'POST' ? { payload: createBody() } : {}) });
+      const res = await app.inject({
+        method,
+        url,
+        headers: headers(),
+        ...(method === 'POST' ? { payload: createBody() } : {}),
+      });
       assertProblem(t, res, 401, 'unauthorized');
       t.equal(res.headers['www-authenticate'], 'Bearer');
     });
@@ -224,7 +237,12 @@ t.test('a revoked key is 401 within the key cache TTL (at most a second)', async
 t.test('a create with a bad key creates nothing', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(100);
-  await app.inject({ method: 'POST', url: TASKS, headers: { authorization: `Bearer ${unknownWellFormedKey()}` }, payload: createBody() });
+  await app.inject({
+    method: 'POST',
+    url: TASKS,
+    headers: { authorization: `Bearer ${unknownWellFormedKey()}` },
+    payload: createBody(),
+  });
   t.equal((await store.getAccount(accountId))?.balance, 100);
   t.strictSame((await get(app, TASKS, auth)).json().data, []);
 });
@@ -261,7 +279,12 @@ t.test('a cross-account 404 looks exactly like an unknown id', async (t) => {
   const b = await newAccount();
   const task = await createTaskVia(app, a.auth);
   const foreign = assertProblem(t, await get(app, `${TASKS}/${task.task_id}`, b.auth), 404, 'not_found');
-  const unknown = assertProblem(t, await get(app, `${TASKS}/01890a5d-ac96-774b-bcce-b302099a8057`, b.auth), 404, 'not_found');
+  const unknown = assertProblem(
+    t,
+    await get(app, `${TASKS}/01890a5d-ac96-774b-bcce-b302099a8057`, b.auth),
+    404,
+    'not_found',
+  );
   t.equal(foreign.detail, unknown.detail);
   t.equal(foreign.title, unknown.title);
 });
@@ -296,7 +319,12 @@ async function listFixture(t: Test) {
 }
 
 /** Creates `count` tasks through the API, one after the other; returns their ids oldest first. */
-async function createMany(app: FastifyInstance, auth: Auth, count: number, overrides: (i: number) => Record<string, unknown> = () => ({})) {
+async function createMany(
+  app: FastifyInstance,
+  auth: Auth,
+  count: number,
+  overrides: (i: number) => Record<string, unknown> = () => ({}),
+) {
   const created: string[] = [];
   for (let i = 0; i < count; i++) created.push((await createTaskVia(app, auth, overrides(i))).task_id);
   return created;
@@ -407,7 +435,11 @@ t.test('filter by created_before is strictly before', async (t) => {
 t.test('created_after and created_before together select a window', async (t) => {
   const { app, store, accountId, auth } = await listFixture(t);
   const created = await seedMinutes(store, accountId, 5);
-  t.strictSame(ids(await get(app, `${TASKS}?created_after=${minute(0)}&created_before=${minute(4)}`, auth)), [created[3], created[2], created[1]]);
+  t.strictSame(ids(await get(app, `${TASKS}?created_after=${minute(0)}&created_before=${minute(4)}`, auth)), [
+    created[3],
+    created[2],
+    created[1],
+  ]);
 });
 
 t.test('a time filter with an offset means the same instant', async (t) => {
@@ -433,7 +465,11 @@ t.test('filters combine with paging', async (t) => {
   const { app, auth } = await listFixture(t);
   const created = await createMany(app, auth, 9, (i) => ({ model: i % 3 === 0 ? 'beta-v5-pro' : 'alpha-pro' }));
   const first = await get(app, `${TASKS}?model=alpha-pro&limit=4`, auth);
-  const second = await get(app, `${TASKS}?model=alpha-pro&limit=4&cursor=${encodeURIComponent(first.json().next_cursor)}`, auth);
+  const second = await get(
+    app,
+    `${TASKS}?model=alpha-pro&limit=4&cursor=${encodeURIComponent(first.json().next_cursor)}`,
+    auth,
+  );
   t.strictSame(ids(first), [created[8], created[7], created[5], created[4]]);
   t.strictSame(ids(second), [created[2], created[1]]);
   t.equal(second.json().next_cursor, null);
@@ -470,7 +506,12 @@ for (const cursor of ['zzzz', 'not a cursor', '!!!', 'x'.repeat(201)]) {
   t.test(`a bad cursor ${JSON.stringify(cursor.slice(0, 12))} is 400`, async (t) => {
     const { app, newAccount } = await buildTestApp(t);
     const { auth } = await newAccount();
-    const body = assertProblem(t, await get(app, `${TASKS}?cursor=${encodeURIComponent(cursor)}`, auth), 400, 'invalid_request');
+    const body = assertProblem(
+      t,
+      await get(app, `${TASKS}?cursor=${encodeURIComponent(cursor)}`, auth),
+      400,
+      'invalid_request',
+    );
     t.equal(body.errors?.[0]?.location, 'query');
     t.equal(body.errors?.[0]?.pointer, '/cursor');
   });
@@ -503,7 +544,10 @@ t.test('GET /api/v1/models lists both models with the seed limits and prices', a
   t.strictSame(alpha.image_reference_count, { min: 1, max: 8 });
   t.strictSame(alpha.prices, { '1K': 25, '2K': 25, '4K': 50 });
   t.strictSame(alpha.defaults, { aspect_ratio: '1:1', resolution: '1K' });
-  t.strictSame([...alpha.aspect_ratios].sort(), ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].sort());
+  t.strictSame(
+    [...alpha.aspect_ratios].sort(),
+    ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'].sort(),
+  );
   t.strictSame(beta.prompt_length, { min: 3, max: 5000 });
   t.strictSame(beta.image_reference_count, { min: 1, max: 10 });
   t.strictSame(beta.prices, { '1K': 25, '2K': 50 });

@@ -10,7 +10,9 @@ const MAX_PIXELS = 40_000_000;
 
 /** A noisy image, so encoders produce realistic, non-trivial files. */
 function pictureOf(width: number, height: number, channels: 3 | 4 = 3) {
-  return sharp({ create: { width, height, channels, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 30 } } });
+  return sharp({
+    create: { width, height, channels, background: '#808080', noise: { type: 'gaussian', mean: 128, sigma: 30 } },
+  });
 }
 
 async function uploadedFile(t: Test, bytes: Buffer | string): Promise<string> {
@@ -84,7 +86,9 @@ t.test('GPS EXIF is removed', async (t) => {
 t.test('XMP and ICC metadata are removed', async (t) => {
   const tagged = await pictureOf(40, 30)
     .webp()
-    .withXmp('<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/></x:xmpmeta>')
+    .withXmp(
+      '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/></x:xmpmeta>',
+    )
     .withIccProfile('p3')
     .toBuffer();
   t.match(await sharp(tagged).metadata(), { xmp: Buffer, icc: Buffer }, 'fixture has XMP and ICC');
@@ -119,7 +123,9 @@ t.test('a JPEG cut in half is rejected', async (t) => {
 // the entropy-coded bytes (about 3 % of random images decode completely without it and are then
 // accepted: their pixels are all there). A fixed image keeps this case deterministic.
 t.test('a JPEG missing only its end marker is rejected when its decoder runs into the cut', async (t) => {
-  const jpeg = await sharp({ create: { width: 200, height: 150, channels: 3, background: '#3366aa' } }).jpeg().toBuffer();
+  const jpeg = await sharp({ create: { width: 200, height: 150, channels: 3, background: '#3366aa' } })
+    .jpeg()
+    .toBuffer();
   const path = await uploadedFile(t, jpeg.subarray(0, jpeg.length - 2));
   await t.rejects(normalizeUpload(path, { maxPixels: MAX_PIXELS }), rejectedAs('invalid_image'));
 });

@@ -21,7 +21,13 @@ t.test('a waiting job whose signal aborts leaves the queue; the next one gets th
   t.equal(limit.pending, 3);
   const reason = new Error('canceled');
   controller.abort(reason);
-  t.equal(await aborted.then(() => null, (error: unknown) => error), reason);
+  t.equal(
+    await aborted.then(
+      () => null,
+      (error: unknown) => error,
+    ),
+    reason,
+  );
   t.equal(limit.pending, 2);
   first.open();
   await Promise.all([running, third]);
@@ -32,7 +38,12 @@ t.test('a waiting job whose signal aborts leaves the queue; the next one gets th
 t.test('an already aborted signal is refused before taking a slot', async (t) => {
   const limit = new ConcurrencyLimit(1);
   const reason = new Error('gone');
-  const error = await limit.run(async () => 'ran', AbortSignal.abort(reason)).then(() => null, (e: unknown) => e);
+  const error = await limit
+    .run(async () => 'ran', AbortSignal.abort(reason))
+    .then(
+      () => null,
+      (e: unknown) => e,
+    );
   t.equal(error, reason);
   t.equal(limit.pending, 0);
 });

@@ -1,6 +1,10 @@
 import t, { type Test } from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { IDEMPOTENCY_LEASE_MS, IDEMPOTENCY_LEASE_RENEW_MS, IdempotencyService } from '../../src/services/idempotency.js';
+import {
+  IDEMPOTENCY_LEASE_MS,
+  IDEMPOTENCY_LEASE_RENEW_MS,
+  IdempotencyService,
+} from '../../src/services/idempotency.js';
 import type { FastifyRequest } from 'fastify';
 import { IdempotentRequest } from '../../src/http/plugins/idempotency.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -27,7 +31,8 @@ t.test('a key held by a process that died is free again within seconds, not a mi
   advance(2);
   const retry = await service.claim(accountId, 'k', 'fp');
   t.equal(retry.outcome, 'acquired', 'the retry takes the key over');
-  if (crashed.outcome === 'acquired') t.equal(await service.renew(crashed.held), false, 'the dead holder could not renew it back');
+  if (crashed.outcome === 'acquired')
+    t.equal(await service.renew(crashed.held), false, 'the dead holder could not renew it back');
 });
 
 t.test('a holder that renews keeps its key past the first lease', async (t) => {
@@ -39,7 +44,11 @@ t.test('a holder that renews keeps its key past the first lease', async (t) => {
     t.equal(await service.renew(held.held), true);
   }
   advance(IDEMPOTENCY_LEASE_MS - 1);
-  await t.rejects(service.claim(accountId, 'k', 'fp'), { code: 'idempotency_in_progress' }, 'still held five renewals on');
+  await t.rejects(
+    service.claim(accountId, 'k', 'fp'),
+    { code: 'idempotency_in_progress' },
+    'still held five renewals on',
+  );
   await service.release(held.held);
   t.equal(await service.renew(held.held), false, 'a released key is not renewed');
   t.equal((await service.claim(accountId, 'k', 'fp')).outcome, 'acquired');

@@ -15,21 +15,33 @@ import { testStoreAdapter } from '../helpers/store.js';
 
 const HOUR_MS = 3600_000;
 const START = new Date('2030-01-01T00:00:00.000Z');
-const image = { bytes: Buffer.from('pretend these are image bytes'), contentType: 'image/png' as const, width: 1, height: 1, sizeBytes: 29, sha256: 'ab'.repeat(32) };
+const image = {
+  bytes: Buffer.from('pretend these are image bytes'),
+  contentType: 'image/png' as const,
+  width: 1,
+  height: 1,
+  sizeBytes: 29,
+  sha256: 'ab'.repeat(32),
+};
 
 async function setup(t: Test) {
   const dir = t.testdir({});
   const { store } = await testStoreAdapter().open(t);
   const blobs = new FsBlobStore(join(dir, 'blobs'));
   let current = START.getTime();
-  const clock = { now: () => new Date(current), advance: (ms: number) => {
+  const clock = {
+    now: () => new Date(current),
+    advance: (ms: number) => {
       current += ms;
     },
   };
   const { account } = await createAccountWithKey(store, { name: 'sweeper', tokens: 0, now: START });
   const blobExists = (key: string) => existsSync(join(dir, 'blobs', key));
   const put = (retentionMs: number) =>
-    storeMedia({ store, blobs, now: clock.now }, { accountId: account.id, source: 'upload', taskId: null, image, retentionMs });
+    storeMedia(
+      { store, blobs, now: clock.now },
+      { accountId: account.id, source: 'upload', taskId: null, image, retentionMs },
+    );
   return { dir, store, blobs, clock, accountId: account.id, blobExists, put };
 }
 
@@ -39,12 +51,19 @@ t.test('media live until expires_at, then the sweep deletes row and blob', async
   t.ok(s.blobExists(media.blobKey));
 
   s.clock.advance(2 * HOUR_MS - 1);
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), { expiredMedia: 0, blobsDeleted: 0 });
+  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), {
+    expiredMedia: 0,
+    blobsDeleted: 0,
+  });
   t.ok(await s.store.getMedia(s.accountId, media.id, s.clock.now()), 'still readable a millisecond before');
   t.ok(s.blobExists(media.blobKey));
 
   s.clock.advance(1);
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), { expiredMedia: 1, blobsDeleted: 1, more: false });
+  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), {
+    expiredMedia: 1,
+    blobsDeleted: 1,
+    more: false,
+  });
   t.equal(await s.store.getMediaById(media.id, new Date(0)), null, 'the row is gone, whatever the clock');
   t.notOk(s.blobExists(media.blobKey), 'the blob is gone');
 });
@@ -59,7 +78,8 @@ t.test('a sweep takes at most batchSize and says when there is more', async (t) 
   const first = await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now(), batchSize: 2 });
   t.match(first, { expiredMedia: 2, blobsDeleted: 2, more: true });
   let passes = 1;
-  while ((await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now(), batchSize: 2 })).more) passes += 1;
+  while ((await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now(), batchSize: 2 })).more)
+    passes += 1;
   t.ok(passes <= 4, `finished in ${passes + 1} passes`);
   for (const m of media) t.notOk(s.blobExists(m.blobKey));
   t.ok(s.blobExists(fresh.blobKey), 'an unexpired media is untouched');
@@ -73,7 +93,12 @@ t.test('a blob put by a writer that died before inserting its row is swept after
       throw new Error('the process died here');
     },
   });
-  await t.rejects(storeMedia({ store: dying, blobs: s.blobs, now: s.clock.now }, { accountId: s.accountId, source: 'upload', taskId: null, image, retentionMs: HOUR_MS }));
+  await t.rejects(
+    storeMedia(
+      { store: dying, blobs: s.blobs, now: s.clock.now },
+      { accountId: s.accountId, source: 'upload', taskId: null, image, retentionMs: HOUR_MS },
+    ),
+  );
   const [orphanKey] = await s.store.listDueBlobDeletions(new Date(8.64e15), 10);
   t.ok(orphanKey && s.blobExists(orphanKey), 'the blob was written but no row points at it');
 
@@ -93,7 +118,10 @@ t.test('a writer too late to claim its blob back inserts no row', async (t) => {
   // The second reading of the clock (at insert) comes after the grace period.
   const lateNow = () => (calls++ === 0 ? s.clock.now() : new Date(s.clock.now().getTime() + ORPHAN_BLOB_GRACE_MS));
   await t.rejects(
-    storeMedia({ store: s.store, blobs: s.blobs, now: lateNow }, { accountId: s.accountId, source: 'upload', taskId: null, image, retentionMs: HOUR_MS }),
+    storeMedia(
+      { store: s.store, blobs: s.blobs, now: lateNow },
+      { accountId: s.accountId, source: 'upload', taskId: null, image, retentionMs: HOUR_MS },
+    ),
     /ran out/,
   );
   const [key] = await s.store.listDueBlobDeletions(new Date(8.64e15), 10);
@@ -115,13 +143,21 @@ t.test('a blob that cannot be deleted stays queued and goes on a later sweep', a
   const warnings: unknown[] = [];
   const log = { warn: (details: object) => void warnings.push(details) };
 
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: flaky, now: s.clock.now(), log }), { expiredMedia: 1, blobsDeleted: 0, blobFailures: 1 });
+  t.match(await sweepExpiredMedia({ store: s.store, blobs: flaky, now: s.clock.now(), log }), {
+    expiredMedia: 1,
+    blobsDeleted: 0,
+    blobFailures: 1,
+  });
   t.equal(await s.store.getMediaById(media.id, new Date(0)), null, 'the row went at once');
   t.ok(s.blobExists(media.blobKey));
   t.equal(warnings.length, 1, 'the failure was logged');
 
   failing = false;
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: flaky, now: s.clock.now(), log }), { expiredMedia: 0, blobsDeleted: 1, blobFailures: 0 });
+  t.match(await sweepExpiredMedia({ store: s.store, blobs: flaky, now: s.clock.now(), log }), {
+    expiredMedia: 0,
+    blobsDeleted: 1,
+    blobFailures: 0,
+  });
   t.notOk(s.blobExists(media.blobKey));
 });
 
@@ -194,7 +230,9 @@ t.test("housekeeping removes a dead process's spool files at once and leaves a l
   await writeFile(dead, 'x');
   await writeFile(live, 'x');
 
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: new Date(), uploadTempDir: tmp }), { staleTempFiles: 1 });
+  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: new Date(), uploadTempDir: tmp }), {
+    staleTempFiles: 1,
+  });
   t.notOk(existsSync(dead), 'a minute old, but its process is gone');
   t.ok(existsSync(live));
 });

@@ -31,7 +31,9 @@ async function waitUntil(condition: () => boolean, ms: number): Promise<boolean>
 
 t.test('commits are copied into the database file by the background thread', async (t) => {
   const errors: string[] = [];
-  const { store, path, sizeBefore, accountId } = await storeWithTasks(t, { checkpointInBackground: { onCheckpointError: (m) => errors.push(m) } });
+  const { store, path, sizeBefore, accountId } = await storeWithTasks(t, {
+    checkpointInBackground: { onCheckpointError: (m) => errors.push(m) },
+  });
   t.ok(await waitUntil(() => statSync(path).size > sizeBefore, 10_000), 'the database file grew: a checkpoint ran');
   t.ok(existsSync(`${path}-wal`));
   await store.close();

@@ -52,7 +52,15 @@ t.test('every claim and lease leaves the connection committing with FULL', async
   const task = await insertTask(store, accountId);
   const now = new Date();
 
-  const claim = await store.claimIdempotencyKey({ accountId, key: 'k1', fingerprint: 'f', leaseToken: 'l', now, leaseMs: 60_000, ttlMs: 86_400_000 });
+  const claim = await store.claimIdempotencyKey({
+    accountId,
+    key: 'k1',
+    fingerprint: 'f',
+    leaseToken: 'l',
+    now,
+    leaseMs: 60_000,
+    ttlMs: 86_400_000,
+  });
   t.same(claim, { outcome: 'acquired' });
   t.equal(store.synchronousMode(), FULL, 'after an Idempotency-Key claim');
   const claimed = await store.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
@@ -66,7 +74,10 @@ t.test('every claim and lease leaves the connection committing with FULL', async
   // The unsynced commits are commits: another connection sees them.
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
-  t.match(reader.prepare('SELECT status, attempt FROM tasks WHERE id = ?').get(task.id), { status: 'IN_PROGRESS', attempt: 1 });
+  t.match(reader.prepare('SELECT status, attempt FROM tasks WHERE id = ?').get(task.id), {
+    status: 'IN_PROGRESS',
+    attempt: 1,
+  });
   t.match(reader.prepare('SELECT status FROM idempotency_keys WHERE key = ?').get('k1'), { status: 'in_flight' });
 });
 
@@ -82,7 +93,11 @@ t.test('releasing an Idempotency-Key (a refused request) is one unsynced transac
   t.equal(store.synchronousMode(), FULL, 'and FULL again after it');
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
-  t.equal(reader.prepare('SELECT 1 FROM idempotency_keys WHERE key = ?').get('refused'), undefined, 'the key is free for a retry');
+  t.equal(
+    reader.prepare('SELECT 1 FROM idempotency_keys WHERE key = ?').get('refused'),
+    undefined,
+    'the key is free for a retry',
+  );
 });
 
 t.test('completing an Idempotency-Key outside a create (an upload) is one synced transaction', async (t) => {
@@ -91,7 +106,13 @@ t.test('completing an Idempotency-Key outside a create (an upload) is one synced
   const held = { accountId, key: 'upload', leaseToken: 'l' };
   await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
   store.commitModes.length = 0;
-  t.equal(await store.completeIdempotencyKey({ ...held, response: { statusCode: 201, headers: {}, body: Buffer.from('{}') } }), true);
+  t.equal(
+    await store.completeIdempotencyKey({
+      ...held,
+      response: { statusCode: 201, headers: {}, body: Buffer.from('{}') },
+    }),
+    true,
+  );
   t.same(store.commitModes, [FULL], 'a replay answers from it: on disk before the response');
 });
 

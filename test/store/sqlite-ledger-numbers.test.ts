@@ -9,7 +9,9 @@ t.test('the migration numbers existing ledger entries per account, in their orde
   const account = old.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, 0)');
   account.run('a', 'a', 3);
   account.run('b', 'b', 2);
-  const entry = old.prepare("INSERT INTO ledger (account_id, kind, amount, balance_after, created_at) VALUES (?, 'grant', 1, ?, 0)");
+  const entry = old.prepare(
+    "INSERT INTO ledger (account_id, kind, amount, balance_after, created_at) VALUES (?, 'grant', 1, ?, 0)",
+  );
   // Global ids 1..5, interleaved: a gets 1, 3, 5 and b gets 2, 4.
   entry.run('a', 1);
   entry.run('b', 1);
@@ -22,7 +24,16 @@ t.test('the migration numbers existing ledger entries per account, in their orde
   await store.migrate();
   t.teardown(() => store.close());
   await store.grantTokens({ accountId: 'b', amount: 5, note: null, now: new Date() });
-  const ids = async (accountId: string) => (await store.listLedger(accountId, { limit: 10 })).items.map((e) => [e.id, e.balanceAfter]);
-  t.same(await ids('a'), [['3', 3], ['2', 2], ['1', 1]]);
-  t.same(await ids('b'), [['3', 7], ['2', 2], ['1', 1]]);
+  const ids = async (accountId: string) =>
+    (await store.listLedger(accountId, { limit: 10 })).items.map((e) => [e.id, e.balanceAfter]);
+  t.same(await ids('a'), [
+    ['3', 3],
+    ['2', 2],
+    ['1', 1],
+  ]);
+  t.same(await ids('b'), [
+    ['3', 7],
+    ['2', 2],
+    ['1', 1],
+  ]);
 });

@@ -25,7 +25,8 @@ async function storeWith(t: Test, tasksOf: (accountId: string) => TaskRecord[]) 
   const other = await store.createAccount({ id: newIdAt(now), name: 'other', initialTokens: 1_000_000, now });
   const tasks = tasksOf(listed.id);
   // The other account's tasks are interleaved with the listed one's in every range of the index.
-  for (const task of [...tasks, ...mixedTasks(other.id, 60, 7)]) await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
+  for (const task of [...tasks, ...mixedTasks(other.id, 60, 7)])
+    await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
   return { store, accountId: listed.id, tasks };
 }
 
@@ -33,9 +34,15 @@ t.test('a store made before migration 6 lists the same tasks after it, from the 
   const path = `${t.testdir({})}/store.sqlite`;
   const old = openAtSchemaVersion(path, 5);
   const accountId = newIdAt(new Date(START));
-  old.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)').run(accountId, 'old', 0, START);
+  old
+    .prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)')
+    .run(accountId, 'old', 0, START);
   const tasks = mixedTasks(accountId, 40, 11);
-  const insert = old.prepare(`INSERT INTO tasks (${Object.keys(fromTask(tasks[0])).join(', ')}) VALUES (${Object.keys(fromTask(tasks[0])).map((c) => `@${c}`).join(', ')})`);
+  const insert = old.prepare(
+    `INSERT INTO tasks (${Object.keys(fromTask(tasks[0])).join(', ')}) VALUES (${Object.keys(fromTask(tasks[0]))
+      .map((c) => `@${c}`)
+      .join(', ')})`,
+  );
   for (const task of tasks) insert.run(fromTask(task));
   old.close();
 
@@ -43,21 +50,36 @@ t.test('a store made before migration 6 lists the same tasks after it, from the 
   await store.migrate();
   t.teardown(() => store.close());
   t.strictSame((await allPages(t, store, accountId, { limit: 15 })).flat(), newestFirst(tasks));
-  t.strictSame((await allPages(t, store, accountId, { limit: 15, status: 'CANCELED' })).flat(), newestFirst(tasks.filter((task) => task.status === 'CANCELED')));
+  t.strictSame(
+    (await allPages(t, store, accountId, { limit: 15, status: 'CANCELED' })).flat(),
+    newestFirst(tasks.filter((task) => task.status === 'CANCELED')),
+  );
 
   const db = new Database(path, { readonly: true });
   t.teardown(() => db.close());
-  const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL ORDER BY name").pluck().all();
+  const indexes = db
+    .prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'tasks' AND sql IS NOT NULL ORDER BY name",
+    )
+    .pluck()
+    .all();
   t.strictSame(indexes, ['tasks_account_model_status', 'tasks_queue']);
 });
 
-t.test('first pages of every size from 1 to 100 are right, more sizes than the store keeps statements for', async (t) => {
-  const { store, accountId, tasks } = await storeWith(t, (id) => mixedTasks(id, 120, 9));
-  const expected = newestFirst(tasks.filter((task) => task.status === 'COMPLETED'));
-  for (let round = 0; round < 2; round++) {
-    for (let limit = 1; limit <= 100; limit++) {
-      const page = await store.listTasks(accountId, { limit, status: 'COMPLETED' });
-      t.strictSame(page.items.map((task) => task.id), expected.slice(0, limit), `round ${round}, a page of ${limit}`);
+t.test(
+  'first pages of every size from 1 to 100 are right, more sizes than the store keeps statements for',
+  async (t) => {
+    const { store, accountId, tasks } = await storeWith(t, (id) => mixedTasks(id, 120, 9));
+    const expected = newestFirst(tasks.filter((task) => task.status === 'COMPLETED'));
+    for (let round = 0; round < 2; round++) {
+      for (let limit = 1; limit <= 100; limit++) {
+        const page = await store.listTasks(accountId, { limit, status: 'COMPLETED' });
+        t.strictSame(
+          page.items.map((task) => task.id),
+          expected.slice(0, limit),
+          `round ${round}, a page of ${limit}`,
+        );
+      }
     }
-  }
-});
+  },
+);

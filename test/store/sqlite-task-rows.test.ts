@@ -16,7 +16,11 @@ t.test("TASK_COLUMNS are the tasks table's columns, in order, but for the queue'
   const db = new Database(path, { readonly: true });
   t.teardown(() => db.close());
   t.strictSame(
-    db.prepare('SELECT * FROM tasks').columns().map((c) => c.name).filter((name) => name !== 'lease_expires_at' && name !== 'run_after'),
+    db
+      .prepare('SELECT * FROM tasks')
+      .columns()
+      .map((c) => c.name)
+      .filter((name) => name !== 'lease_expires_at' && name !== 'run_after'),
     [...TASK_COLUMNS],
   );
 });

@@ -25,7 +25,10 @@ async function newAccount(store: Store, tokens: number, name = 'contract'): Prom
 }
 
 /** alpha-pro at 1K costs 25 tokens; 4K costs 50. */
-function newTask(accountId: string, options: { resolution?: '1K' | '4K'; createdAt?: Date; webhookUrl?: string; references?: string[] } = {}): TaskRecord {
+function newTask(
+  accountId: string,
+  options: { resolution?: '1K' | '4K'; createdAt?: Date; webhookUrl?: string; references?: string[] } = {},
+): TaskRecord {
   const now = options.createdAt ?? new Date();
   return createTask(
     {
@@ -39,14 +42,29 @@ function newTask(accountId: string, options: { resolution?: '1K' | '4K'; created
   );
 }
 
-const policy = (now = new Date(), over: Partial<ClaimPolicy> = {}): ClaimPolicy => ({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: HOUR, ...over });
+const policy = (now = new Date(), over: Partial<ClaimPolicy> = {}): ClaimPolicy => ({
+  now,
+  leaseMs: 60_000,
+  maxAttempts: 3,
+  deadlineMs: HOUR,
+  ...over,
+});
 
 /** A generated image's row input whose blob is reserved, as the worker does before it writes the blob. */
 async function reservedResult(store: Store, now: Date): Promise<GeneratedMediaInput> {
   const id = newIdAt(now);
   const blobKey = `results/${id}`;
   await store.scheduleBlobDeletion(blobKey, new Date(now.getTime() + 60_000));
-  return { id, blobKey, contentType: 'image/png', width: 1024, height: 1024, sizeBytes: 10, sha256: 'ab', expiresAt: new Date(now.getTime() + HOUR) };
+  return {
+    id,
+    blobKey,
+    contentType: 'image/png',
+    width: 1024,
+    height: 1024,
+    sizeBytes: 10,
+    sha256: 'ab',
+    expiresAt: new Date(now.getTime() + HOUR),
+  };
 }
 
 export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
@@ -64,7 +82,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.strictSame(await store.getAccount(id), account);
       t.equal(await store.getAccount(newIdAt(now)), null, 'an unknown account is null');
       t.equal(await store.countAccounts(), before + 1);
-      t.match((await store.listLedger(id, { limit: 10 })).items, [{ kind: 'grant', amount: 70, balanceAfter: 70, note: 'opening balance' }]);
+      t.match((await store.listLedger(id, { limit: 10 })).items, [
+        { kind: 'grant', amount: 70, balanceAfter: 70, note: 'opening balance' },
+      ]);
       const empty = await newAccount(store, 0);
       t.same((await store.listLedger(empty, { limit: 10 })).items, [], 'no grant entry for 0 tokens');
       await assertLedgerInvariant(t, store, id);
@@ -74,7 +94,14 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 40);
       const now = new Date();
-      const key = await store.insertApiKey({ id: newIdAt(now), accountId, name: 'ci', prefix: 'ig_abc12345', hash: 'h'.repeat(64), now });
+      const key = await store.insertApiKey({
+        id: newIdAt(now),
+        accountId,
+        name: 'ci',
+        prefix: 'ig_abc12345',
+        hash: 'h'.repeat(64),
+        now,
+      });
       t.match(key, { accountId, name: 'ci', prefix: 'ig_abc12345', lastUsedAt: null, revokedAt: null });
       const found = await store.findActiveApiKey('h'.repeat(64));
       t.strictSame(found?.key, key);
@@ -97,11 +124,24 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const base = Date.now();
       for (const [i, accountId] of [a, b, a].entries()) {
         const now = new Date(base + i);
-        await store.insertApiKey({ id: newIdAt(now), accountId, name: `k${i}`, prefix: `ig_p${i}${base}`, hash: `hash-${i}-${base}`, now });
+        await store.insertApiKey({
+          id: newIdAt(now),
+          accountId,
+          name: `k${i}`,
+          prefix: `ig_p${i}${base}`,
+          hash: `hash-${i}-${base}`,
+          now,
+        });
       }
-      t.strictSame((await store.listApiKeys(a)).map((k) => k.name), ['k0', 'k2']);
+      t.strictSame(
+        (await store.listApiKeys(a)).map((k) => k.name),
+        ['k0', 'k2'],
+      );
       const all = (await store.listApiKeys()).filter((k) => k.accountId === a || k.accountId === b);
-      t.strictSame(all.map((k) => k.name), ['k0', 'k1', 'k2']);
+      t.strictSame(
+        all.map((k) => k.name),
+        ['k0', 'k1', 'k2'],
+      );
       t.equal(await store.revokeApiKey('ig_nothing', new Date()), false);
     });
   });
@@ -114,11 +154,17 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const results = await Promise.allSettled(tasks.map((task) => store.insertTaskWithDebit(task, LIMITS)));
 
       t.equal(results.filter((r) => r.status === 'fulfilled').length, 4, '4 inserted');
-      const refusals = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => codeOf(r.reason));
+      const refusals = results
+        .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+        .map((r) => codeOf(r.reason));
       t.same([...new Set(refusals)], ['insufficient_tokens'], 'every refusal is insufficient_tokens');
       t.equal(refusals.length, 46);
       t.equal((await store.getAccount(accountId))!.balance, 0, 'balance 0');
-      t.equal((await store.listTasks(accountId, { limit: 100 })).items.length, 4, '4 tasks stored, none for the refusals');
+      t.equal(
+        (await store.listTasks(accountId, { limit: 100 })).items.length,
+        4,
+        '4 tasks stored, none for the refusals',
+      );
       t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 100, refund: 0 });
       await assertLedgerInvariant(t, store, accountId);
     });
@@ -147,35 +193,60 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await assertLedgerInvariant(t, store, accountId);
     });
 
-    t.test('creates started together settle one by one: a refused or failing one changes nothing for the others', async (t) => {
-      const store = await open(t);
-      const rich = await newAccount(store, 1000);
-      const poor = await newAccount(store, 30);
-      const stored = newTask(rich);
-      await store.insertTaskWithDebit(stored, { maxActiveTasks: 100 });
-      const attempts = [
-        newTask(rich),
-        newTask(poor),
-        newTask(poor), // 30 tokens cover one 25-token task
-        { ...newTask(rich), id: stored.id }, // a duplicate id fails on the primary key
-        newTask(rich),
-      ];
-      const results = await Promise.allSettled(attempts.map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 100 })));
-      t.same([0, 3, 4].map((i) => results[i].status), ['fulfilled', 'rejected', 'fulfilled'], "the rich account's creates");
-      // The poor account's two creates race: whichever the adapter orders first gets the tokens.
-      t.same([1, 2].map((i) => results[i].status).sort(), ['fulfilled', 'rejected'], 'one of the two 25-token creates fits in 30');
-      const poorRefusal = [results[1], results[2]].find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      t.equal(codeOf(poorRefusal?.reason), 'insufficient_tokens');
-      t.notOk((results[3] as PromiseRejectedResult).reason instanceof DomainError, 'the duplicate fails as a storage error');
-      t.same(await store.ledgerTotals(rich), { grant: 1000, debit: 3 * 25, refund: 0 }, 'the duplicate was not charged');
-      t.same(await store.ledgerTotals(poor), { grant: 30, debit: 25, refund: 0 });
-      for (const [i, result] of results.entries()) {
-        if (i !== 3) t.equal(Boolean(await store.getTask(attempts[i].accountId, attempts[i].id)), result.status === 'fulfilled', `task ${i} stored if accepted`);
-      }
-      t.equal((await store.getTask(rich, stored.id))!.prompt, stored.prompt, 'the stored task is untouched');
-      await assertLedgerInvariant(t, store, rich);
-      await assertLedgerInvariant(t, store, poor);
-    });
+    t.test(
+      'creates started together settle one by one: a refused or failing one changes nothing for the others',
+      async (t) => {
+        const store = await open(t);
+        const rich = await newAccount(store, 1000);
+        const poor = await newAccount(store, 30);
+        const stored = newTask(rich);
+        await store.insertTaskWithDebit(stored, { maxActiveTasks: 100 });
+        const attempts = [
+          newTask(rich),
+          newTask(poor),
+          newTask(poor), // 30 tokens cover one 25-token task
+          { ...newTask(rich), id: stored.id }, // a duplicate id fails on the primary key
+          newTask(rich),
+        ];
+        const results = await Promise.allSettled(
+          attempts.map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 100 })),
+        );
+        t.same(
+          [0, 3, 4].map((i) => results[i].status),
+          ['fulfilled', 'rejected', 'fulfilled'],
+          "the rich account's creates",
+        );
+        // The poor account's two creates race: whichever the adapter orders first gets the tokens.
+        t.same(
+          [1, 2].map((i) => results[i].status).sort(),
+          ['fulfilled', 'rejected'],
+          'one of the two 25-token creates fits in 30',
+        );
+        const poorRefusal = [results[1], results[2]].find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        t.equal(codeOf(poorRefusal?.reason), 'insufficient_tokens');
+        t.notOk(
+          (results[3] as PromiseRejectedResult).reason instanceof DomainError,
+          'the duplicate fails as a storage error',
+        );
+        t.same(
+          await store.ledgerTotals(rich),
+          { grant: 1000, debit: 3 * 25, refund: 0 },
+          'the duplicate was not charged',
+        );
+        t.same(await store.ledgerTotals(poor), { grant: 30, debit: 25, refund: 0 });
+        for (const [i, result] of results.entries()) {
+          if (i !== 3)
+            t.equal(
+              Boolean(await store.getTask(attempts[i].accountId, attempts[i].id)),
+              result.status === 'fulfilled',
+              `task ${i} stored if accepted`,
+            );
+        }
+        t.equal((await store.getTask(rich, stored.id))!.prompt, stored.prompt, 'the stored task is untouched');
+        await assertLedgerInvariant(t, store, rich);
+        await assertLedgerInvariant(t, store, poor);
+      },
+    );
 
     t.test('a create still running when the store closes is committed before it closes', async (t) => {
       const opened = await adapter.open(t);
@@ -196,7 +267,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(account.balance, 70);
       const page = await store.listLedger(accountId, { limit: 10 });
       t.match(page.items, [{ kind: 'grant', amount: 70, balanceAfter: 70, note: 'top-up', taskId: null }]);
-      await t.rejects(store.grantTokens({ accountId: newIdAt(new Date()), amount: 1, note: null, now: new Date() }), { code: 'not_found' });
+      await t.rejects(store.grantTokens({ accountId: newIdAt(new Date()), amount: 1, note: null, now: new Date() }), {
+        code: 'not_found',
+      });
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -209,7 +282,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       ]);
       const totals = await store.ledgerTotals(accountId);
       t.equal(totals.grant, 300);
-      t.ok(totals.debit >= 50 && totals.debit <= 300, 'at least the opening balance was spent, never more than granted');
+      t.ok(
+        totals.debit >= 50 && totals.debit <= 300,
+        'at least the opening balance was spent, never more than granted',
+      );
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -221,7 +297,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await store.grantTokens({ accountId: one, amount: 1, note: null, now: new Date() });
       const ids = (await store.listLedger(one, { limit: 10 })).items.map((e) => e.id);
       t.same(ids, ['2', '1'], 'the opening grant, then the next entry of this account');
-      t.same((await store.listLedger(other, { limit: 10 })).items.map((e) => e.id), ['4', '3', '2', '1']);
+      t.same(
+        (await store.listLedger(other, { limit: 10 })).items.map((e) => e.id),
+        ['4', '3', '2', '1'],
+      );
     });
 
     t.test('listLedger pages newest first without gaps or repeats', async (t) => {
@@ -249,9 +328,13 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('holds under concurrency and refuses without debiting', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);
-      const results = await Promise.allSettled(Array.from({ length: 20 }, () => store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 })));
+      const results = await Promise.allSettled(
+        Array.from({ length: 20 }, () => store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 })),
+      );
       t.equal(results.filter((r) => r.status === 'fulfilled').length, 3);
-      const refusals = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => codeOf(r.reason));
+      const refusals = results
+        .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+        .map((r) => codeOf(r.reason));
       t.same([...new Set(refusals)], ['too_many_active_tasks']);
       t.equal((await store.getAccount(accountId))!.balance, 10_000 - 3 * 25, 'only the 3 accepted were debited');
       await assertLedgerInvariant(t, store, accountId);
@@ -262,8 +345,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 50);
       await store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 1 });
-      await t.rejects(store.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 1 }), { code: 'too_many_active_tasks' });
-      await t.rejects(store.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 2 }), { code: 'insufficient_tokens' });
+      await t.rejects(store.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 1 }), {
+        code: 'too_many_active_tasks',
+      });
+      await t.rejects(store.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 2 }), {
+        code: 'insufficient_tokens',
+      });
       t.equal((await store.getAccount(accountId))!.balance, 25, 'neither refusal debited');
       await assertLedgerInvariant(t, store, accountId);
     });
@@ -272,7 +359,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);
       const cap = { maxActiveTasks: 2 };
-      const atCap = () => t.rejects(store.insertTaskWithDebit(newTask(accountId), cap), { code: 'too_many_active_tasks' });
+      const atCap = () =>
+        t.rejects(store.insertTaskWithDebit(newTask(accountId), cap), { code: 'too_many_active_tasks' });
       const fits = async () => {
         const task = newTask(accountId);
         await store.insertTaskWithDebit(task, cap);
@@ -288,7 +376,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await atCap();
       const again = await store.claimNextTask(policy());
       t.ok(await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
-      t.notOk(await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }), 'a second completion is fenced out');
+      t.notOk(
+        await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }),
+        'a second completion is fenced out',
+      );
       const c = await fits();
       await atCap();
       await store.cancelTask(accountId, c.id, new Date());
@@ -297,7 +388,14 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await atCap();
       const running = await store.claimNextTask(policy());
       t.equal(running?.id, b.id);
-      t.ok(await store.failTask({ taskId: b.id, attempt: running!.attempt, error: { code: 'x', message: 'x' }, now: new Date() }));
+      t.ok(
+        await store.failTask({
+          taskId: b.id,
+          attempt: running!.attempt,
+          error: { code: 'x', message: 'x' },
+          now: new Date(),
+        }),
+      );
       const d = await fits();
       await atCap();
       const lost = await store.claimNextTask(policy(new Date(), { leaseMs: 1 }));
@@ -323,7 +421,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test("a task whose references are the account's unexpired uploads is created and charged", async (t) => {
       const { store, accountId } = await setup(t);
-      const references = [(await storeUpload(store, accountId, new Date())).id, (await storeUpload(store, accountId, new Date())).id];
+      const references = [
+        (await storeUpload(store, accountId, new Date())).id,
+        (await storeUpload(store, accountId, new Date())).id,
+      ];
       const task = newTask(accountId, { references });
       await store.insertTaskWithDebit(task, LIMITS);
       t.strictSame((await store.getTask(accountId, task.id))?.imageReference, references);
@@ -337,13 +438,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const bad: Record<string, string> = {
         unknown: newIdAt(now),
         "another account's upload": (await storeUpload(store, otherId, now)).id,
-        'an upload expired when the task is made': (await storeUpload(store, accountId, new Date(now.getTime() - 7_200_000))).id,
+        'an upload expired when the task is made': (
+          await storeUpload(store, accountId, new Date(now.getTime() - 7_200_000))
+        ).id,
       };
       for (const [name, id] of Object.entries(bad)) {
         const task = newTask(accountId, { references: [good, good, id, newIdAt(now)] });
         await t.rejects(
           store.insertTaskWithDebit(task, LIMITS),
-          { code: 'invalid_media_reference', fieldErrors: [{ pointer: '/image_reference/2', location: 'body', code: 'unknown_media' }] },
+          {
+            code: 'invalid_media_reference',
+            fieldErrors: [{ pointer: '/image_reference/2', location: 'body', code: 'unknown_media' }],
+          },
           name,
         );
         t.equal(await store.getTask(accountId, task.id), null, `${name}: no task`);
@@ -353,22 +459,28 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await store.insertTaskWithDebit(newTask(accountId, { references: [good] }), { maxActiveTasks: 1 });
     });
 
-    t.test('an upload deleted while the create runs is refused or the create wins; never a task on a deleted upload', async (t) => {
-      const { store, accountId } = await setup(t);
-      const now = new Date();
-      const upload = (await storeUpload(store, accountId, now)).id;
-      const task = newTask(accountId, { references: [upload] });
-      const [deleted, created] = await Promise.allSettled([store.deleteMedia(accountId, upload, now), store.insertTaskWithDebit(task, LIMITS)]);
-      t.equal(deleted.status, 'fulfilled');
-      // The delete was started first: whichever order the adapter commits them in, a task that was
-      // created saw the upload, and one that did not see it was refused.
-      if (created.status === 'fulfilled') t.ok(await store.getTask(accountId, task.id));
-      else {
-        t.match(created, { status: 'rejected', reason: { code: 'invalid_media_reference' } });
-        t.equal(await store.getTask(accountId, task.id), null);
-        t.equal((await store.getAccount(accountId))?.balance, 1000);
-      }
-    });
+    t.test(
+      'an upload deleted while the create runs is refused or the create wins; never a task on a deleted upload',
+      async (t) => {
+        const { store, accountId } = await setup(t);
+        const now = new Date();
+        const upload = (await storeUpload(store, accountId, now)).id;
+        const task = newTask(accountId, { references: [upload] });
+        const [deleted, created] = await Promise.allSettled([
+          store.deleteMedia(accountId, upload, now),
+          store.insertTaskWithDebit(task, LIMITS),
+        ]);
+        t.equal(deleted.status, 'fulfilled');
+        // The delete was started first: whichever order the adapter commits them in, a task that was
+        // created saw the upload, and one that did not see it was refused.
+        if (created.status === 'fulfilled') t.ok(await store.getTask(accountId, task.id));
+        else {
+          t.match(created, { status: 'rejected', reason: { code: 'invalid_media_reference' } });
+          t.equal(await store.getTask(accountId, task.id), null);
+          t.equal((await store.getAccount(accountId))?.balance, 1000);
+        }
+      },
+    );
   });
 
   t.test('idempotency keys', async (t) => {
@@ -377,7 +489,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       headers: { location: '/api/v1/images/generations/x', 'content-type': 'application/json; charset=utf-8' },
       body: Buffer.from('{"data":{"task_id":"x"}}'),
     };
-    const claimInput = (accountId: string, over: Partial<{ key: string; fingerprint: string; leaseToken: string; now: Date }> = {}) => ({
+    const claimInput = (
+      accountId: string,
+      over: Partial<{ key: string; fingerprint: string; leaseToken: string; now: Date }> = {},
+    ) => ({
       accountId,
       key: 'key-1',
       fingerprint: 'fp-1',
@@ -388,18 +503,27 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       ...over,
     });
 
-    t.test('first claim acquires; a second while in flight is in_progress; another fingerprint is a mismatch', async (t) => {
-      const store = await open(t);
-      const accountId = await newAccount(store, 0);
-      t.same(await store.claimIdempotencyKey(claimInput(accountId)), { outcome: 'acquired' });
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2' })), { outcome: 'in_progress' });
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-3', fingerprint: 'fp-2' })), { outcome: 'fingerprint_mismatch' });
-    });
+    t.test(
+      'first claim acquires; a second while in flight is in_progress; another fingerprint is a mismatch',
+      async (t) => {
+        const store = await open(t);
+        const accountId = await newAccount(store, 0);
+        t.same(await store.claimIdempotencyKey(claimInput(accountId)), { outcome: 'acquired' });
+        t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2' })), {
+          outcome: 'in_progress',
+        });
+        t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-3', fingerprint: 'fp-2' })), {
+          outcome: 'fingerprint_mismatch',
+        });
+      },
+    );
 
     t.test('concurrent claims: exactly one acquires', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
-      const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => store.claimIdempotencyKey(claimInput(accountId, { leaseToken: `t${i}` }))));
+      const claims = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => store.claimIdempotencyKey(claimInput(accountId, { leaseToken: `t${i}` }))),
+      );
       t.equal(claims.filter((c) => c.outcome === 'acquired').length, 1);
       t.equal(claims.filter((c) => c.outcome === 'in_progress').length, 19);
     });
@@ -416,7 +540,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         t.same(replay.response.headers, response.headers);
         t.ok(replay.response.body.equals(response.body));
       }
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2' })), { outcome: 'fingerprint_mismatch' }, 'a completed key is bound to its body');
+      t.same(
+        await store.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2' })),
+        { outcome: 'fingerprint_mismatch' },
+        'a completed key is bound to its body',
+      );
     });
 
     t.test('keys are scoped to the account', async (t) => {
@@ -431,12 +559,29 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       const now = new Date();
-      const claim = { accountId, key: 'renew', fingerprint: 'fp', leaseToken: 'holder', now, leaseMs: 1000, ttlMs: 24 * HOUR };
+      const claim = {
+        accountId,
+        key: 'renew',
+        fingerprint: 'fp',
+        leaseToken: 'holder',
+        now,
+        leaseMs: 1000,
+        ttlMs: 24 * HOUR,
+      };
       t.same(await store.claimIdempotencyKey(claim), { outcome: 'acquired' });
       const later = new Date(now.getTime() + 900);
-      const renewal = { accountId, key: 'renew', leaseToken: 'holder', leaseExpiresAt: new Date(later.getTime() + 1000) };
+      const renewal = {
+        accountId,
+        key: 'renew',
+        leaseToken: 'holder',
+        leaseExpiresAt: new Date(later.getTime() + 1000),
+      };
       t.equal(await store.renewIdempotencyKey(renewal), true, 'renewed by its holder');
-      t.same(await store.claimIdempotencyKey({ ...claim, leaseToken: 'other', now: new Date(now.getTime() + 1500) }), { outcome: 'in_progress' }, 'still held past the first lease');
+      t.same(
+        await store.claimIdempotencyKey({ ...claim, leaseToken: 'other', now: new Date(now.getTime() + 1500) }),
+        { outcome: 'in_progress' },
+        'still held past the first lease',
+      );
       t.equal(await store.renewIdempotencyKey({ ...renewal, leaseToken: 'other' }), false, 'not by another token');
       await store.releaseIdempotencyKey({ accountId, key: 'renew', leaseToken: 'holder' });
       t.equal(await store.renewIdempotencyKey(renewal), false, 'not once released');
@@ -447,7 +592,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const accountId = await newAccount(store, 0);
       await store.claimIdempotencyKey(claimInput(accountId));
       await store.releaseIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1' });
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2', fingerprint: 'fp-2' })), { outcome: 'acquired' });
+      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2', fingerprint: 'fp-2' })), {
+        outcome: 'acquired',
+      });
     });
 
     t.test('an abandoned in-flight key is taken over after its lease, and the old holder is fenced out', async (t) => {
@@ -455,13 +602,39 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const accountId = await newAccount(store, 0);
       const start = Date.now();
       await store.claimIdempotencyKey(claimInput(accountId, { now: new Date(start) }));
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2', now: new Date(start + 59_999) })), { outcome: 'in_progress' }, 'lease still live');
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2', now: new Date(start + 60_000) })), { outcome: 'acquired' }, 'taken over');
+      t.same(
+        await store.claimIdempotencyKey(
+          claimInput(accountId, { leaseToken: 'token-2', now: new Date(start + 59_999) }),
+        ),
+        { outcome: 'in_progress' },
+        'lease still live',
+      );
+      t.same(
+        await store.claimIdempotencyKey(
+          claimInput(accountId, { leaseToken: 'token-2', now: new Date(start + 60_000) }),
+        ),
+        { outcome: 'acquired' },
+        'taken over',
+      );
 
-      t.equal(await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1', response }), false, 'the old holder cannot complete');
+      t.equal(
+        await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1', response }),
+        false,
+        'the old holder cannot complete',
+      );
       await store.releaseIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1' });
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-3', now: new Date(start + 60_001) })), { outcome: 'in_progress' }, 'nor release the new holder');
-      t.equal(await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-2', response }), true, 'the new holder completes');
+      t.same(
+        await store.claimIdempotencyKey(
+          claimInput(accountId, { leaseToken: 'token-3', now: new Date(start + 60_001) }),
+        ),
+        { outcome: 'in_progress' },
+        'nor release the new holder',
+      );
+      t.equal(
+        await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-2', response }),
+        true,
+        'the new holder completes',
+      );
     });
 
     t.test('an abandoned key with another body stays bound to its first body', async (t) => {
@@ -469,7 +642,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const accountId = await newAccount(store, 0);
       const start = Date.now();
       await store.claimIdempotencyKey(claimInput(accountId, { now: new Date(start) }));
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2', now: new Date(start + 120_000) })), { outcome: 'fingerprint_mismatch' });
+      t.same(
+        await store.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2', now: new Date(start + 120_000) })),
+        { outcome: 'fingerprint_mismatch' },
+      );
     });
 
     t.test('after 24 h a key starts afresh, and the sweeper deletes only expired keys', async (t) => {
@@ -483,14 +659,28 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
       const later = new Date(start + 24 * HOUR);
       t.same(
-        await store.claimIdempotencyKey(claimInput(accountId, { key: 'old', fingerprint: 'fp-new', leaseToken: 'token-9', now: later })),
+        await store.claimIdempotencyKey(
+          claimInput(accountId, { key: 'old', fingerprint: 'fp-new', leaseToken: 'token-9', now: later }),
+        ),
         { outcome: 'acquired' },
         'an expired, unswept key is reusable',
       );
-      t.equal(await store.deleteExpiredIdempotencyKeys(later, 100), 1, 'only the abandoned row had expired (old was renewed)');
+      t.equal(
+        await store.deleteExpiredIdempotencyKeys(later, 100),
+        1,
+        'only the abandoned row had expired (old was renewed)',
+      );
       t.equal(await store.deleteExpiredIdempotencyKeys(later, 100), 0, 'sweeping twice deletes nothing more');
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'recent', fingerprint: 'fp-x', now: later })), { outcome: 'fingerprint_mismatch' }, 'unexpired keys stay');
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'abandoned', fingerprint: 'fp-x', now: later })), { outcome: 'acquired' }, 'the swept key is free');
+      t.same(
+        await store.claimIdempotencyKey(claimInput(accountId, { key: 'recent', fingerprint: 'fp-x', now: later })),
+        { outcome: 'fingerprint_mismatch' },
+        'unexpired keys stay',
+      );
+      t.same(
+        await store.claimIdempotencyKey(claimInput(accountId, { key: 'abandoned', fingerprint: 'fp-x', now: later })),
+        { outcome: 'acquired' },
+        'the swept key is free',
+      );
       t.equal(await store.deleteExpiredIdempotencyKeys(new Date(start + 49 * HOUR), 100), 3, 'everything expires');
     });
 
@@ -498,39 +688,74 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       const start = Date.now();
-      for (let i = 0; i < 5; i++) await store.claimIdempotencyKey(claimInput(accountId, { key: `k${i}`, now: new Date(start + i * 1000) }));
+      for (let i = 0; i < 5; i++)
+        await store.claimIdempotencyKey(claimInput(accountId, { key: `k${i}`, now: new Date(start + i * 1000) }));
       const later = new Date(start + 25 * HOUR);
       t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 2, 'two of five');
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'k2', fingerprint: 'fp-x', now: new Date(start + 3000) })), { outcome: 'fingerprint_mismatch' }, 'k2 (third to expire) is still there');
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { key: 'k1', fingerprint: 'fp-x', now: later })), { outcome: 'acquired' }, 'k1 (second to expire) is gone: claiming it starts afresh');
+      t.same(
+        await store.claimIdempotencyKey(
+          claimInput(accountId, { key: 'k2', fingerprint: 'fp-x', now: new Date(start + 3000) }),
+        ),
+        { outcome: 'fingerprint_mismatch' },
+        'k2 (third to expire) is still there',
+      );
+      t.same(
+        await store.claimIdempotencyKey(claimInput(accountId, { key: 'k1', fingerprint: 'fp-x', now: later })),
+        { outcome: 'acquired' },
+        'k1 (second to expire) is gone: claiming it starts afresh',
+      );
       t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 2);
       t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 1, 'the last one; fewer than the limit: done');
     });
 
-    t.test('the key is completed in the transaction that charges: a crash right after the insert still replays', async (t) => {
-      const store = await open(t);
-      const accountId = await newAccount(store, 100);
-      const now = new Date();
-      t.equal((await store.claimIdempotencyKey(claimInput(accountId, { now }))).outcome, 'acquired');
-      const task = newTask(accountId, { createdAt: now });
-      const taskResponse = { statusCode: 202, headers: { location: `/x/${task.id}` }, body: Buffer.from(`{"task":"${task.id}"}`) };
-      await store.insertTaskWithDebit(task, { maxActiveTasks: 10 }, { accountId, key: 'key-1', leaseToken: 'token-1', response: taskResponse });
-      const retry = await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2', now: new Date(now.getTime() + 120_000) }));
-      t.equal(retry.outcome, 'replay');
-      if (retry.outcome === 'replay') t.equal(retry.response.body.toString(), `{"task":"${task.id}"}`);
-      t.equal((await store.ledgerTotals(accountId)).debit, 25, 'charged once');
-      await assertLedgerInvariant(t, store, accountId);
-    });
+    t.test(
+      'the key is completed in the transaction that charges: a crash right after the insert still replays',
+      async (t) => {
+        const store = await open(t);
+        const accountId = await newAccount(store, 100);
+        const now = new Date();
+        t.equal((await store.claimIdempotencyKey(claimInput(accountId, { now }))).outcome, 'acquired');
+        const task = newTask(accountId, { createdAt: now });
+        const taskResponse = {
+          statusCode: 202,
+          headers: { location: `/x/${task.id}` },
+          body: Buffer.from(`{"task":"${task.id}"}`),
+        };
+        await store.insertTaskWithDebit(
+          task,
+          { maxActiveTasks: 10 },
+          { accountId, key: 'key-1', leaseToken: 'token-1', response: taskResponse },
+        );
+        const retry = await store.claimIdempotencyKey(
+          claimInput(accountId, { leaseToken: 'token-2', now: new Date(now.getTime() + 120_000) }),
+        );
+        t.equal(retry.outcome, 'replay');
+        if (retry.outcome === 'replay') t.equal(retry.response.body.toString(), `{"task":"${task.id}"}`);
+        t.equal((await store.ledgerTotals(accountId)).debit, 25, 'charged once');
+        await assertLedgerInvariant(t, store, accountId);
+      },
+    );
 
     t.test('a create whose key lease was taken over creates nothing and is told the key is in progress', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 100);
       const start = new Date();
       await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'slow', now: start }));
-      t.equal((await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'new', now: new Date(start.getTime() + 61_000) }))).outcome, 'acquired');
+      t.equal(
+        (
+          await store.claimIdempotencyKey(
+            claimInput(accountId, { leaseToken: 'new', now: new Date(start.getTime() + 61_000) }),
+          )
+        ).outcome,
+        'acquired',
+      );
       const task = newTask(accountId, { createdAt: start });
       await t.rejects(
-        store.insertTaskWithDebit(task, { maxActiveTasks: 10 }, { accountId, key: 'key-1', leaseToken: 'slow', response }),
+        store.insertTaskWithDebit(
+          task,
+          { maxActiveTasks: 10 },
+          { accountId, key: 'key-1', leaseToken: 'slow', response },
+        ),
         { code: 'idempotency_in_progress' },
       );
       t.equal(await store.getTask(accountId, task.id), null, 'no task');
@@ -547,7 +772,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const listed = await newAccount(store, 1_000_000, 'listed');
       const other = await newAccount(store, 1_000_000, 'other');
       const tasks = tasksOf(listed);
-      for (const task of [...tasks, ...mixedTasks(other, 60, 7)]) await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
+      for (const task of [...tasks, ...mixedTasks(other, 60, 7)])
+        await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
       return { store, accountId: listed, tasks };
     };
     t.test('every filter pages through exactly its tasks, newest first', async (t) => {
@@ -556,8 +782,16 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const windowEnd = new Date(START + 40_000);
       const filters: { name: string; query: Partial<TaskListQuery>; matches: (task: TaskRecord) => boolean }[] = [
         { name: 'no filter', query: {}, matches: () => true },
-        ...TASK_STATUSES.map((status) => ({ name: `status ${status}`, query: { status }, matches: (task: TaskRecord) => task.status === status })),
-        ...MODELS.map((model) => ({ name: `model ${model}`, query: { model }, matches: (task: TaskRecord) => task.model === model })),
+        ...TASK_STATUSES.map((status) => ({
+          name: `status ${status}`,
+          query: { status },
+          matches: (task: TaskRecord) => task.status === status,
+        })),
+        ...MODELS.map((model) => ({
+          name: `model ${model}`,
+          query: { model },
+          matches: (task: TaskRecord) => task.model === model,
+        })),
         {
           name: 'status and model',
           query: { status: 'COMPLETED', model: 'beta-v5-pro' },
@@ -580,7 +814,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         for (const limit of [1, 7, 200]) {
           const pages = await allPages(t, store, accountId, { ...filter.query, limit });
           t.strictSame(pages.flat(), expected, `${filter.name}, pages of ${limit}`);
-          t.equal(pages.length, Math.max(1, Math.ceil(expected.length / limit)), `${filter.name}, pages of ${limit}: no empty last page`);
+          t.equal(
+            pages.length,
+            Math.max(1, Math.ceil(expected.length / limit)),
+            `${filter.name}, pages of ${limit}: no empty last page`,
+          );
         }
       }
     });
@@ -593,21 +831,30 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
 
     t.test('an account without tasks, or without tasks of the model asked for, lists nothing', async (t) => {
-      const { store, accountId } = await storeWith(t, (id) => mixedTasks(id, 20, 5).filter((task) => task.model !== 'beta-v5-pro'));
-      t.strictSame(await store.listTasks(accountId, { limit: 10, model: 'beta-v5-pro' }), { items: [], nextCursor: null });
+      const { store, accountId } = await storeWith(t, (id) =>
+        mixedTasks(id, 20, 5).filter((task) => task.model !== 'beta-v5-pro'),
+      );
+      t.strictSame(await store.listTasks(accountId, { limit: 10, model: 'beta-v5-pro' }), {
+        items: [],
+        nextCursor: null,
+      });
       const empty = await newAccount(store, 0);
       t.strictSame(await store.listTasks(empty, { limit: 10 }), { items: [], nextCursor: null });
     });
 
     t.test('a page size that is not an integer from 1 to 1000 is refused', async (t) => {
       const { store, accountId } = await storeWith(t, (id) => mixedTasks(id, 5, 1));
-      for (const limit of [0, -1, 1.5, 1001, Number.NaN]) await t.rejects(store.listTasks(accountId, { limit }), RangeError, `limit ${limit}`);
+      for (const limit of [0, -1, 1.5, 1001, Number.NaN])
+        await t.rejects(store.listTasks(accountId, { limit }), RangeError, `limit ${limit}`);
     });
 
     t.test('a cursor that is not one the store returned is invalid_request', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
-      await t.rejects(store.listTasks(accountId, { limit: 10, cursor: Buffer.from("x' OR 1=1").toString('base64url') }), { code: 'invalid_request' });
+      await t.rejects(
+        store.listTasks(accountId, { limit: 10, cursor: Buffer.from("x' OR 1=1").toString('base64url') }),
+        { code: 'invalid_request' },
+      );
     });
 
     t.test('a task round-trips every field, whatever its text holds', async (t) => {
@@ -674,8 +921,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const { store, tasks } = await queued(t);
       const now = Date.now();
       await store.claimNextTask(policy(new Date(now)));
-      t.ok(await store.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: new Date(now + 5000), now: new Date(now) }));
-      t.notOk(await store.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: new Date(now), now: new Date(now) }), 'a second requeue of the attempt is fenced out');
+      t.ok(
+        await store.requeueTask({
+          taskId: tasks[0].id,
+          attempt: 1,
+          runAfter: new Date(now + 5000),
+          now: new Date(now),
+        }),
+      );
+      t.notOk(
+        await store.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: new Date(now), now: new Date(now) }),
+        'a second requeue of the attempt is fenced out',
+      );
       t.match(await store.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1 });
       t.equal(await store.claimNextTask(policy(new Date(now + 4999))), null, 'not before runAfter');
       t.match(await store.claimNextTask(policy(new Date(now + 5000))), { id: tasks[0].id, attempt: 2 });
@@ -686,13 +943,20 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const start = Date.now();
       const first = await store.claimNextTask(policy(new Date(start), { leaseMs: 1000 }));
       t.ok(await store.renewLease(tasks[0].id, 1, new Date(start + 900), 1000), 'renewed until start + 1900');
-      t.equal(await store.claimNextTask(policy(new Date(start + 1800), { leaseMs: 1000 })), null, 'the renewed lease is still live');
+      t.equal(
+        await store.claimNextTask(policy(new Date(start + 1800), { leaseMs: 1000 })),
+        null,
+        'the renewed lease is still live',
+      );
       const second = await store.claimNextTask(policy(new Date(start + 2000), { leaseMs: 1000 }));
       t.match(second, { id: first!.id, attempt: 2 }, 'the lost lease was requeued and claimed again');
       const now = new Date(start + 2001);
       t.notOk(await store.renewLease(tasks[0].id, 1, now, 1000), 'renew');
       t.notOk(await store.completeTask({ taskId: tasks[0].id, attempt: 1, media: [], now }), 'complete');
-      t.notOk(await store.failTask({ taskId: tasks[0].id, attempt: 1, error: { code: 'x', message: 'x' }, now }), 'fail');
+      t.notOk(
+        await store.failTask({ taskId: tasks[0].id, attempt: 1, error: { code: 'x', message: 'x' }, now }),
+        'fail',
+      );
       t.notOk(await store.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: now, now }), 'requeue');
       t.match(await store.getTaskById(tasks[0].id), { status: 'IN_PROGRESS', attempt: 2 });
       t.ok(await store.completeTask({ taskId: tasks[0].id, attempt: 2, media: [], now }), 'the owner completes');
@@ -711,7 +975,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('a task past its deadline fails with deadline_exceeded instead of running, refunded', async (t) => {
       const { store, accountId, tasks } = await queued(t, 1, { createdAt: new Date(Date.now() - 2 * HOUR) });
       t.equal(await store.claimNextTask(policy()), null);
-      t.match(await store.getTaskById(tasks[0].id), { status: 'FAILED', error: { code: 'deadline_exceeded' }, attempt: 0 });
+      t.match(await store.getTaskById(tasks[0].id), {
+        status: 'FAILED',
+        error: { code: 'deadline_exceeded' },
+        attempt: 0,
+      });
       t.equal((await store.getAccount(accountId))!.balance, 10_000);
       await assertLedgerInvariant(t, store, accountId);
     });
@@ -722,7 +990,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const canceled = await store.cancelTask(accountId, tasks[0].id, new Date());
       t.match(canceled, { id: tasks[0].id, status: 'CANCELED', attempt: 1 });
       t.ok(canceled.completedAt);
-      t.notOk(await store.renewLease(tasks[0].id, claimed!.attempt, new Date(), 1000), 'the worker hears at its next heartbeat');
+      t.notOk(
+        await store.renewLease(tasks[0].id, claimed!.attempt, new Date(), 1000),
+        'the worker hears at its next heartbeat',
+      );
       t.notOk(await store.completeTask({ taskId: tasks[0].id, attempt: claimed!.attempt, media: [], now: new Date() }));
       t.same(await store.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
       await assertLedgerInvariant(t, store, accountId);
@@ -730,23 +1001,36 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('two concurrent cancels: one cancels, the other is invalid_state, one refund', async (t) => {
       const { store, accountId, tasks } = await queued(t);
-      const results = await Promise.allSettled([store.cancelTask(accountId, tasks[0].id, new Date()), store.cancelTask(accountId, tasks[0].id, new Date())]);
+      const results = await Promise.allSettled([
+        store.cancelTask(accountId, tasks[0].id, new Date()),
+        store.cancelTask(accountId, tasks[0].id, new Date()),
+      ]);
       t.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
-      t.match(results.find((r) => r.status === 'rejected'), { reason: { code: 'invalid_state' } });
+      t.match(
+        results.find((r) => r.status === 'rejected'),
+        { reason: { code: 'invalid_state' } },
+      );
       t.same(await store.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
       await assertLedgerInvariant(t, store, accountId);
     });
 
-    t.test("cancel of another account's or an unknown task is not_found; of a terminal one invalid_state", async (t) => {
-      const { store, accountId, tasks } = await queued(t);
-      const other = await newAccount(store, 0);
-      await t.rejects(store.cancelTask(other, tasks[0].id, new Date()), { code: 'not_found' });
-      await t.rejects(store.cancelTask(accountId, newIdAt(new Date()), new Date()), { code: 'not_found' });
-      const claimed = await store.claimNextTask(policy());
-      await store.completeTask({ taskId: claimed!.id, attempt: 1, media: [], now: new Date() });
-      await t.rejects(store.cancelTask(accountId, tasks[0].id, new Date()), { code: 'invalid_state' });
-      t.same(await store.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 0 }, 'a completed task keeps its charge');
-    });
+    t.test(
+      "cancel of another account's or an unknown task is not_found; of a terminal one invalid_state",
+      async (t) => {
+        const { store, accountId, tasks } = await queued(t);
+        const other = await newAccount(store, 0);
+        await t.rejects(store.cancelTask(other, tasks[0].id, new Date()), { code: 'not_found' });
+        await t.rejects(store.cancelTask(accountId, newIdAt(new Date()), new Date()), { code: 'not_found' });
+        const claimed = await store.claimNextTask(policy());
+        await store.completeTask({ taskId: claimed!.id, attempt: 1, media: [], now: new Date() });
+        await t.rejects(store.cancelTask(accountId, tasks[0].id, new Date()), { code: 'invalid_state' });
+        t.same(
+          await store.ledgerTotals(accountId),
+          { grant: 10_000, debit: 25, refund: 0 },
+          'a completed task keeps its charge',
+        );
+      },
+    );
   });
 
   t.test('completion, results and the webhook outbox', async (t) => {
@@ -767,14 +1051,40 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const done = await store.getTask(accountId, task.id);
       t.match(done, { status: 'COMPLETED', error: null });
       t.equal(done?.completedAt?.getTime(), now.getTime());
-      t.strictSame(done?.generated, media.map((m) => ({ media_id: m.id, content_type: m.contentType, width: m.width, height: m.height, size_bytes: m.sizeBytes })));
+      t.strictSame(
+        done?.generated,
+        media.map((m) => ({
+          media_id: m.id,
+          content_type: m.contentType,
+          width: m.width,
+          height: m.height,
+          size_bytes: m.sizeBytes,
+        })),
+      );
       for (const m of media) {
-        t.match(await store.getMedia(accountId, m.id, now), { id: m.id, source: 'generated', taskId: task.id, blobKey: m.blobKey, accountId });
+        t.match(await store.getMedia(accountId, m.id, now), {
+          id: m.id,
+          source: 'generated',
+          taskId: task.id,
+          blobKey: m.blobKey,
+          accountId,
+        });
       }
-      t.strictSame(await store.listDueBlobDeletions(new Date(now.getTime() + 120_000), 10), [], 'the reservations were taken back');
+      t.strictSame(
+        await store.listDueBlobDeletions(new Date(now.getTime() + 120_000), 10),
+        [],
+        'the reservations were taken back',
+      );
       t.strictSame(await store.mediaBlobKeys(accountId, [media[0].id]), new Map([[media[0].id, media[0].blobKey]]));
       const delivery = await store.claimDueWebhookDelivery(now, 60_000);
-      t.match(delivery, { taskId: task.id, accountId, eventType: 'image.generation.completed', url: 'https://example.com/hook', status: 'pending', attempts: 0 });
+      t.match(delivery, {
+        taskId: task.id,
+        accountId,
+        eventType: 'image.generation.completed',
+        url: 'https://example.com/hook',
+        status: 'pending',
+        attempts: 0,
+      });
       t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 });
     });
 
@@ -790,27 +1100,56 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(await store.claimDueWebhookDelivery(now, 60_000), null, 'no event');
     });
 
-    t.test('a failure refunds once and enqueues the failed event; a task without webhook_url enqueues nothing', async (t) => {
-      const { store, accountId, task } = await running(t, 'https://example.com/hook');
-      const now = new Date();
-      t.ok(await store.failTask({ taskId: task.id, attempt: task.attempt, error: { code: 'model_error', message: 'no' }, now }));
-      t.notOk(await store.failTask({ taskId: task.id, attempt: task.attempt, error: { code: 'model_error', message: 'no' }, now }), 'only once');
-      t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 25 });
-      t.match(await store.claimDueWebhookDelivery(now, 60_000), { eventType: 'image.generation.failed' });
-      t.equal(await store.claimDueWebhookDelivery(now, 60_000), null, 'one event, leased');
+    t.test(
+      'a failure refunds once and enqueues the failed event; a task without webhook_url enqueues nothing',
+      async (t) => {
+        const { store, accountId, task } = await running(t, 'https://example.com/hook');
+        const now = new Date();
+        t.ok(
+          await store.failTask({
+            taskId: task.id,
+            attempt: task.attempt,
+            error: { code: 'model_error', message: 'no' },
+            now,
+          }),
+        );
+        t.notOk(
+          await store.failTask({
+            taskId: task.id,
+            attempt: task.attempt,
+            error: { code: 'model_error', message: 'no' },
+            now,
+          }),
+          'only once',
+        );
+        t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 25 });
+        t.match(await store.claimDueWebhookDelivery(now, 60_000), { eventType: 'image.generation.failed' });
+        t.equal(await store.claimDueWebhookDelivery(now, 60_000), null, 'one event, leased');
 
-      const quiet = newTask(accountId);
-      await store.insertTaskWithDebit(quiet, LIMITS);
-      await store.cancelTask(accountId, quiet.id, now);
-      t.equal(await store.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000) !== null, true, 'the leased one is due again');
-      t.equal(await store.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000), null, 'and nothing for the task without a URL');
-      await assertLedgerInvariant(t, store, accountId);
-    });
+        const quiet = newTask(accountId);
+        await store.insertTaskWithDebit(quiet, LIMITS);
+        await store.cancelTask(accountId, quiet.id, now);
+        t.equal(
+          (await store.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000)) !== null,
+          true,
+          'the leased one is due again',
+        );
+        t.equal(
+          await store.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000),
+          null,
+          'and nothing for the task without a URL',
+        );
+        await assertLedgerInvariant(t, store, accountId);
+      },
+    );
 
     t.test('a cancel enqueues the canceled event', async (t) => {
       const { store, accountId, task } = await running(t, 'https://example.com/hook');
       await store.cancelTask(accountId, task.id, new Date());
-      t.match(await store.claimDueWebhookDelivery(new Date(), 60_000), { eventType: 'image.generation.canceled', taskId: task.id });
+      t.match(await store.claimDueWebhookDelivery(new Date(), 60_000), {
+        eventType: 'image.generation.canceled',
+        taskId: task.id,
+      });
     });
   });
 
@@ -828,19 +1167,28 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       return { store, accountId, taskIds: ids };
     };
 
-    t.test('the first secret is made once, even by concurrent first calls; rotation keeps the old one for its grace', async (t) => {
-      const store = await open(t);
-      const accountId = await newAccount(store, 0);
-      const now = new Date();
-      let n = 0;
-      const first = await Promise.all(Array.from({ length: 5 }, () => store.webhookSecrets(accountId, now, () => `whsec_${++n}`)));
-      t.equal(new Set(first.map((s) => s.current)).size, 1, 'one current secret');
-      t.match(first[0], { previous: null, previousExpiresAt: null });
-      const rotated = await store.rotateWebhookSecret(accountId, now, 60_000, () => 'whsec_new');
-      t.match(rotated, { current: 'whsec_new', previous: first[0].current });
-      t.equal(rotated.previousExpiresAt?.getTime(), now.getTime() + 60_000);
-      t.match(await store.webhookSecrets(accountId, new Date(now.getTime() + 60_000), () => 'unused'), { current: 'whsec_new', previous: null }, 'the grace is over');
-    });
+    t.test(
+      'the first secret is made once, even by concurrent first calls; rotation keeps the old one for its grace',
+      async (t) => {
+        const store = await open(t);
+        const accountId = await newAccount(store, 0);
+        const now = new Date();
+        let n = 0;
+        const first = await Promise.all(
+          Array.from({ length: 5 }, () => store.webhookSecrets(accountId, now, () => `whsec_${++n}`)),
+        );
+        t.equal(new Set(first.map((s) => s.current)).size, 1, 'one current secret');
+        t.match(first[0], { previous: null, previousExpiresAt: null });
+        const rotated = await store.rotateWebhookSecret(accountId, now, 60_000, () => 'whsec_new');
+        t.match(rotated, { current: 'whsec_new', previous: first[0].current });
+        t.equal(rotated.previousExpiresAt?.getTime(), now.getTime() + 60_000);
+        t.match(
+          await store.webhookSecrets(accountId, new Date(now.getTime() + 60_000), () => 'unused'),
+          { current: 'whsec_new', previous: null },
+          'the grace is over',
+        );
+      },
+    );
 
     t.test('a claimed delivery is leased; an attempt records its outcome and log', async (t) => {
       const { store, accountId } = await withDeliveries(t, 1);
@@ -870,53 +1218,91 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(await store.claimDueWebhookDelivery(new Date(now + 100_000), 10_000), null, 'delivered: never again');
       const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 10 })).items;
       t.match(listed, { id: delivery!.id, status: 'delivered', attempts: 2, nextAttemptAt: null });
-      t.same(listed.attemptLog.map((a) => [a.statusCode, a.durationMs, a.attemptedAt.getTime()]), [[500, 12, now], [204, 3, now + 5000]]);
+      t.same(
+        listed.attemptLog.map((a) => [a.statusCode, a.durationMs, a.attemptedAt.getTime()]),
+        [
+          [500, 12, now],
+          [204, 3, now + 5000],
+        ],
+      );
     });
 
-    t.test('a failed manual retry keeps the schedule where it was: its next scheduled attempt is not pushed back', async (t) => {
-      const { store, accountId } = await withDeliveries(t, 1);
-      const now = Date.now();
-      const delivery = await store.claimDueWebhookDelivery(new Date(now), 10_000);
-      const scheduledAt = new Date(now + 5000);
-      await store.recordWebhookAttempt({
-        deliveryId: delivery!.id, attempt: { attemptedAt: new Date(now), statusCode: 500, error: null, durationMs: 1 },
-        status: 'pending', nextAttemptAt: scheduledAt, manual: false, now: new Date(now),
-      });
-      const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date(now + 1000));
-      t.match(replayed, { scheduledAttempts: 1, manualRetry: { resumeAt: scheduledAt } }, 'the scheduled attempt it goes ahead of is kept');
-      const manual = await store.claimDueWebhookDelivery(new Date(now + 1000), 10_000);
-      t.match(manual, { id: delivery!.id, manualRetry: { resumeAt: scheduledAt } });
-      await store.recordWebhookAttempt({
-        deliveryId: delivery!.id, attempt: { attemptedAt: new Date(now + 1000), statusCode: 500, error: null, durationMs: 1 },
-        status: 'pending', nextAttemptAt: manual!.manualRetry!.resumeAt, manual: true, now: new Date(now + 1000),
-      });
-      const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
-      t.match(listed, { attempts: 2, scheduledAttempts: 1, manualRetry: null, nextAttemptAt: scheduledAt }, 'a manual attempt is not a step of the schedule');
-    });
+    t.test(
+      'a failed manual retry keeps the schedule where it was: its next scheduled attempt is not pushed back',
+      async (t) => {
+        const { store, accountId } = await withDeliveries(t, 1);
+        const now = Date.now();
+        const delivery = await store.claimDueWebhookDelivery(new Date(now), 10_000);
+        const scheduledAt = new Date(now + 5000);
+        await store.recordWebhookAttempt({
+          deliveryId: delivery!.id,
+          attempt: { attemptedAt: new Date(now), statusCode: 500, error: null, durationMs: 1 },
+          status: 'pending',
+          nextAttemptAt: scheduledAt,
+          manual: false,
+          now: new Date(now),
+        });
+        const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date(now + 1000));
+        t.match(
+          replayed,
+          { scheduledAttempts: 1, manualRetry: { resumeAt: scheduledAt } },
+          'the scheduled attempt it goes ahead of is kept',
+        );
+        const manual = await store.claimDueWebhookDelivery(new Date(now + 1000), 10_000);
+        t.match(manual, { id: delivery!.id, manualRetry: { resumeAt: scheduledAt } });
+        await store.recordWebhookAttempt({
+          deliveryId: delivery!.id,
+          attempt: { attemptedAt: new Date(now + 1000), statusCode: 500, error: null, durationMs: 1 },
+          status: 'pending',
+          nextAttemptAt: manual!.manualRetry!.resumeAt,
+          manual: true,
+          now: new Date(now + 1000),
+        });
+        const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
+        t.match(
+          listed,
+          { attempts: 2, scheduledAttempts: 1, manualRetry: null, nextAttemptAt: scheduledAt },
+          'a manual attempt is not a step of the schedule',
+        );
+      },
+    );
 
-    t.test('deliveries are listed newest first, by task and status, page by page; replay makes one due again', async (t) => {
-      const { store, accountId, taskIds } = await withDeliveries(t, 5);
-      const ids: string[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await store.listWebhookDeliveries(accountId, { limit: 2, cursor });
-        ids.push(...page.items.map((d) => d.id));
-        cursor = page.nextCursor ?? undefined;
-      } while (cursor);
-      t.equal(ids.length, 5);
-      t.strictSame(ids, [...ids].sort().reverse(), 'newest first');
-      t.match((await store.listWebhookDeliveries(accountId, { limit: 10, taskId: taskIds[2] })).items, [{ taskId: taskIds[2] }]);
-      t.equal((await store.listWebhookDeliveries(accountId, { limit: 10, status: 'delivered' })).items.length, 0);
+    t.test(
+      'deliveries are listed newest first, by task and status, page by page; replay makes one due again',
+      async (t) => {
+        const { store, accountId, taskIds } = await withDeliveries(t, 5);
+        const ids: string[] = [];
+        let cursor: string | undefined;
+        do {
+          const page = await store.listWebhookDeliveries(accountId, { limit: 2, cursor });
+          ids.push(...page.items.map((d) => d.id));
+          cursor = page.nextCursor ?? undefined;
+        } while (cursor);
+        t.equal(ids.length, 5);
+        t.strictSame(ids, [...ids].sort().reverse(), 'newest first');
+        t.match((await store.listWebhookDeliveries(accountId, { limit: 10, taskId: taskIds[2] })).items, [
+          { taskId: taskIds[2] },
+        ]);
+        t.equal((await store.listWebhookDeliveries(accountId, { limit: 10, status: 'delivered' })).items.length, 0);
 
-      const delivery = await store.claimDueWebhookDelivery(new Date(), 60_000);
-      await store.recordWebhookAttempt({
-        deliveryId: delivery!.id, attempt: { attemptedAt: new Date(), statusCode: 410, error: null, durationMs: 1 },
-        status: 'failed', nextAttemptAt: null, manual: false, now: new Date(),
-      });
-      const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date());
-      t.match(replayed, { id: delivery!.id, status: 'pending', attemptLog: [{ statusCode: 410 }] });
-      await t.rejects(store.replayWebhookDelivery(await newAccount(store, 0), delivery!.id, new Date()), { code: 'not_found' }, "another account's");
-    });
+        const delivery = await store.claimDueWebhookDelivery(new Date(), 60_000);
+        await store.recordWebhookAttempt({
+          deliveryId: delivery!.id,
+          attempt: { attemptedAt: new Date(), statusCode: 410, error: null, durationMs: 1 },
+          status: 'failed',
+          nextAttemptAt: null,
+          manual: false,
+          now: new Date(),
+        });
+        const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date());
+        t.match(replayed, { id: delivery!.id, status: 'pending', attemptLog: [{ statusCode: 410 }] });
+        await t.rejects(
+          store.replayWebhookDelivery(await newAccount(store, 0), delivery!.id, new Date()),
+          { code: 'not_found' },
+          "another account's",
+        );
+      },
+    );
   });
 
   t.test('media and retention', async (t) => {
@@ -937,15 +1323,27 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const unreserved = { ...upload, id: newIdAt(now), blobKey: 'uploads/never-reserved' };
       t.equal(await store.insertMedia(unreserved, now), false, 'no reservation: no row');
       await store.scheduleBlobDeletion('uploads/lapsed', now);
-      t.equal(await store.insertMedia({ ...upload, id: newIdAt(now), blobKey: 'uploads/lapsed' }, now), false, 'a reservation already due: no row');
-      t.strictSame(await store.listDueBlobDeletions(now, 10), ['uploads/lapsed'], 'and the blob stays queued for deletion');
+      t.equal(
+        await store.insertMedia({ ...upload, id: newIdAt(now), blobKey: 'uploads/lapsed' }, now),
+        false,
+        'a reservation already due: no row',
+      );
+      t.strictSame(
+        await store.listDueBlobDeletions(now, 10),
+        ['uploads/lapsed'],
+        'and the blob stays queued for deletion',
+      );
     });
 
     t.test('a deleted media row queues its blob at once; deleting again finds nothing', async (t) => {
       const { store, accountId } = await withAccount(t);
       const now = new Date();
       const upload = await storeUpload(store, accountId, now);
-      t.equal(await store.deleteMedia(await newAccount(store, 0), upload.id, now), null, "another account's is not deleted");
+      t.equal(
+        await store.deleteMedia(await newAccount(store, 0), upload.id, now),
+        null,
+        "another account's is not deleted",
+      );
       t.equal(await store.deleteMedia(accountId, upload.id, now), upload.blobKey);
       t.equal(await store.deleteMedia(accountId, upload.id, now), null);
       t.equal(await store.getMediaById(upload.id, now), null);
@@ -968,7 +1366,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(await store.deleteExpiredMedia(later, 2), 0);
       t.strictSame((await store.listDueBlobDeletions(later, 10)).sort(), media.map((m) => m.blobKey).sort());
       t.ok(await store.getMedia(accountId, fresh.id, later), 'unexpired media stay');
-      t.strictSame(await store.listDueBlobDeletions(later, 2), (await store.listDueBlobDeletions(later, 2)), 'listing does not consume');
+      t.strictSame(
+        await store.listDueBlobDeletions(later, 2),
+        await store.listDueBlobDeletions(later, 2),
+        'listing does not consume',
+      );
       t.equal((await store.listDueBlobDeletions(later, 2)).length, 2, 'at most the limit');
     });
 
@@ -980,7 +1382,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.strictSame(await store.listDueBlobDeletions(new Date(now), 10), ['k']);
       await store.scheduleBlobDeletion('k', new Date(now + 60_000));
       await store.completeBlobDeletion('k', new Date(now));
-      t.strictSame(await store.listDueBlobDeletions(new Date(now + 60_000), 10), ['k'], 'a re-reserved blob is not forgotten');
+      t.strictSame(
+        await store.listDueBlobDeletions(new Date(now + 60_000), 10),
+        ['k'],
+        'a re-reserved blob is not forgotten',
+      );
     });
   });
 

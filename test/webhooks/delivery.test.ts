@@ -43,7 +43,15 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
   // Each reading of the dispatcher's clock is at least a second after the last (and never behind
   // the real clock), so the shrunken retry delays are always over by the next claim.
   let clock = Date.now();
-  const makeDispatcher = (overrides: { lookup?: LookupAll; allowPrivate?: boolean; storeOverride?: Store; now?: () => Date; retryScale?: number } = {}) =>
+  const makeDispatcher = (
+    overrides: {
+      lookup?: LookupAll;
+      allowPrivate?: boolean;
+      storeOverride?: Store;
+      now?: () => Date;
+      retryScale?: number;
+    } = {},
+  ) =>
     new WebhookDispatcher({
       store: overrides.storeOverride ?? store,
       signer: new HmacMediaUrlSigner(TEST_MEDIA_SIGNING_SECRET, 'http://127.0.0.1:3000', 3600),
@@ -76,7 +84,8 @@ async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: Lookup
     const response = await harness.app.inject({ url: '/api/v1/webhooks/secret', headers: auth });
     return response.json().data.secret as string;
   };
-  const deliveries = async (query = '') => (await harness.app.inject({ url: `/api/v1/webhooks/deliveries${query}`, headers: auth })).json();
+  const deliveries = async (query = '') =>
+    (await harness.app.inject({ url: `/api/v1/webhooks/deliveries${query}`, headers: auth })).json();
   return { ...harness, auth, accountId, store, makeDispatcher, createTask, secret, deliveries };
 }
 
@@ -115,13 +124,31 @@ t.test('a completed task posts one signed event that verifies with the standardw
   t.doesNotThrow(() => verifier.verify(event.body, headers), 'the signature verifies');
   const flipped = event.body.replace('COMPLETED', 'COMPLETEE');
   t.throws(() => verifier.verify(flipped, headers), 'a changed body fails');
-  t.throws(() => verifier.verify(event.body, { ...headers, 'webhook-id': `${headers['webhook-id']}x` }), 'a changed id fails');
-  t.throws(() => verifier.verify(event.body, { ...headers, 'webhook-timestamp': String(Number(headers['webhook-timestamp']) - 1) }), 'a changed timestamp fails');
+  t.throws(
+    () => verifier.verify(event.body, { ...headers, 'webhook-id': `${headers['webhook-id']}x` }),
+    'a changed id fails',
+  );
+  t.throws(
+    () =>
+      verifier.verify(event.body, {
+        ...headers,
+        'webhook-timestamp': String(Number(headers['webhook-timestamp']) - 1),
+      }),
+    'a changed timestamp fails',
+  );
 
   const log = await h.deliveries();
   t.equal(log.data.length, 1);
-  t.match(log.data[0], { delivery_id: headers['webhook-id'], task_id: taskId, status: 'delivered', event_type: 'image.generation.completed' });
-  t.same(log.data[0].attempts.map((a: { status_code: number }) => a.status_code), [200]);
+  t.match(log.data[0], {
+    delivery_id: headers['webhook-id'],
+    task_id: taskId,
+    status: 'delivered',
+    event_type: 'image.generation.completed',
+  });
+  t.same(
+    log.data[0].attempts.map((a: { status_code: number }) => a.status_code),
+    [200],
+  );
 });
 
 t.test('500 twice then 200: three attempts with the same webhook-id, each logged', async (t) => {
@@ -135,7 +162,10 @@ t.test('500 twice then 200: three attempts with the same webhook-id, each logged
   t.equal(new Set(receiver.received.map((r) => r.headers['webhook-id'])).size, 1, 'same webhook-id on every attempt');
   const [delivery] = (await h.deliveries()).data;
   t.equal(delivery.status, 'delivered');
-  t.same(delivery.attempts.map((a: { status_code: number }) => a.status_code), [500, 500, 200]);
+  t.same(
+    delivery.attempts.map((a: { status_code: number }) => a.status_code),
+    [500, 500, 200],
+  );
   t.equal(delivery.next_attempt_at, null);
 });
 
@@ -173,11 +203,15 @@ t.test('a receiver that keeps failing gets the whole schedule (10 attempts), the
   await testWorker(t, h).runOnce();
   // Each reading of its clock is 25 h after the last, so every scheduled retry (at most 24 h) is due.
   let clock = Date.now();
-  await drain(h.makeDispatcher({ now: () => {
+  await drain(
+    h.makeDispatcher({
+      now: () => {
         clock += 25 * 3600_000;
         return new Date(clock);
       },
-    }), 100);
+    }),
+    100,
+  );
   t.equal(receiver.received.length, 10);
   const [delivery] = (await h.deliveries()).data;
   t.equal(delivery.status, 'failed');
@@ -188,26 +222,33 @@ t.test('a canceled task sends image.generation.canceled', async (t) => {
   const h = await setup(t);
   const receiver = await startReceiver(t, [204]);
   const taskId = await h.createTask(receiver.url);
-  const cancel = await h.app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: h.auth });
+  const cancel = await h.app.inject({
+    method: 'POST',
+    url: `/api/v1/images/generations/${taskId}/cancel`,
+    headers: h.auth,
+  });
   t.equal(cancel.statusCode, 200);
   await drain(h.makeDispatcher());
   t.equal(JSON.parse(receiver.received[0].body).type, 'image.generation.canceled');
   t.equal(JSON.parse(receiver.received[0].body).data.status, 'CANCELED');
 });
 
-t.test('a worker that dies after the terminal state but before delivery: the event is delivered after restart', async (t) => {
-  const h = await setup(t);
-  const receiver = await startReceiver(t, [200]);
-  await h.createTask(receiver.url);
-  // The task worker finishes the task; no dispatcher ran in that "process" before it died.
-  await testWorker(t, h).runOnce();
-  t.equal(receiver.received.length, 0);
-  t.equal((await h.deliveries()).data[0].status, 'pending', 'the event waits in the outbox');
+t.test(
+  'a worker that dies after the terminal state but before delivery: the event is delivered after restart',
+  async (t) => {
+    const h = await setup(t);
+    const receiver = await startReceiver(t, [200]);
+    await h.createTask(receiver.url);
+    // The task worker finishes the task; no dispatcher ran in that "process" before it died.
+    await testWorker(t, h).runOnce();
+    t.equal(receiver.received.length, 0);
+    t.equal((await h.deliveries()).data[0].status, 'pending', 'the event waits in the outbox');
 
-  const restarted = await h.reopenStore();
-  await drain(h.makeDispatcher({ storeOverride: restarted }));
-  t.equal(receiver.received.length, 1, 'delivered by the restarted process');
-});
+    const restarted = await h.reopenStore();
+    await drain(h.makeDispatcher({ storeOverride: restarted }));
+    t.equal(receiver.received.length, 1, 'delivered by the restarted process');
+  },
+);
 
 t.test('a delivery can be replayed with the same webhook-id', async (t) => {
   const h = await setup(t);
@@ -218,7 +259,11 @@ t.test('a delivery can be replayed with the same webhook-id', async (t) => {
   await drain(dispatcher);
   const [delivery] = (await h.deliveries()).data;
 
-  const replay = await h.app.inject({ method: 'POST', url: `/api/v1/webhooks/deliveries/${delivery.delivery_id}/retry`, headers: h.auth });
+  const replay = await h.app.inject({
+    method: 'POST',
+    url: `/api/v1/webhooks/deliveries/${delivery.delivery_id}/retry`,
+    headers: h.auth,
+  });
   t.equal(replay.statusCode, 202);
   t.equal(replay.json().data.status, 'pending');
   await drain(dispatcher);
@@ -226,8 +271,12 @@ t.test('a delivery can be replayed with the same webhook-id', async (t) => {
   t.equal(receiver.received[1].headers['webhook-id'], delivery.delivery_id);
 
   const other = await h.newAccount(10);
-  const foreign = await h.app.inject({ method: 'POST', url: `/api/v1/webhooks/deliveries/${delivery.delivery_id}/retry`, headers: other.auth });
-  t.equal(foreign.statusCode, 404, "another account cannot replay it");
+  const foreign = await h.app.inject({
+    method: 'POST',
+    url: `/api/v1/webhooks/deliveries/${delivery.delivery_id}/retry`,
+    headers: other.auth,
+  });
+  t.equal(foreign.statusCode, 404, 'another account cannot replay it');
 });
 
 t.test('deliveries are listed newest first, a page at a time, and by task', async (t) => {
@@ -239,13 +288,24 @@ t.test('deliveries are listed newest first, a page at a time, and by task', asyn
     await testWorker(t, h).runOnce();
   }
   const first = await h.deliveries('?limit=2');
-  t.same(first.data.map((d: { task_id: string }) => d.task_id), [taskIds[2], taskIds[1]], 'newest first');
+  t.same(
+    first.data.map((d: { task_id: string }) => d.task_id),
+    [taskIds[2], taskIds[1]],
+    'newest first',
+  );
   t.type(first.next_cursor, 'string');
   const second = await h.deliveries(`?limit=2&cursor=${first.next_cursor}`);
-  t.same(second.data.map((d: { task_id: string }) => d.task_id), [taskIds[0]], 'the rest');
+  t.same(
+    second.data.map((d: { task_id: string }) => d.task_id),
+    [taskIds[0]],
+    'the rest',
+  );
   t.equal(second.next_cursor, null);
   const byTask = await h.deliveries(`?task_id=${taskIds[1]}`);
-  t.same(byTask.data.map((d: { task_id: string }) => d.task_id), [taskIds[1]]);
+  t.same(
+    byTask.data.map((d: { task_id: string }) => d.task_id),
+    [taskIds[1]],
+  );
   t.equal(byTask.next_cursor, null);
 });
 
@@ -269,7 +329,12 @@ t.test('after a secret rotation both secrets sign, and each verifies', async (t)
     'webhook-timestamp': String(event.headers['webhook-timestamp']),
   };
   for (const secret of [oldSecret, newSecret]) {
-    t.doesNotThrow(() => new Webhook(secret).verify(event.body, { ...headers, 'webhook-signature': event.headers['webhook-signature'] as string }));
+    t.doesNotThrow(() =>
+      new Webhook(secret).verify(event.body, {
+        ...headers,
+        'webhook-signature': event.headers['webhook-signature'] as string,
+      }),
+    );
   }
 });
 
@@ -286,22 +351,25 @@ t.test('a loopback webhook_url is refused at create when private targets are not
   t.equal((await h.store.ledgerTotals(h.accountId)).debit, 0, 'nothing was charged');
 });
 
-t.test('a name that resolves to a public address at create but to loopback at send time is refused at connect', async (t) => {
-  const receiver = await startReceiver(t, [200]);
-  const publicAtCreate: LookupAll = async () => [{ address: '93.184.216.34', family: 4 }];
-  const h = await setup(t, { allowPrivate: false, lookup: publicAtCreate });
-  // http is refused at create without allowPrivate, so the check is made on an https URL; the
-  // rebinding proof is the connect-time refusal below, made before any connection is opened.
-  await h.createTask(`https://hooks.example.test:${receiver.port}/hooks`);
-  await testWorker(t, h).runOnce();
-  const loopbackAtSend: LookupAll = async () => [{ address: '127.0.0.1', family: 4 }];
-  await h.makeDispatcher({ allowPrivate: false, lookup: loopbackAtSend }).runOnce();
+t.test(
+  'a name that resolves to a public address at create but to loopback at send time is refused at connect',
+  async (t) => {
+    const receiver = await startReceiver(t, [200]);
+    const publicAtCreate: LookupAll = async () => [{ address: '93.184.216.34', family: 4 }];
+    const h = await setup(t, { allowPrivate: false, lookup: publicAtCreate });
+    // http is refused at create without allowPrivate, so the check is made on an https URL; the
+    // rebinding proof is the connect-time refusal below, made before any connection is opened.
+    await h.createTask(`https://hooks.example.test:${receiver.port}/hooks`);
+    await testWorker(t, h).runOnce();
+    const loopbackAtSend: LookupAll = async () => [{ address: '127.0.0.1', family: 4 }];
+    await h.makeDispatcher({ allowPrivate: false, lookup: loopbackAtSend }).runOnce();
 
-  t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver');
-  const [delivery] = (await h.deliveries()).data;
-  t.equal(delivery.attempts[0].status_code, null);
-  t.match(delivery.attempts[0].error, /not allowed|private|refused/i);
-});
+    t.equal(receiver.received.length, 0, 'nothing reached the loopback receiver');
+    const [delivery] = (await h.deliveries()).data;
+    t.equal(delivery.attempts[0].status_code, null);
+    t.match(delivery.attempts[0].error, /not allowed|private|refused/i);
+  },
+);
 
 t.test('config: the webhook retry scale must be in (0, 1]', async (t) => {
   t.throws(() => loadConfig({ WEBHOOK_RETRY_SCALE: '0' }), /WEBHOOK_RETRY_SCALE/);
@@ -320,14 +388,22 @@ t.test('a manual retry that fails leaves the retry schedule where it was', async
   const [afterFirst] = (await h.deliveries()).data;
   t.equal(Date.parse(afterFirst.next_attempt_at) - clock, 5_000);
 
-  const retried = await h.app.inject({ method: 'POST', url: `/api/v1/webhooks/deliveries/${afterFirst.delivery_id}/retry`, headers: h.auth });
+  const retried = await h.app.inject({
+    method: 'POST',
+    url: `/api/v1/webhooks/deliveries/${afterFirst.delivery_id}/retry`,
+    headers: h.auth,
+  });
   t.equal(retried.statusCode, 202);
   clock = Date.now() + 1; // the manual retry is due at once
   t.equal(await dispatcher.runOnce(), true);
   const [afterManual] = (await h.deliveries()).data;
   t.equal(afterManual.attempts.length, 2);
   t.equal(afterManual.status, 'pending');
-  t.equal(afterManual.next_attempt_at, afterFirst.next_attempt_at, 'the scheduled second attempt is still next, not a later slot');
+  t.equal(
+    afterManual.next_attempt_at,
+    afterFirst.next_attempt_at,
+    'the scheduled second attempt is still next, not a later slot',
+  );
 
   clock = Date.parse(afterManual.next_attempt_at);
   t.equal(await dispatcher.runOnce(), true); // the scheduled second attempt fails: the third is 5 min later

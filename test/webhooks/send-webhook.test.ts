@@ -50,7 +50,11 @@ function loopbackLookup() {
   return { lookup, asked };
 }
 
-const BODY = JSON.stringify({ type: 'image.generation.completed', timestamp: '2030-01-01T00:00:00Z', data: { id: 't_1' } });
+const BODY = JSON.stringify({
+  type: 'image.generation.completed',
+  timestamp: '2030-01-01T00:00:00Z',
+  data: { id: 't_1' },
+});
 
 function attemptTo(url: string, overrides: Partial<Parameters<typeof sendWebhook>[0]> = {}) {
   return sendWebhook({
@@ -123,7 +127,11 @@ t.test('changing one byte of body, id or timestamp fails verification', async (t
     /No matching signature/,
     'timestamp',
   );
-  t.throws(() => new Webhook(generateWebhookSecret()).verify(request.body, headers), /No matching signature/, 'other key');
+  t.throws(
+    () => new Webhook(generateWebhookSecret()).verify(request.body, headers),
+    /No matching signature/,
+    'other key',
+  );
 });
 
 t.test('two secrets during rotation give two signatures, each verifying', async (t) => {
@@ -145,7 +153,13 @@ t.test('500 is a failure with its status code', async (t) => {
     response.statusCode = 500;
     response.end('boom');
   });
-  t.match(await attemptTo(receiver.url), { ok: false, statusCode: 500, error: null, responseSnippet: 'boom', stop: false });
+  t.match(await attemptTo(receiver.url), {
+    ok: false,
+    statusCode: 500,
+    error: null,
+    responseSnippet: 'boom',
+    stop: false,
+  });
 });
 
 t.test('a redirect is a failure and is not followed', async (t) => {

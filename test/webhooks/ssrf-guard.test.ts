@@ -142,7 +142,16 @@ t.test('isPublicAddress', async (t) => {
   for (const address of ['93.184.216.34', '8.8.8.8', '2606:4700::1', '::ffff:93.184.216.34']) {
     t.ok(isPublicAddress(address), `${address} is public`);
   }
-  for (const address of ['127.0.0.1', '10.0.0.1', '::1', 'fe80::1%eth0', '64:ff9b::808:808', '::7f00:1', 'not-an-ip', '']) {
+  for (const address of [
+    '127.0.0.1',
+    '10.0.0.1',
+    '::1',
+    'fe80::1%eth0',
+    '64:ff9b::808:808',
+    '::7f00:1',
+    'not-an-ip',
+    '',
+  ]) {
     t.notOk(isPublicAddress(address), `${address} is not public`);
   }
 });

@@ -21,10 +21,26 @@ t.test('a housekeeping pass deletes every expired idempotency key, a bounded sli
   const accountId = await newAccountWithTokens(deps.store, 0);
   const twoDaysAgo = new Date(Date.now() - 48 * 3600_000);
   const claims = Array.from({ length: 2500 }, (_, i) =>
-    deps.store.claimIdempotencyKey({ accountId, key: `k${i}`, fingerprint: 'f', leaseToken: 'l', now: twoDaysAgo, leaseMs: 60_000, ttlMs: 86_400_000 }),
+    deps.store.claimIdempotencyKey({
+      accountId,
+      key: `k${i}`,
+      fingerprint: 'f',
+      leaseToken: 'l',
+      now: twoDaysAgo,
+      leaseMs: 60_000,
+      ttlMs: 86_400_000,
+    }),
   );
   await Promise.all(claims);
-  const fresh = { accountId, key: 'fresh', fingerprint: 'f', leaseToken: 'l', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 };
+  const fresh = {
+    accountId,
+    key: 'fresh',
+    fingerprint: 'f',
+    leaseToken: 'l',
+    now: new Date(),
+    leaseMs: 60_000,
+    ttlMs: 86_400_000,
+  };
   await deps.store.claimIdempotencyKey(fresh);
 
   const slices: number[] = [];
@@ -36,5 +52,9 @@ t.test('a housekeeping pass deletes every expired idempotency key, a bounded sli
   };
   await new Housekeeper({ store: deps.store, blobs: deps.blobs, intervalMs: 60_000 }).runOnce();
   t.same(slices, [1000, 1000, 500], 'three slices, the last one short');
-  t.same(await deps.store.claimIdempotencyKey({ ...fresh, fingerprint: 'other' }), { outcome: 'fingerprint_mismatch' }, 'the unexpired key stays');
+  t.same(
+    await deps.store.claimIdempotencyKey({ ...fresh, fingerprint: 'other' }),
+    { outcome: 'fingerprint_mismatch' },
+    'the unexpired key stays',
+  );
 });

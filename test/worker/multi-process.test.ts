@@ -13,7 +13,14 @@ const TASKS = 200;
 
 function startWorkerProcess(dataDir: string): ChildProcess {
   return spawn(process.execPath, ['--import', 'tsx', cli, 'worker'], {
-    env: { ...process.env, DATA_DIR: dataDir, WORKER_CONCURRENCY: '2', WORKER_POLL_MS: '20', LOG_LEVEL: 'warn', SHUTDOWN_GRACE_MS: '10000' },
+    env: {
+      ...process.env,
+      DATA_DIR: dataDir,
+      WORKER_CONCURRENCY: '2',
+      WORKER_POLL_MS: '20',
+      LOG_LEVEL: 'warn',
+      SHUTDOWN_GRACE_MS: '10000',
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
 }
@@ -49,20 +56,27 @@ t.test(`${TASKS} tasks with 2 worker processes on one SQLite file: all terminal,
 
   const db = new Database(`${dataDir}/imagegen.sqlite`, { readonly: true });
   t.teardown(() => db.close());
-  const pending = () => (db.prepare("SELECT count(*) AS n FROM tasks WHERE status IN ('CREATED', 'IN_PROGRESS')").get() as { n: number }).n;
+  const pending = () =>
+    (db.prepare("SELECT count(*) AS n FROM tasks WHERE status IN ('CREATED', 'IN_PROGRESS')").get() as { n: number }).n;
   // Bounded wait for other processes: there is no event to await across processes.
   for (let waited = 0; pending() > 0 && waited < 180_000; waited += 100) await delay(100);
   t.equal(pending(), 0, 'every task reached a terminal state');
 
   for (const worker of workers) worker.kill('SIGTERM');
   const exits = await Promise.all(workers.map((w) => once(w, 'exit')));
-  t.same(exits.map(([code]) => code), [0, 0], 'both workers shut down cleanly on SIGTERM');
+  t.same(
+    exits.map(([code]) => code),
+    [0, 0],
+    'both workers shut down cleanly on SIGTERM',
+  );
 
   const byStatus = db.prepare('SELECT status, count(*) AS n FROM tasks GROUP BY status').all();
   t.same(byStatus, [{ status: 'COMPLETED', n: TASKS }]);
   const attempts = db.prepare('SELECT max(attempt) AS most, min(attempt) AS least FROM tasks').get();
   t.same(attempts, { most: 1, least: 1 }, 'every task was claimed exactly once');
-  const results = db.prepare("SELECT count(*) AS media, count(DISTINCT task_id) AS tasks FROM media WHERE source = 'generated'").get();
+  const results = db
+    .prepare("SELECT count(*) AS media, count(DISTINCT task_id) AS tasks FROM media WHERE source = 'generated'")
+    .get();
   t.same(results, { media: TASKS, tasks: TASKS }, 'one generated image per task, none twice');
   const totals = await store.ledgerTotals(accountId);
   t.same(totals, { grant: TASKS * 25, debit: TASKS * 25, refund: 0 });

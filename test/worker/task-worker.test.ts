@@ -3,7 +3,15 @@ import t from 'tap';
 import { GenerationError } from '../../src/generators/port.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { GatedGenerator, ScriptedGenerator, insertTask, newAccountWithTokens, oneQueuedTask, openTestRuntime, testWorker } from '../helpers/worker.js';
+import {
+  GatedGenerator,
+  ScriptedGenerator,
+  insertTask,
+  newAccountWithTokens,
+  oneQueuedTask,
+  openTestRuntime,
+  testWorker,
+} from '../helpers/worker.js';
 
 const permanent = new GenerationError('content_rejected', 'The prompt was rejected.', false);
 const transient = new GenerationError('generator_unavailable', 'Try again.', true);
@@ -71,7 +79,11 @@ t.test('transient errors are retried with backoff; success on the third attempt 
 t.test('transient errors past the attempt limit fail the task with one refund', async (t) => {
   const { deps, accountId, task } = await oneQueuedTask(t);
   let clock = Date.now();
-  const worker = testWorker(t, deps, { generator: new ScriptedGenerator([transient]), maxAttempts: 2, now: () => new Date(clock) });
+  const worker = testWorker(t, deps, {
+    generator: new ScriptedGenerator([transient]),
+    maxAttempts: 2,
+    now: () => new Date(clock),
+  });
 
   for (let i = 0; i < 2; i++) {
     await worker.runOnce();
@@ -110,10 +122,27 @@ t.test("a stale worker's completion after its lease was taken over is rejected",
   t.equal(second?.attempt, 2, 'the expired lease is taken over by a new attempt');
 
   t.equal(await store.renewLease(task.id, 1, new Date(start + 2100), 1000), false, 'the stale attempt cannot renew');
-  t.equal(await store.completeTask({ taskId: task.id, attempt: 1, media: [], now: new Date(start + 2200) }), false, 'nor complete');
-  t.equal(await store.failTask({ taskId: task.id, attempt: 1, error: { code: 'x', message: 'x' }, now: new Date(start + 2200) }), false, 'nor fail');
+  t.equal(
+    await store.completeTask({ taskId: task.id, attempt: 1, media: [], now: new Date(start + 2200) }),
+    false,
+    'nor complete',
+  );
+  t.equal(
+    await store.failTask({
+      taskId: task.id,
+      attempt: 1,
+      error: { code: 'x', message: 'x' },
+      now: new Date(start + 2200),
+    }),
+    false,
+    'nor fail',
+  );
   t.equal((await store.getTaskById(task.id))?.status, 'IN_PROGRESS');
-  t.equal(await store.completeTask({ taskId: task.id, attempt: 2, media: [], now: new Date(start + 2300) }), true, 'the owner completes');
+  t.equal(
+    await store.completeTask({ taskId: task.id, attempt: 2, media: [], now: new Date(start + 2300) }),
+    true,
+    'the owner completes',
+  );
   t.equal((await store.getTaskById(task.id))?.status, 'COMPLETED');
   await assertLedgerInvariant(t, store, accountId);
 });

@@ -13,7 +13,12 @@ t.test('a Gemini 429 requeues the task no earlier than its Retry-After, then it 
     geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Resource has been exhausted.', { 'retry-after': '120' }),
     geminiReply.image(await pngBase64(1024, 1024)),
   );
-  const generator = new GeminiGenerator({ apiKey: 'k', baseUrl: upstream.url, model: 'gemini-3-pro-image-preview', maxConcurrency: 1 });
+  const generator = new GeminiGenerator({
+    apiKey: 'k',
+    baseUrl: upstream.url,
+    model: 'gemini-3-pro-image-preview',
+    maxConcurrency: 1,
+  });
   let clock = Date.now();
   // A backoff of about 1 ms of its own: only Retry-After can hold the task back.
   const worker = testWorker(t, deps, { generator, retryBaseMs: 1, now: () => new Date(clock) });
@@ -39,7 +44,12 @@ t.test('an OpenAI 500 then success completes on the second attempt without a ref
     openAiReply.error(500, { message: 'The server had an error.', type: 'server_error', code: null }),
     openAiReply.image(await pngBase64(1024, 1024)),
   );
-  const generator = new OpenAiImagesGenerator({ apiKey: 'k', baseUrl: `${upstream.url}/v1`, model: 'gpt-image-2', maxConcurrency: 1 });
+  const generator = new OpenAiImagesGenerator({
+    apiKey: 'k',
+    baseUrl: `${upstream.url}/v1`,
+    model: 'gpt-image-2',
+    maxConcurrency: 1,
+  });
   let clock = Date.now();
   const worker = testWorker(t, deps, { generator, retryBaseMs: 1_000, now: () => new Date(clock) });
 
@@ -57,7 +67,12 @@ t.test('transient upstream failures past the attempt limit fail with the stable 
   const { deps, accountId, task } = await oneQueuedTask(t);
   const upstream = await FakeUpstream.start(t);
   upstream.replyWith(geminiReply.error(503, 'UNAVAILABLE', 'The model is overloaded. Please try again later.'));
-  const generator = new GeminiGenerator({ apiKey: 'k', baseUrl: upstream.url, model: 'gemini-3-pro-image-preview', maxConcurrency: 1 });
+  const generator = new GeminiGenerator({
+    apiKey: 'k',
+    baseUrl: upstream.url,
+    model: 'gemini-3-pro-image-preview',
+    maxConcurrency: 1,
+  });
   let clock = Date.now();
   const worker = testWorker(t, deps, { generator, maxAttempts: 2, retryBaseMs: 1_000, now: () => new Date(clock) });
 
@@ -67,34 +82,52 @@ t.test('transient upstream failures past the attempt limit fail with the stable 
   const failed = await deps.store.getTaskById(task.id);
   t.equal(failed?.status, 'FAILED');
   t.equal(failed?.error?.code, 'upstream_unavailable');
-  t.notMatch(failed?.error?.message, /overloaded/, 'our message, not the provider\'s');
+  t.notMatch(failed?.error?.message, /overloaded/, "our message, not the provider's");
   t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
-t.test('the worker log names the upstream status and reason, never the key, the prompt or the provider text', async (t) => {
-  const { deps, task } = await oneQueuedTask(t);
-  const upstream = await FakeUpstream.start(t);
-  upstream.replyWith(
-    geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded for project 123456.', { 'retry-after': '1' }),
-    geminiReply.promptBlocked('SAFETY'),
-  );
-  const key = 'AIza-secret-key-never-in-logs';
-  const generator = new GeminiGenerator({ apiKey: key, baseUrl: upstream.url, model: 'gemini-3-pro-image-preview', maxConcurrency: 1 });
-  const lines: string[] = [];
-  const record = (obj: object, msg: string) => void lines.push(JSON.stringify({ ...obj, msg }, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : v)));
-  let clock = Date.now();
-  const worker = testWorker(t, deps, { generator, retryBaseMs: 1, now: () => new Date(clock), log: { info: record, warn: record, error: record } });
+t.test(
+  'the worker log names the upstream status and reason, never the key, the prompt or the provider text',
+  async (t) => {
+    const { deps, task } = await oneQueuedTask(t);
+    const upstream = await FakeUpstream.start(t);
+    upstream.replyWith(
+      geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Quota exceeded for project 123456.', { 'retry-after': '1' }),
+      geminiReply.promptBlocked('SAFETY'),
+    );
+    const key = 'AIza-secret-key-never-in-logs';
+    const generator = new GeminiGenerator({
+      apiKey: key,
+      baseUrl: upstream.url,
+      model: 'gemini-3-pro-image-preview',
+      maxConcurrency: 1,
+    });
+    const lines: string[] = [];
+    const record = (obj: object, msg: string) =>
+      void lines.push(
+        JSON.stringify({ ...obj, msg }, (_k, v: unknown) =>
+          v instanceof Error ? { message: v.message, stack: v.stack } : v,
+        ),
+      );
+    let clock = Date.now();
+    const worker = testWorker(t, deps, {
+      generator,
+      retryBaseMs: 1,
+      now: () => new Date(clock),
+      log: { info: record, warn: record, error: record },
+    });
 
-  await worker.runOnce();
-  clock += 2_000;
-  await worker.runOnce();
-  t.equal((await deps.store.getTaskById(task.id))?.status, 'FAILED');
-  const log = lines.join('\n');
-  t.match(log, /"status":429/);
-  t.match(log, /RESOURCE_EXHAUSTED/);
-  t.match(log, /prompt blocked: SAFETY/);
-  t.notMatch(log, new RegExp(key));
-  t.notMatch(log, new RegExp(task.prompt));
-  t.notMatch(log, /project 123456/);
-});
+    await worker.runOnce();
+    clock += 2_000;
+    await worker.runOnce();
+    t.equal((await deps.store.getTaskById(task.id))?.status, 'FAILED');
+    const log = lines.join('\n');
+    t.match(log, /"status":429/);
+    t.match(log, /RESOURCE_EXHAUSTED/);
+    t.match(log, /prompt blocked: SAFETY/);
+    t.notMatch(log, new RegExp(key));
+    t.notMatch(log, new RegExp(task.prompt));
+    t.notMatch(log, /project 123456/);
+  },
+);

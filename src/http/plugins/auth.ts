@@ -63,12 +63,15 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
   const activeKeys = new ActiveKeyCache(options.store, API_KEY_CACHE_TTL_MS, API_KEY_CACHE_MAX_ENTRIES);
   scope.decorateRequest('caller', null as unknown as Caller);
   scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (request.headers.authorization === undefined && request.routeOptions.config.auth === 'bearer-or-signature') return;
+    if (request.headers.authorization === undefined && request.routeOptions.config.auth === 'bearer-or-signature')
+      return;
     // Node keeps only the first of two Authorization headers. Which credential the client meant is
     // unknowable, and a proxy that adds one may disagree with us about which counts: refused.
     if (authorizationHeaderCount(request.raw.rawHeaders) > 1) {
       const detail = 'Send one Authorization header; this request has several.';
-      throw new DomainError('invalid_request', detail, [{ pointer: '/authorization', location: 'header', code: 'duplicate_header', detail }]);
+      throw new DomainError('invalid_request', detail, [
+        { pointer: '/authorization', location: 'header', code: 'duplicate_header', detail },
+      ]);
     }
     const key = bearerTokenOf(request.headers.authorization);
     if (!key) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>.');
@@ -122,7 +125,12 @@ class ActiveKeyCache {
   async load(hash: string, now: number): Promise<Caller | null> {
     const found = await this.store.findActiveApiKey(hash);
     if (!found) return null;
-    const caller: Caller = { accountId: found.account.id, keyId: found.key.id, keyName: found.key.name, keyPrefix: found.key.prefix };
+    const caller: Caller = {
+      accountId: found.account.id,
+      keyId: found.key.id,
+      keyName: found.key.name,
+      keyPrefix: found.key.prefix,
+    };
     // Map order is insertion order and a refreshed entry is re-inserted, so the first is the oldest.
     if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(hash, { caller, expiresAt: now + this.ttlMs });
@@ -132,7 +140,8 @@ class ActiveKeyCache {
 
 function authorizationHeaderCount(rawHeaders: string[]): number {
   let count = 0;
-  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i].length === 13 && rawHeaders[i].toLowerCase() === 'authorization') count++;
+  for (let i = 0; i < rawHeaders.length; i += 2)
+    if (rawHeaders[i].length === 13 && rawHeaders[i].toLowerCase() === 'authorization') count++;
   return count;
 }
 

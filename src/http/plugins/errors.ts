@@ -39,7 +39,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const allowed = ALL_METHODS.filter((method) => routes.find(method, path) !== null);
     if (allowed.length > 0) {
       reply.header('allow', allowed.join(', '));
-      sendProblem(request, reply, 'method_not_allowed', `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`);
+      sendProblem(
+        request,
+        reply,
+        'method_not_allowed',
+        `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`,
+      );
       return;
     }
     sendProblem(request, reply, 'not_found', `No route for ${request.method} ${path}.`);
@@ -59,7 +64,9 @@ export const frameworkErrorHandler: NonNullable<FastifyServerOptions['frameworkE
       ? 'A path segment is longer than any id this API issues.'
       : 'The path is not valid: it holds a percent-encoding that does not decode to UTF-8.';
   reply.header('x-request-id', request.id);
-  sendProblem(request, reply, 'invalid_request', detail, [{ pointer: '', location: 'path', code: 'invalid_format', detail }]);
+  sendProblem(request, reply, 'invalid_request', detail, [
+    { pointer: '', location: 'path', code: 'invalid_format', detail },
+  ]);
 };
 
 /**
@@ -103,7 +110,8 @@ export function sendProblem(
   if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
   // Every 429 tells the client when to come back. The rate limits set their window's end; the rest
   // (too_many_active_tasks) have no window to wait for.
-  if (body.status === 429 && !reply.hasHeader('retry-after')) reply.header('retry-after', UNTIMED_429_RETRY_AFTER_SECONDS);
+  if (body.status === 429 && !reply.hasHeader('retry-after'))
+    reply.header('retry-after', UNTIMED_429_RETRY_AFTER_SECONDS);
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
@@ -130,13 +138,41 @@ const uploadProblem = (code: ErrorCode, pointer: string, fieldCode: string, deta
 
 /** @fastify/multipart's errors: its limits (DESIGN 3.8) are the contract's 413 and 400, not its own 413/406 for everything. */
 const MULTIPART_PROBLEMS: Record<string, Classified> = {
-  FST_REQ_FILE_TOO_LARGE: uploadProblem('payload_too_large', UPLOAD_PART, 'too_large', 'The file is larger than this endpoint accepts.'),
-  FST_FILES_LIMIT: uploadProblem('invalid_request', UPLOAD_PART, 'too_many_parts', 'Send exactly one file, in the part named "file".'),
-  FST_FIELDS_LIMIT: uploadProblem('invalid_request', '', 'too_many_parts', 'The body has more parts than an upload takes: one, named "file".'),
-  FST_PARTS_LIMIT: uploadProblem('invalid_request', '', 'too_many_parts', 'The body has more parts than an upload takes: one, named "file".'),
+  FST_REQ_FILE_TOO_LARGE: uploadProblem(
+    'payload_too_large',
+    UPLOAD_PART,
+    'too_large',
+    'The file is larger than this endpoint accepts.',
+  ),
+  FST_FILES_LIMIT: uploadProblem(
+    'invalid_request',
+    UPLOAD_PART,
+    'too_many_parts',
+    'Send exactly one file, in the part named "file".',
+  ),
+  FST_FIELDS_LIMIT: uploadProblem(
+    'invalid_request',
+    '',
+    'too_many_parts',
+    'The body has more parts than an upload takes: one, named "file".',
+  ),
+  FST_PARTS_LIMIT: uploadProblem(
+    'invalid_request',
+    '',
+    'too_many_parts',
+    'The body has more parts than an upload takes: one, named "file".',
+  ),
   FST_PROTO_VIOLATION: uploadProblem('invalid_request', '', 'not_allowed', 'A part has a name that is not allowed.'),
-  FST_INVALID_JSON_FIELD_ERROR: uploadProblem('invalid_request', '', 'invalid', 'A part declared as JSON is not valid JSON.'),
-  FST_INVALID_MULTIPART_CONTENT_TYPE: { code: 'unsupported_media_type', detail: 'This endpoint accepts multipart/form-data bodies.' },
+  FST_INVALID_JSON_FIELD_ERROR: uploadProblem(
+    'invalid_request',
+    '',
+    'invalid',
+    'A part declared as JSON is not valid JSON.',
+  ),
+  FST_INVALID_MULTIPART_CONTENT_TYPE: {
+    code: 'unsupported_media_type',
+    detail: 'This endpoint accepts multipart/form-data bodies.',
+  },
 };
 
 const CODE_BY_STATUS: Record<number, ErrorCode> = {
@@ -173,7 +209,10 @@ function classify(error: FastifyError | DomainError, request: FastifyRequest): C
   const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
   if (byStatus) return { code: byStatus, detail: error.message };
   if (error.statusCode === 503) return { code: 'unavailable', detail: 'The service is temporarily unavailable.' };
-  return { code: 'internal_error', detail: 'Something went wrong on our side; the request id identifies it in our logs.' };
+  return {
+    code: 'internal_error',
+    detail: 'Something went wrong on our side; the request id identifies it in our logs.',
+  };
 }
 
 function publicDetail(code: ErrorCode, error: FastifyError, request: FastifyRequest): string {

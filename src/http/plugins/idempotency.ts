@@ -1,5 +1,11 @@
 import { Type } from '@sinclair/typebox';
-import type { FastifyInstance, FastifyReply, FastifyRequest, onSendAsyncHookHandler, preHandlerAsyncHookHandler } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  onSendAsyncHookHandler,
+  preHandlerAsyncHookHandler,
+} from 'fastify';
 import { DomainError } from '../../core/errors.js';
 import {
   IDEMPOTENCY_KEY_MAX_LENGTH,
@@ -84,7 +90,8 @@ export class IdempotentRequest {
       result = await this.service.claim(this.request.caller.accountId, this.key, fingerprint);
     } catch (error) {
       // The first request finishes in milliseconds; a prompt retry will most likely be its replay.
-      if (error instanceof DomainError && error.code === 'idempotency_in_progress') reply.header('retry-after', IN_PROGRESS_RETRY_AFTER_SECONDS);
+      if (error instanceof DomainError && error.code === 'idempotency_in_progress')
+        reply.header('retry-after', IN_PROGRESS_RETRY_AFTER_SECONDS);
       throw error;
     }
     if (result.outcome === 'replay') {
@@ -170,9 +177,11 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
     try {
       if (reply.statusCode < 400 && body) {
         const kept = await service.complete(held, { statusCode: reply.statusCode, headers: keptHeaders(reply), body });
-        if (!kept) request.log.warn({ idempotencyKey: held.key }, 'idempotency lease was lost before the response was stored');
+        if (!kept)
+          request.log.warn({ idempotencyKey: held.key }, 'idempotency lease was lost before the response was stored');
       } else {
-        if (reply.statusCode < 400) request.log.warn('a streamed success cannot be kept for replay; its idempotency key is released');
+        if (reply.statusCode < 400)
+          request.log.warn('a streamed success cannot be kept for replay; its idempotency key is released');
         await service.release(held);
       }
     } catch (err) {

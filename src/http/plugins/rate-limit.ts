@@ -77,7 +77,10 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
         const state = await authFailures(request, { increment: false });
         if (state.isAllowed || state.remaining > 0) return;
         const retryAfter = Math.max(1, state.ttlInSeconds);
-        reply.header('ratelimit-limit', state.max).header('ratelimit-remaining', 0).header('ratelimit-reset', retryAfter);
+        reply
+          .header('ratelimit-limit', state.max)
+          .header('ratelimit-remaining', 0)
+          .header('ratelimit-reset', retryAfter);
         reply.header('retry-after', retryAfter);
         throw new DomainError(
           'rate_limited',
@@ -150,7 +153,10 @@ export class SnapshotLocalStore {
   read(key: string, cb: CounterCallback): void {
     const now = Date.now();
     const window = this.windows.get(key);
-    cb(null, window && window.resetAt > now ? { current: window.count, ttl: window.resetAt - now } : { current: 0, ttl: 0 });
+    cb(
+      null,
+      window && window.resetAt > now ? { current: window.count, ttl: window.resetAt - now } : { current: 0, ttl: 0 },
+    );
   }
 
   /** A budget (a route's config or a limiter of its own) counts in a store of its own. */

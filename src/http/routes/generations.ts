@@ -80,7 +80,10 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions> = async (app, { tasks, signer, now, createsRateLimit }) => {
+export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions> = async (
+  app,
+  { tasks, signer, now, createsRateLimit },
+) => {
   app.post(
     '/images/generations',
     {

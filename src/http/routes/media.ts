@@ -141,8 +141,14 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
           // Refused before a byte of the body is read: the connection is closed rather than drained.
           reply.header('connection', 'close').header('retry-after', UPLOAD_SLOT_RETRY_AFTER_SECONDS);
           throw slot.refused === 'key'
-            ? new DomainError('rate_limited', 'This API key has as many uploads in flight as it may; wait for one to finish.')
-            : new DomainError('unavailable', 'This server is receiving as many uploads as it takes at once; retry shortly.');
+            ? new DomainError(
+                'rate_limited',
+                'This API key has as many uploads in flight as it may; wait for one to finish.',
+              )
+            : new DomainError(
+                'unavailable',
+                'This server is receiving as many uploads as it takes at once; retry shortly.',
+              );
         }
         try {
           return await receiveAndStore(request, reply);
@@ -210,7 +216,7 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         tags: ['media'],
         summary: 'Download the image bytes',
         description: [
-          'With the owner\'s Bearer key, or without any key through a signed URL (the `url` of a generated item):',
+          "With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item):",
           'when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401.',
           'The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL.',
         ].join(' '),
@@ -235,16 +241,20 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
       let found: MediaRecord;
       let freshUntilMs: number;
       if (expires !== undefined || signature !== undefined) {
-        if (expires === undefined || signature === undefined) throw new DomainError('unauthorized', 'A signed URL needs both `expires` and `signature`.');
+        if (expires === undefined || signature === undefined)
+          throw new DomainError('unauthorized', 'A signed URL needs both `expires` and `signature`.');
         const expiresSeconds = Number(expires);
-        if (expiresSeconds * 1000 <= at.getTime()) throw new DomainError('unauthorized', 'This signed URL has expired; read the task again for a fresh one.');
-        if (!signer.verify(mediaId, expiresSeconds, signature, at)) throw new DomainError('unauthorized', 'The URL signature is not valid.');
+        if (expiresSeconds * 1000 <= at.getTime())
+          throw new DomainError('unauthorized', 'This signed URL has expired; read the task again for a fresh one.');
+        if (!signer.verify(mediaId, expiresSeconds, signature, at))
+          throw new DomainError('unauthorized', 'The URL signature is not valid.');
         found = await media.getForSignedAccess(mediaId);
         freshUntilMs = Math.min(expiresSeconds * 1000, found.expiresAt.getTime());
       } else {
         // Auth let this route through without a key so that signed URLs work; without a signature the key is required.
         const caller = request.caller as Caller | null;
-        if (!caller) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use a signed URL.');
+        if (!caller)
+          throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use a signed URL.');
         found = await media.get(caller.accountId, mediaId);
         freshUntilMs = Math.min(at.getTime() + options.signedUrlTtlSeconds * 1000, found.expiresAt.getTime());
       }

@@ -71,4 +71,3 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 };
-

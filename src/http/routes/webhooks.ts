@@ -2,7 +2,12 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { Cursor, EXAMPLE_TASK_ID, UuidInput } from '../../../schemas/primitives.js';
-import { WEBHOOK_DELIVERY_STATUSES, WebhookDeliveryEnvelope, WebhookDeliveryPage, WebhookSecret } from '../../../schemas/webhooks.js';
+import {
+  WEBHOOK_DELIVERY_STATUSES,
+  WebhookDeliveryEnvelope,
+  WebhookDeliveryPage,
+  WebhookSecret,
+} from '../../../schemas/webhooks.js';
 import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
 import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
 import {
@@ -63,7 +68,10 @@ function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
   };
 }
 
-export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { store, now, onDeliveryQueued }) => {
+export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (
+  app,
+  { store, now, onDeliveryQueued },
+) => {
   const secretResponse = (secrets: { current: string; previousExpiresAt: Date | null }) => ({
     data: { secret: secrets.current, previous_secret_expires_at: secrets.previousExpiresAt?.toISOString() ?? null },
   });

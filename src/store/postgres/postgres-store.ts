@@ -1,24 +1,65 @@
 import pg from 'pg';
 import { DomainError } from '../../core/errors.js';
 import {
-  afterLostLease, admitsAnotherActiveTask, countsAsActive, DEADLINE_EXCEEDED, isPastDeadline, webhookEventFor,
+  afterLostLease,
+  admitsAnotherActiveTask,
+  countsAsActive,
+  DEADLINE_EXCEEDED,
+  isPastDeadline,
+  webhookEventFor,
 } from '../../core/task-execution.js';
 import {
-  generatedMediaRef, invalidMediaReference, nextStatus, refundsOnEntry, statusesAllowing,
-  type GeneratedMediaRef, type TaskEvent, type TaskRecord, type TaskStatus,
+  generatedMediaRef,
+  invalidMediaReference,
+  nextStatus,
+  refundsOnEntry,
+  statusesAllowing,
+  type GeneratedMediaRef,
+  type TaskEvent,
+  type TaskRecord,
+  type TaskStatus,
 } from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
 import { decodeCursor } from '../cursor.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
-  Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, LedgerEntry,
-  LedgerKind, MediaRecord, Page, Store, TaskCreationLimits, TaskListQuery, WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus,
-  WebhookDeliveryWithAttempts, WebhookSecrets,
+  Account,
+  ApiKeyRecord,
+  ClaimPolicy,
+  GeneratedMediaInput,
+  IdempotencyClaim,
+  IdempotencyClaimRequest,
+  IdempotencyCompletion,
+  LedgerEntry,
+  LedgerKind,
+  MediaRecord,
+  Page,
+  Store,
+  TaskCreationLimits,
+  TaskListQuery,
+  WebhookAttemptOutcome,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+  WebhookDeliveryWithAttempts,
+  WebhookSecrets,
 } from '../port.js';
 import { POSTGRES_MIGRATIONS } from './migrations.js';
 import {
-  mediaValues, TASK_COLUMNS, taskValues, toAccount, toApiKey, toLedgerEntry, toMedia, toTask, toWebhookDelivery,
-  type AccountRow, type ApiKeyRow, type LedgerRow, type MediaRow, type TaskRow, type WebhookDeliveryRow,
+  mediaValues,
+  TASK_COLUMNS,
+  taskValues,
+  toAccount,
+  toApiKey,
+  toLedgerEntry,
+  toMedia,
+  toTask,
+  toWebhookDelivery,
+  type AccountRow,
+  type ApiKeyRow,
+  type LedgerRow,
+  type MediaRow,
+  type TaskRow,
+  type WebhookDeliveryRow,
 } from './rows.js';
 import { CHANNEL_SQL, TaskSignals, type TaskSignal } from './task-signals.js';
 
@@ -64,7 +105,8 @@ export class PostgresStore implements Store {
 
   constructor(private readonly options: PostgresStoreOptions) {
     this.schema = options.schema;
-    if (this.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(this.schema)) throw new Error(`Invalid schema name ${this.schema}`);
+    if (this.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(this.schema))
+      throw new Error(`Invalid schema name ${this.schema}`);
     this.pool = new pg.Pool({
       connectionString: options.connectionString,
       max: options.poolSize ?? 10,
@@ -126,7 +168,9 @@ export class PostgresStore implements Store {
         await client.query(
           'CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
         );
-        const { rows } = await client.query<{ version: number }>('SELECT coalesce(max(version), 0) AS version FROM schema_migrations');
+        const { rows } = await client.query<{ version: number }>(
+          'SELECT coalesce(max(version), 0) AS version FROM schema_migrations',
+        );
         for (let version = rows[0].version; version < POSTGRES_MIGRATIONS.length; version++) {
           await client.query('BEGIN');
           try {
@@ -187,14 +231,21 @@ export class PostgresStore implements Store {
 
   async createAccount(input: { id: string; name: string; initialTokens: number; now: Date }): Promise<Account> {
     return this.transaction(async (tx) => {
-      await tx.query('INSERT INTO accounts (id, name, balance, created_at) VALUES ($1, $2, 0, $3)', [input.id, input.name, input.now]);
-      if (input.initialTokens > 0) await addLedgerEntry(tx, input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
+      await tx.query('INSERT INTO accounts (id, name, balance, created_at) VALUES ($1, $2, 0, $3)', [
+        input.id,
+        input.name,
+        input.now,
+      ]);
+      if (input.initialTokens > 0)
+        await addLedgerEntry(tx, input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
       return requireAccount(tx, input.id);
     });
   }
 
   async getAccount(accountId: string): Promise<Account | null> {
-    const { rows } = await this.query<AccountRow>('SELECT id, name, balance, created_at FROM accounts WHERE id = $1', [accountId]);
+    const { rows } = await this.query<AccountRow>('SELECT id, name, balance, created_at FROM accounts WHERE id = $1', [
+      accountId,
+    ]);
     return rows[0] ? toAccount(rows[0]) : null;
   }
 
@@ -233,7 +284,14 @@ export class PostgresStore implements Store {
 
   // ── API keys ─────────────────────────────────────────────────────────────────────────────────
 
-  async insertApiKey(input: { id: string; accountId: string; name: string; prefix: string; hash: string; now: Date }): Promise<ApiKeyRecord> {
+  async insertApiKey(input: {
+    id: string;
+    accountId: string;
+    name: string;
+    prefix: string;
+    hash: string;
+    now: Date;
+  }): Promise<ApiKeyRecord> {
     const { rows } = await this.query<ApiKeyRow>(
       `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)
        RETURNING id, account_id, name, prefix, created_at, last_used_at, revoked_at`,
@@ -243,7 +301,9 @@ export class PostgresStore implements Store {
   }
 
   async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
-    const { rows } = await this.query<ApiKeyRow & { account_name: string; account_balance: number; account_created_at: Date }>(
+    const { rows } = await this.query<
+      ApiKeyRow & { account_name: string; account_balance: number; account_created_at: Date }
+    >(
       `SELECT k.id, k.account_id, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
               a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
@@ -254,20 +314,30 @@ export class PostgresStore implements Store {
     if (!row) return null;
     return {
       key: toApiKey(row),
-      account: toAccount({ id: row.account_id, name: row.account_name, balance: row.account_balance, created_at: row.account_created_at }),
+      account: toAccount({
+        id: row.account_id,
+        name: row.account_name,
+        balance: row.account_balance,
+        created_at: row.account_created_at,
+      }),
     };
   }
 
   async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
     const columns = 'id, account_id, name, prefix, created_at, last_used_at, revoked_at';
     const { rows } = accountId
-      ? await this.query<ApiKeyRow>(`SELECT ${columns} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id`, [accountId])
+      ? await this.query<ApiKeyRow>(`SELECT ${columns} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id`, [
+          accountId,
+        ])
       : await this.query<ApiKeyRow>(`SELECT ${columns} FROM api_keys ORDER BY created_at, id`);
     return rows.map(toApiKey);
   }
 
   async revokeApiKey(idOrPrefix: string, now: Date): Promise<boolean> {
-    const result = await this.query('UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR prefix = $2) AND revoked_at IS NULL', [now, idOrPrefix]);
+    const result = await this.query(
+      'UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR prefix = $2) AND revoked_at IS NULL',
+      [now, idOrPrefix],
+    );
     return (result.rowCount ?? 0) > 0;
   }
 
@@ -277,14 +347,24 @@ export class PostgresStore implements Store {
 
   // ── tasks ────────────────────────────────────────────────────────────────────────────────────
 
-  async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void> {
+  async insertTaskWithDebit(
+    task: TaskRecord,
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
     await this.transaction(async (tx) => {
       await assertReferencesUsable(tx, task);
       if (countsAsActive(task.status)) {
         // The row lock this takes orders the account's concurrent creates; each sees the last one's count.
-        const { rows } = await tx.query<{ active_tasks: number }>('SELECT active_tasks FROM accounts WHERE id = $1 FOR UPDATE', [task.accountId]);
+        const { rows } = await tx.query<{ active_tasks: number }>(
+          'SELECT active_tasks FROM accounts WHERE id = $1 FOR UPDATE',
+          [task.accountId],
+        );
         if (rows[0] && !admitsAnotherActiveTask(rows[0].active_tasks, limits.maxActiveTasks)) {
-          throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
+          throw new DomainError(
+            'too_many_active_tasks',
+            `An account may have at most ${limits.maxActiveTasks} active tasks.`,
+          );
         }
       }
       if (!(await addLedgerEntry(tx, task.accountId, 'debit', task.cost, task.id, null, task.createdAt))) {
@@ -296,7 +376,10 @@ export class PostgresStore implements Store {
         taskValues(task),
       );
       if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {
-        throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
+        throw new DomainError(
+          'idempotency_in_progress',
+          'Another request with this Idempotency-Key took it over; retry shortly.',
+        );
       }
       if (countsAsActive(task.status)) {
         await tx.query('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = $1', [task.accountId]);
@@ -306,7 +389,10 @@ export class PostgresStore implements Store {
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
-    const { rows } = await this.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1 AND account_id = $2`, [taskId, accountId]);
+    const { rows } = await this.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1 AND account_id = $2`, [
+      taskId,
+      accountId,
+    ]);
     return rows[0] ? toTask(rows[0]) : null;
   }
 
@@ -318,7 +404,10 @@ export class PostgresStore implements Store {
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     // One keyset range of (account_id, [status,] id) or (account_id, model, [status,] id): a page
     // costs the same at any depth. Time bounds become id bounds (UUIDv7 ids start with their millisecond).
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, { status: query.status, model: query.model });
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
+      status: query.status,
+      model: query.model,
+    });
     if (query.createdBefore) {
       conditions.push('id < @createdBefore');
       params.createdBefore = uuidv7Floor(query.createdBefore);
@@ -328,7 +417,10 @@ export class PostgresStore implements Store {
       params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
     }
     params.limit = pageFetchSize(query.limit);
-    const { sql, values } = numbered(`SELECT ${TASK_COLUMNS} FROM tasks WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`, params);
+    const { sql, values } = numbered(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
+      params,
+    );
     const { rows } = await this.query<TaskRow>(sql, values);
     return pageOf(rows.map(toTask), query.limit, (t) => t.id);
   }
@@ -356,7 +448,10 @@ export class PostgresStore implements Store {
   }
 
   async getMediaById(mediaId: string, now: Date): Promise<MediaRecord | null> {
-    const { rows } = await this.query<MediaRow>('SELECT * FROM media WHERE id = $1 AND expires_at > $2', [mediaId, now]);
+    const { rows } = await this.query<MediaRow>('SELECT * FROM media WHERE id = $1 AND expires_at > $2', [
+      mediaId,
+      now,
+    ]);
     return rows[0] ? toMedia(rows[0]) : null;
   }
 
@@ -405,56 +500,90 @@ export class PostgresStore implements Store {
   async claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim> {
     const now = input.now.getTime();
     const leaseExpiresAt = new Date(now + input.leaseMs);
-    return this.transaction(async (tx): Promise<IdempotencyClaim> => {
-      const inserted = await tx.query(
-        `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
+    return this.transaction(
+      async (tx): Promise<IdempotencyClaim> => {
+        const inserted = await tx.query(
+          `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
          VALUES ($1, $2, $3, 'in_flight', $4, $5, $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
-        [input.accountId, input.key, input.fingerprint, input.leaseToken, leaseExpiresAt, input.now, new Date(now + input.ttlMs)],
-      );
-      if (inserted.rowCount === 1) return { outcome: 'acquired' };
-      const { rows } = await tx.query<{
-        fingerprint: string; status: 'in_flight' | 'completed'; lease_expires_at: Date | null; expires_at: Date;
-        response_status: number | null; response_headers: Record<string, string> | null; response_body: Buffer | null;
-      }>(
-        `SELECT fingerprint, status, lease_expires_at, expires_at, response_status, response_headers, response_body
+          [
+            input.accountId,
+            input.key,
+            input.fingerprint,
+            input.leaseToken,
+            leaseExpiresAt,
+            input.now,
+            new Date(now + input.ttlMs),
+          ],
+        );
+        if (inserted.rowCount === 1) return { outcome: 'acquired' };
+        const { rows } = await tx.query<{
+          fingerprint: string;
+          status: 'in_flight' | 'completed';
+          lease_expires_at: Date | null;
+          expires_at: Date;
+          response_status: number | null;
+          response_headers: Record<string, string> | null;
+          response_body: Buffer | null;
+        }>(
+          `SELECT fingerprint, status, lease_expires_at, expires_at, response_status, response_headers, response_body
          FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE`,
-        [input.accountId, input.key],
-      );
-      const row = rows[0];
-      if (row && row.expires_at.getTime() > now) {
-        if (row.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
-        if (row.status === 'completed') {
-          return {
-            outcome: 'replay',
-            response: { statusCode: row.response_status!, headers: row.response_headers ?? {}, body: row.response_body ?? Buffer.alloc(0) },
-          };
+          [input.accountId, input.key],
+        );
+        const row = rows[0];
+        if (row && row.expires_at.getTime() > now) {
+          if (row.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
+          if (row.status === 'completed') {
+            return {
+              outcome: 'replay',
+              response: {
+                statusCode: row.response_status!,
+                headers: row.response_headers ?? {},
+                body: row.response_body ?? Buffer.alloc(0),
+              },
+            };
+          }
+          if ((row.lease_expires_at?.getTime() ?? 0) > now) return { outcome: 'in_progress' };
+          // The holder's lease ran out: this request takes over; expires_at stays 24 h from first use.
+          await tx.query(
+            'UPDATE idempotency_keys SET lease_token = $3, lease_expires_at = $4 WHERE account_id = $1 AND key = $2',
+            [input.accountId, input.key, input.leaseToken, leaseExpiresAt],
+          );
+          return { outcome: 'acquired' };
         }
-        if ((row.lease_expires_at?.getTime() ?? 0) > now) return { outcome: 'in_progress' };
-        // The holder's lease ran out: this request takes over; expires_at stays 24 h from first use.
-        await tx.query('UPDATE idempotency_keys SET lease_token = $3, lease_expires_at = $4 WHERE account_id = $1 AND key = $2', [
-          input.accountId, input.key, input.leaseToken, leaseExpiresAt,
-        ]);
-        return { outcome: 'acquired' };
-      }
-      // Expired (or swept between the two statements): the key starts a new life.
-      await tx.query(
-        `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
+        // Expired (or swept between the two statements): the key starts a new life.
+        await tx.query(
+          `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
          VALUES ($1, $2, $3, 'in_flight', $4, $5, $6, $7)
          ON CONFLICT (account_id, key) DO UPDATE SET
            fingerprint = excluded.fingerprint, status = 'in_flight', lease_token = excluded.lease_token,
            lease_expires_at = excluded.lease_expires_at, response_status = NULL, response_headers = NULL,
            response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at`,
-        [input.accountId, input.key, input.fingerprint, input.leaseToken, leaseExpiresAt, input.now, new Date(now + input.ttlMs)],
-      );
-      return { outcome: 'acquired' };
-    }, { unsynced: true });
+          [
+            input.accountId,
+            input.key,
+            input.fingerprint,
+            input.leaseToken,
+            leaseExpiresAt,
+            input.now,
+            new Date(now + input.ttlMs),
+          ],
+        );
+        return { outcome: 'acquired' };
+      },
+      { unsynced: true },
+    );
   }
 
   async completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean> {
     return this.transaction((tx) => completeIdempotencyKeyIn(tx, input));
   }
 
-  async renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean> {
+  async renewIdempotencyKey(input: {
+    accountId: string;
+    key: string;
+    leaseToken: string;
+    leaseExpiresAt: Date;
+  }): Promise<boolean> {
     const result = await this.query(
       "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE account_id = $2 AND key = $3 AND status = 'in_flight' AND lease_token = $4",
       [input.leaseExpiresAt, input.accountId, input.key, input.leaseToken],
@@ -463,9 +592,10 @@ export class PostgresStore implements Store {
   }
 
   async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
-    await this.query("DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_flight' AND lease_token = $3", [
-      input.accountId, input.key, input.leaseToken,
-    ]);
+    await this.query(
+      "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_flight' AND lease_token = $3",
+      [input.accountId, input.key, input.leaseToken],
+    );
   }
 
   async deleteExpiredIdempotencyKeys(now: Date, limit: number): Promise<number> {
@@ -481,37 +611,44 @@ export class PostgresStore implements Store {
 
   async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
     const { now } = policy;
-    return this.transaction(async (tx) => {
-      // Lost leases first; SKIP LOCKED leaves those another claimer is handling to it.
-      const lost = await tx.query<{ id: string; attempt: number }>(
-        "SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < $1 FOR UPDATE SKIP LOCKED",
-        [now],
-      );
-      for (const task of lost.rows) {
-        const outcome = afterLostLease(task.attempt, policy.maxAttempts);
-        if (outcome.action === 'fail') await finishIn(tx, task.id, task.attempt, 'fail', now, { error: outcome.error });
-        else await requeueIn(tx, task.id, task.attempt, now);
-      }
-      for (;;) {
-        const { rows } = await tx.query<{ id: string; attempt: number; created_at: Date }>(
-          `SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= $1
-           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+    return this.transaction(
+      async (tx) => {
+        // Lost leases first; SKIP LOCKED leaves those another claimer is handling to it.
+        const lost = await tx.query<{ id: string; attempt: number }>(
+          "SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < $1 FOR UPDATE SKIP LOCKED",
           [now],
         );
-        const next = rows[0];
-        if (!next) return null;
-        if (isPastDeadline(next.created_at, now, policy.deadlineMs)) {
-          await finishIn(tx, next.id, next.attempt, 'fail', now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
-          continue;
+        for (const task of lost.rows) {
+          const outcome = afterLostLease(task.attempt, policy.maxAttempts);
+          if (outcome.action === 'fail')
+            await finishIn(tx, task.id, task.attempt, 'fail', now, { error: outcome.error });
+          else await requeueIn(tx, task.id, task.attempt, now);
         }
-        const claimed = await tx.query<TaskRow>(
-          `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = $2, started_at = coalesce(started_at, $3)
+        for (;;) {
+          const { rows } = await tx.query<{ id: string; attempt: number; created_at: Date }>(
+            `SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= $1
+           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+            [now],
+          );
+          const next = rows[0];
+          if (!next) return null;
+          if (isPastDeadline(next.created_at, now, policy.deadlineMs)) {
+            await finishIn(tx, next.id, next.attempt, 'fail', now, {
+              error: DEADLINE_EXCEEDED,
+              fromStatuses: ['CREATED'],
+            });
+            continue;
+          }
+          const claimed = await tx.query<TaskRow>(
+            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = $2, started_at = coalesce(started_at, $3)
            WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
-          [next.id, new Date(now.getTime() + policy.leaseMs), now],
-        );
-        return toTask(claimed.rows[0]);
-      }
-    }, { unsynced: true });
+            [next.id, new Date(now.getTime() + policy.leaseMs), now],
+          );
+          return toTask(claimed.rows[0]);
+        }
+      },
+      { unsynced: true },
+    );
   }
 
   async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
@@ -522,14 +659,25 @@ export class PostgresStore implements Store {
     return result.rowCount === 1;
   }
 
-  async completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
+  async completeTask(input: {
+    taskId: string;
+    attempt: number;
+    media: GeneratedMediaInput[];
+    now: Date;
+  }): Promise<boolean> {
     try {
       return await this.transaction(async (tx) => {
         const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
         const finished = await finishIn(tx, input.taskId, input.attempt, 'complete', input.now, { generated });
         if (!finished) return false;
         for (const m of input.media) {
-          const media: MediaRecord = { ...m, accountId: finished.accountId, source: 'generated', taskId: input.taskId, createdAt: input.now };
+          const media: MediaRecord = {
+            ...m,
+            accountId: finished.accountId,
+            source: 'generated',
+            taskId: input.taskId,
+            createdAt: input.now,
+          };
           // A blob whose reservation lapsed may already be swept: throwing rolls the whole completion back.
           if (!(await insertMediaIn(tx, media, input.now))) throw new BlobReservationLapsedError(m.blobKey);
         }
@@ -541,8 +689,16 @@ export class PostgresStore implements Store {
     }
   }
 
-  async failTask(input: { taskId: string; attempt: number; error: { code: string; message: string }; now: Date }): Promise<boolean> {
-    return this.transaction(async (tx) => (await finishIn(tx, input.taskId, input.attempt, 'fail', input.now, { error: input.error })) !== null);
+  async failTask(input: {
+    taskId: string;
+    attempt: number;
+    error: { code: string; message: string };
+    now: Date;
+  }): Promise<boolean> {
+    return this.transaction(
+      async (tx) =>
+        (await finishIn(tx, input.taskId, input.attempt, 'fail', input.now, { error: input.error })) !== null,
+    );
   }
 
   async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
@@ -557,7 +713,10 @@ export class PostgresStore implements Store {
       );
       if (!rows[0]) throw new DomainError('not_found', 'Task not found.');
       nextStatus(rows[0].status, 'cancel'); // throws invalid_state for a terminal task
-      await finishIn(tx, taskId, rows[0].attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
+      await finishIn(tx, taskId, rows[0].attempt, 'cancel', now, {
+        fromStatuses: statusesAllowing('cancel'),
+        anyAttempt: true,
+      });
       const task = await tx.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1`, [taskId]);
       return toTask(task.rows[0]);
     });
@@ -586,14 +745,24 @@ export class PostgresStore implements Store {
     return (await this.readWebhookSecrets(this.pool, accountId, now))!;
   }
 
-  async rotateWebhookSecret(accountId: string, now: Date, graceMs: number, newSecret: () => string): Promise<WebhookSecrets> {
+  async rotateWebhookSecret(
+    accountId: string,
+    now: Date,
+    graceMs: number,
+    newSecret: () => string,
+  ): Promise<WebhookSecrets> {
     return this.transaction(async (tx) => {
       await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
       await tx.query('DELETE FROM webhook_secrets WHERE account_id = $1 AND retired_at IS NOT NULL', [accountId]);
-      await tx.query('UPDATE webhook_secrets SET retired_at = $1, expires_at = $2 WHERE account_id = $3 AND retired_at IS NULL', [
-        now, new Date(now.getTime() + graceMs), accountId,
+      await tx.query(
+        'UPDATE webhook_secrets SET retired_at = $1, expires_at = $2 WHERE account_id = $3 AND retired_at IS NULL',
+        [now, new Date(now.getTime() + graceMs), accountId],
+      );
+      await tx.query('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES ($1, $2, $3)', [
+        accountId,
+        newSecret(),
+        now,
       ]);
-      await tx.query('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES ($1, $2, $3)', [accountId, newSecret(), now]);
       return (await this.readWebhookSecrets(tx, accountId, now))!;
     });
   }
@@ -606,7 +775,11 @@ export class PostgresStore implements Store {
     const current = rows.find((r) => r.retired_at === null);
     if (!current) return null;
     const previous = rows.find((r) => r.retired_at !== null);
-    return { current: current.secret, previous: previous?.secret ?? null, previousExpiresAt: previous?.expires_at ?? null };
+    return {
+      current: current.secret,
+      previous: previous?.secret ?? null,
+      previousExpiresAt: previous?.expires_at ?? null,
+    };
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
@@ -623,14 +796,23 @@ export class PostgresStore implements Store {
   async recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void> {
     const { attempt } = input;
     await this.transaction(async (tx) => {
-      await tx.query('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)', [
-        input.deliveryId, attempt.attemptedAt, attempt.statusCode, attempt.error, Math.round(attempt.durationMs),
-      ]);
+      await tx.query(
+        'INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)',
+        [input.deliveryId, attempt.attemptedAt, attempt.statusCode, attempt.error, Math.round(attempt.durationMs)],
+      );
       await tx.query(
         `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + $7,
            manual_attempt = false, resume_at = NULL, next_attempt_at = $2, last_status_code = $3, last_error = $4,
            updated_at = $5 WHERE id = $6`,
-        [input.status, input.nextAttemptAt, attempt.statusCode, attempt.error, input.now, input.deliveryId, input.manual ? 0 : 1],
+        [
+          input.status,
+          input.nextAttemptAt,
+          attempt.statusCode,
+          attempt.error,
+          input.now,
+          input.deliveryId,
+          input.manual ? 0 : 1,
+        ],
       );
     });
   }
@@ -639,9 +821,15 @@ export class PostgresStore implements Store {
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
   ): Promise<Page<WebhookDeliveryWithAttempts>> {
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, { task_id: query.taskId, status: query.status });
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
+      task_id: query.taskId,
+      status: query.status,
+    });
     params.limit = pageFetchSize(query.limit);
-    const { sql, values } = numbered(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`, params);
+    const { sql, values } = numbered(
+      `SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
+      params,
+    );
     const { rows } = await this.query<WebhookDeliveryRow>(sql, values);
     const page = pageOf(rows, query.limit, (r) => r.id);
     return { items: await this.withAttempts(page.items), nextCursor: page.nextCursor };
@@ -663,7 +851,13 @@ export class PostgresStore implements Store {
 
   private async withAttempts(rows: WebhookDeliveryRow[]): Promise<WebhookDeliveryWithAttempts[]> {
     if (rows.length === 0) return [];
-    type AttemptRow = { delivery_id: string; attempted_at: Date; status_code: number | null; error: string | null; duration_ms: number };
+    type AttemptRow = {
+      delivery_id: string;
+      attempted_at: Date;
+      status_code: number | null;
+      error: string | null;
+      duration_ms: number;
+    };
     const { rows: attempts } = await this.query<AttemptRow>(
       `SELECT delivery_id, attempted_at, status_code, error, duration_ms FROM webhook_attempts
        WHERE delivery_id = ANY($1::text[]) ORDER BY id`,
@@ -673,7 +867,12 @@ export class PostgresStore implements Store {
       ...toWebhookDelivery(row),
       attemptLog: attempts
         .filter((a) => a.delivery_id === row.id)
-        .map((a) => ({ attemptedAt: a.attempted_at, statusCode: a.status_code, error: a.error, durationMs: a.duration_ms })),
+        .map((a) => ({
+          attemptedAt: a.attempted_at,
+          statusCode: a.status_code,
+          error: a.error,
+          durationMs: a.duration_ms,
+        })),
     }));
   }
 }
@@ -708,7 +907,9 @@ async function notify(tx: Tx, signal: TaskSignal): Promise<void> {
 }
 
 async function requireAccount(tx: Tx, accountId: string): Promise<Account> {
-  const { rows } = await tx.query<AccountRow>('SELECT id, name, balance, created_at FROM accounts WHERE id = $1', [accountId]);
+  const { rows } = await tx.query<AccountRow>('SELECT id, name, balance, created_at FROM accounts WHERE id = $1', [
+    accountId,
+  ]);
   return toAccount(rows[0]);
 }
 
@@ -718,7 +919,13 @@ async function requireAccount(tx: Tx, accountId: string): Promise<Account> {
  * False when the account is missing or a debit would go negative.
  */
 async function addLedgerEntry(
-  tx: Tx, accountId: string, kind: LedgerKind, amount: number, taskId: string | null, note: string | null, now: Date,
+  tx: Tx,
+  accountId: string,
+  kind: LedgerKind,
+  amount: number,
+  taskId: string | null,
+  note: string | null,
+  now: Date,
 ): Promise<boolean> {
   const delta = kind === 'debit' ? -amount : amount;
   const { rows } = await tx.query<{ balance: number }>(
@@ -763,20 +970,31 @@ async function completeIdempotencyKeyIn(tx: Tx, input: IdempotencyCompletion): P
     `UPDATE idempotency_keys SET status = 'completed', lease_token = NULL, lease_expires_at = NULL,
        response_status = $1, response_headers = $2, response_body = $3
      WHERE account_id = $4 AND key = $5 AND status = 'in_flight' AND lease_token = $6`,
-    [input.response.statusCode, JSON.stringify(input.response.headers), input.response.body, input.accountId, input.key, input.leaseToken],
+    [
+      input.response.statusCode,
+      JSON.stringify(input.response.headers),
+      input.response.body,
+      input.accountId,
+      input.key,
+      input.leaseToken,
+    ],
   );
   return (result.rowCount ?? 0) > 0;
 }
 
 async function queueBlobDeletion(db: Queryable, blobKey: string, dueAt: Date): Promise<void> {
-  await db.query('INSERT INTO blob_deletions (blob_key, due_at) VALUES ($1, $2) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at', [
-    blobKey, dueAt,
-  ]);
+  await db.query(
+    'INSERT INTO blob_deletions (blob_key, due_at) VALUES ($1, $2) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at',
+    [blobKey, dueAt],
+  );
 }
 
 /** Takes back the blob's reservation and inserts the row; false (nothing written) without a live reservation. */
 async function insertMediaIn(tx: Tx, media: MediaRecord, now: Date): Promise<boolean> {
-  const reserved = await tx.query('DELETE FROM blob_deletions WHERE blob_key = $1 AND due_at > $2', [media.blobKey, now]);
+  const reserved = await tx.query('DELETE FROM blob_deletions WHERE blob_key = $1 AND due_at > $2', [
+    media.blobKey,
+    now,
+  ]);
   if (reserved.rowCount === 0) return false;
   await tx.query(
     `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
@@ -798,7 +1016,10 @@ async function requeueIn(tx: Tx, taskId: string, attempt: number, runAfter: Date
 
 async function refundIn(tx: Tx, taskId: string, now: Date): Promise<boolean> {
   // The task's row lock makes concurrent refunds of one task take turns; the second sees the first's entry.
-  const { rows } = await tx.query<{ account_id: string; cost: number }>('SELECT account_id, cost FROM tasks WHERE id = $1 FOR UPDATE', [taskId]);
+  const { rows } = await tx.query<{ account_id: string; cost: number }>(
+    'SELECT account_id, cost FROM tasks WHERE id = $1 FOR UPDATE',
+    [taskId],
+  );
   if (!rows[0]) return false;
   const refunded = await tx.query("SELECT 1 FROM ledger WHERE task_id = $1 AND kind = 'refund'", [taskId]);
   if (refunded.rowCount) return false;
@@ -816,7 +1037,12 @@ async function finishIn(
   attempt: number,
   event: Extract<TaskEvent, 'complete' | 'fail' | 'cancel'>,
   now: Date,
-  details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string }; fromStatuses?: TaskStatus[]; anyAttempt?: boolean },
+  details: {
+    generated?: GeneratedMediaRef[];
+    error?: { code: string; message: string };
+    fromStatuses?: TaskStatus[];
+    anyAttempt?: boolean;
+  },
 ): Promise<{ accountId: string } | null> {
   const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
   const target = nextStatus(fromStatuses[0], event);
@@ -839,7 +1065,9 @@ async function finishIn(
   const updated = rows[0];
   if (!updated) return null;
   // Every status a task can finish from is active (terminal states are final): one active task fewer.
-  await tx.query('UPDATE accounts SET active_tasks = greatest(active_tasks - 1, 0) WHERE id = $1', [updated.account_id]);
+  await tx.query('UPDATE accounts SET active_tasks = greatest(active_tasks - 1, 0) WHERE id = $1', [
+    updated.account_id,
+  ]);
   if (refundsOnEntry(target)) await refundIn(tx, taskId, now);
   const eventType = webhookEventFor(target);
   if (updated.webhook_url && eventType) {

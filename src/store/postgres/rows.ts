@@ -1,31 +1,93 @@
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
-import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind, MediaRecord, MediaSource, WebhookDelivery, WebhookDeliveryStatus } from '../port.js';
+import type {
+  Account,
+  ApiKeyRecord,
+  LedgerEntry,
+  LedgerKind,
+  MediaRecord,
+  MediaSource,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+} from '../port.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 
 /** Row shapes of the PostgreSQL schema (as pg returns them: timestamptz as Date, json parsed) and their records. */
 
-export interface AccountRow { id: string; name: string; balance: number; created_at: Date }
+export interface AccountRow {
+  id: string;
+  name: string;
+  balance: number;
+  created_at: Date;
+}
 export interface ApiKeyRow {
-  id: string; account_id: string; name: string; prefix: string; created_at: Date; last_used_at: Date | null; revoked_at: Date | null;
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
 }
 export interface LedgerRow {
-  id: number; account_seq: number; account_id: string; kind: LedgerKind; amount: number; balance_after: number;
-  task_id: string | null; note: string | null; created_at: Date;
+  id: number;
+  account_seq: number;
+  account_id: string;
+  kind: LedgerKind;
+  amount: number;
+  balance_after: number;
+  task_id: string | null;
+  note: string | null;
+  created_at: Date;
 }
 export interface TaskRow {
-  id: string; account_id: string; status: TaskStatus; model: string; prompt: string; image_reference: string[];
-  aspect_ratio: string; resolution: string; width: number; height: number; cost: number; webhook_url: string | null;
-  generated: TaskRecord['generated']; error_code: string | null; error_message: string | null; attempt: number;
-  created_at: Date; started_at: Date | null; completed_at: Date | null;
+  id: string;
+  account_id: string;
+  status: TaskStatus;
+  model: string;
+  prompt: string;
+  image_reference: string[];
+  aspect_ratio: string;
+  resolution: string;
+  width: number;
+  height: number;
+  cost: number;
+  webhook_url: string | null;
+  generated: TaskRecord['generated'];
+  error_code: string | null;
+  error_message: string | null;
+  attempt: number;
+  created_at: Date;
+  started_at: Date | null;
+  completed_at: Date | null;
 }
 export interface MediaRow {
-  id: string; account_id: string; source: MediaSource; content_type: string; width: number; height: number;
-  size_bytes: number; sha256: string; blob_key: string; task_id: string | null; created_at: Date; expires_at: Date;
+  id: string;
+  account_id: string;
+  source: MediaSource;
+  content_type: string;
+  width: number;
+  height: number;
+  size_bytes: number;
+  sha256: string;
+  blob_key: string;
+  task_id: string | null;
+  created_at: Date;
+  expires_at: Date;
 }
 export interface WebhookDeliveryRow {
-  id: string; account_id: string; task_id: string; event_type: WebhookEventType; url: string; status: WebhookDeliveryStatus;
-  attempts: number; scheduled_attempts: number; manual_attempt: boolean; resume_at: Date | null;
-  next_attempt_at: Date | null; event_at: Date; created_at: Date;
+  id: string;
+  account_id: string;
+  task_id: string;
+  event_type: WebhookEventType;
+  url: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  scheduled_attempts: number;
+  manual_attempt: boolean;
+  resume_at: Date | null;
+  next_attempt_at: Date | null;
+  event_at: Date;
+  created_at: Date;
 }
 
 /** The columns of a task record, named in every query that reads a task. */
@@ -33,15 +95,32 @@ export const TASK_COLUMNS =
   'id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height, cost, webhook_url, ' +
   'generated, error_code, error_message, attempt, created_at, started_at, completed_at';
 
-export const toAccount = (r: AccountRow): Account => ({ id: r.id, name: r.name, balance: r.balance, createdAt: r.created_at });
+export const toAccount = (r: AccountRow): Account => ({
+  id: r.id,
+  name: r.name,
+  balance: r.balance,
+  createdAt: r.created_at,
+});
 
 export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
-  id: r.id, accountId: r.account_id, name: r.name, prefix: r.prefix, createdAt: r.created_at, lastUsedAt: r.last_used_at, revokedAt: r.revoked_at,
+  id: r.id,
+  accountId: r.account_id,
+  name: r.name,
+  prefix: r.prefix,
+  createdAt: r.created_at,
+  lastUsedAt: r.last_used_at,
+  revokedAt: r.revoked_at,
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
-  id: String(r.account_seq), accountId: r.account_id, kind: r.kind, amount: r.amount, balanceAfter: r.balance_after,
-  taskId: r.task_id, note: r.note, createdAt: r.created_at,
+  id: String(r.account_seq),
+  accountId: r.account_id,
+  kind: r.kind,
+  amount: r.amount,
+  balanceAfter: r.balance_after,
+  taskId: r.task_id,
+  note: r.note,
+  createdAt: r.created_at,
 });
 
 export const toTask = (r: TaskRow): TaskRecord => ({
@@ -66,23 +145,68 @@ export const toTask = (r: TaskRow): TaskRecord => ({
 
 /** A task's values in the order of TASK_INSERT's columns. */
 export const taskValues = (t: TaskRecord): unknown[] => [
-  t.id, t.accountId, t.status, t.model, t.prompt, JSON.stringify(t.imageReference), t.parameters.aspect_ratio, t.parameters.resolution,
-  t.width, t.height, t.cost, t.webhookUrl, JSON.stringify(t.generated), t.error?.code ?? null, t.error?.message ?? null, t.attempt,
-  t.createdAt, t.startedAt, t.completedAt,
+  t.id,
+  t.accountId,
+  t.status,
+  t.model,
+  t.prompt,
+  JSON.stringify(t.imageReference),
+  t.parameters.aspect_ratio,
+  t.parameters.resolution,
+  t.width,
+  t.height,
+  t.cost,
+  t.webhookUrl,
+  JSON.stringify(t.generated),
+  t.error?.code ?? null,
+  t.error?.message ?? null,
+  t.attempt,
+  t.createdAt,
+  t.startedAt,
+  t.completedAt,
 ];
 
 export const toMedia = (r: MediaRow): MediaRecord => ({
-  id: r.id, accountId: r.account_id, source: r.source, contentType: r.content_type, width: r.width, height: r.height,
-  sizeBytes: r.size_bytes, sha256: r.sha256, blobKey: r.blob_key, taskId: r.task_id, createdAt: r.created_at, expiresAt: r.expires_at,
+  id: r.id,
+  accountId: r.account_id,
+  source: r.source,
+  contentType: r.content_type,
+  width: r.width,
+  height: r.height,
+  sizeBytes: r.size_bytes,
+  sha256: r.sha256,
+  blobKey: r.blob_key,
+  taskId: r.task_id,
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
 });
 
 export const mediaValues = (m: MediaRecord): unknown[] => [
-  m.id, m.accountId, m.source, m.contentType, m.width, m.height, m.sizeBytes, m.sha256, m.blobKey, m.taskId, m.createdAt, m.expiresAt,
+  m.id,
+  m.accountId,
+  m.source,
+  m.contentType,
+  m.width,
+  m.height,
+  m.sizeBytes,
+  m.sha256,
+  m.blobKey,
+  m.taskId,
+  m.createdAt,
+  m.expiresAt,
 ];
 
 export const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
-  id: r.id, accountId: r.account_id, taskId: r.task_id, eventType: r.event_type, url: r.url, status: r.status,
-  attempts: r.attempts, scheduledAttempts: r.scheduled_attempts,
+  id: r.id,
+  accountId: r.account_id,
+  taskId: r.task_id,
+  eventType: r.event_type,
+  url: r.url,
+  status: r.status,
+  attempts: r.attempts,
+  scheduledAttempts: r.scheduled_attempts,
   manualRetry: r.manual_attempt ? { resumeAt: r.resume_at } : null,
-  nextAttemptAt: r.next_attempt_at, eventAt: r.event_at, createdAt: r.created_at,
+  nextAttemptAt: r.next_attempt_at,
+  eventAt: r.event_at,
+  createdAt: r.created_at,
 });

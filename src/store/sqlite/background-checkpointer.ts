@@ -17,7 +17,9 @@ export class BackgroundCheckpointer {
   constructor(filename: string, onError: (message: string) => void) {
     // The worker is the sibling module, as TypeScript under a loader or as compiled JavaScript.
     const ownExtension = extname(fileURLToPath(import.meta.url));
-    this.worker = new Worker(new URL(`./checkpoint-worker${ownExtension}`, import.meta.url), { workerData: { filename } });
+    this.worker = new Worker(new URL(`./checkpoint-worker${ownExtension}`, import.meta.url), {
+      workerData: { filename },
+    });
     this.worker.unref();
     this.worker.on('message', (report: CheckpointerReport) => onError(report.checkpointError));
     this.exited = new Promise((resolve) => {

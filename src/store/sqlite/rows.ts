@@ -3,25 +3,69 @@ import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind, MediaRecord, Media
 
 /** Row shapes of the embedded schema and their mapping to domain records. */
 
-export interface AccountRow { id: string; name: string; balance: number; created_at: number }
+export interface AccountRow {
+  id: string;
+  name: string;
+  balance: number;
+  created_at: number;
+}
 export interface ApiKeyRow {
-  id: string; account_id: string; name: string; prefix: string; hash: string;
-  created_at: number; last_used_at: number | null; revoked_at: number | null;
+  id: string;
+  account_id: string;
+  name: string;
+  prefix: string;
+  hash: string;
+  created_at: number;
+  last_used_at: number | null;
+  revoked_at: number | null;
 }
 export interface LedgerRow {
-  id: number; account_seq: number; account_id: string; kind: LedgerKind; amount: number; balance_after: number;
-  task_id: string | null; note: string | null; created_at: number;
+  id: number;
+  account_seq: number;
+  account_id: string;
+  kind: LedgerKind;
+  amount: number;
+  balance_after: number;
+  task_id: string | null;
+  note: string | null;
+  created_at: number;
 }
 export interface TaskRow {
-  id: string; account_id: string; status: TaskStatus; model: string; prompt: string;
-  image_reference: string; aspect_ratio: string; resolution: string; width: number; height: number;
-  cost: number; webhook_url: string | null; generated: string; error_code: string | null;
-  error_message: string | null; attempt: number; lease_expires_at: number | null; run_after: number;
-  created_at: number; started_at: number | null; completed_at: number | null;
+  id: string;
+  account_id: string;
+  status: TaskStatus;
+  model: string;
+  prompt: string;
+  image_reference: string;
+  aspect_ratio: string;
+  resolution: string;
+  width: number;
+  height: number;
+  cost: number;
+  webhook_url: string | null;
+  generated: string;
+  error_code: string | null;
+  error_message: string | null;
+  attempt: number;
+  lease_expires_at: number | null;
+  run_after: number;
+  created_at: number;
+  started_at: number | null;
+  completed_at: number | null;
 }
 export interface MediaRow {
-  id: string; account_id: string; source: MediaSource; content_type: string; width: number; height: number;
-  size_bytes: number; sha256: string; blob_key: string; task_id: string | null; created_at: number; expires_at: number;
+  id: string;
+  account_id: string;
+  source: MediaSource;
+  content_type: string;
+  width: number;
+  height: number;
+  size_bytes: number;
+  sha256: string;
+  blob_key: string;
+  task_id: string | null;
+  created_at: number;
+  expires_at: number;
 }
 
 /** The columns of a task that make its record (toTask): all but the queue's own lease_expires_at and run_after. */
@@ -29,23 +73,56 @@ export type TaskRecordRow = Omit<TaskRow, 'lease_expires_at' | 'run_after'>;
 
 /** The columns of a task that make its record, named in every query that reads a task. */
 export const TASK_COLUMNS = [
-  'id', 'account_id', 'status', 'model', 'prompt', 'image_reference', 'aspect_ratio', 'resolution', 'width', 'height',
-  'cost', 'webhook_url', 'generated', 'error_code', 'error_message', 'attempt', 'created_at', 'started_at', 'completed_at',
+  'id',
+  'account_id',
+  'status',
+  'model',
+  'prompt',
+  'image_reference',
+  'aspect_ratio',
+  'resolution',
+  'width',
+  'height',
+  'cost',
+  'webhook_url',
+  'generated',
+  'error_code',
+  'error_message',
+  'attempt',
+  'created_at',
+  'started_at',
+  'completed_at',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
 const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
 export const msOrNull = (d: Date | null) => (d === null ? null : d.getTime());
 
-export const toAccount = (r: AccountRow): Account => ({ id: r.id, name: r.name, balance: r.balance, createdAt: new Date(r.created_at) });
+export const toAccount = (r: AccountRow): Account => ({
+  id: r.id,
+  name: r.name,
+  balance: r.balance,
+  createdAt: new Date(r.created_at),
+});
 
 export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
-  id: r.id, accountId: r.account_id, name: r.name, prefix: r.prefix,
-  createdAt: new Date(r.created_at), lastUsedAt: dateOrNull(r.last_used_at), revokedAt: dateOrNull(r.revoked_at),
+  id: r.id,
+  accountId: r.account_id,
+  name: r.name,
+  prefix: r.prefix,
+  createdAt: new Date(r.created_at),
+  lastUsedAt: dateOrNull(r.last_used_at),
+  revokedAt: dateOrNull(r.revoked_at),
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
-  id: String(r.account_seq), accountId: r.account_id, kind: r.kind, amount: r.amount, balanceAfter: r.balance_after,
-  taskId: r.task_id, note: r.note, createdAt: new Date(r.created_at),
+  id: String(r.account_seq),
+  accountId: r.account_id,
+  kind: r.kind,
+  amount: r.amount,
+  balanceAfter: r.balance_after,
+  taskId: r.task_id,
+  note: r.note,
+  createdAt: new Date(r.created_at),
 });
 
 export const toTask = (r: TaskRecordRow): TaskRecord => ({
@@ -69,22 +146,55 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
 });
 
 export const fromTask = (t: TaskRecord): TaskRow => ({
-  id: t.id, account_id: t.accountId, status: t.status, model: t.model, prompt: t.prompt,
-  image_reference: JSON.stringify(t.imageReference), aspect_ratio: t.parameters.aspect_ratio,
-  resolution: t.parameters.resolution, width: t.width, height: t.height, cost: t.cost,
-  webhook_url: t.webhookUrl, generated: JSON.stringify(t.generated), error_code: t.error?.code ?? null,
-  error_message: t.error?.message ?? null, attempt: t.attempt, lease_expires_at: null, run_after: 0,
-  created_at: t.createdAt.getTime(), started_at: msOrNull(t.startedAt), completed_at: msOrNull(t.completedAt),
+  id: t.id,
+  account_id: t.accountId,
+  status: t.status,
+  model: t.model,
+  prompt: t.prompt,
+  image_reference: JSON.stringify(t.imageReference),
+  aspect_ratio: t.parameters.aspect_ratio,
+  resolution: t.parameters.resolution,
+  width: t.width,
+  height: t.height,
+  cost: t.cost,
+  webhook_url: t.webhookUrl,
+  generated: JSON.stringify(t.generated),
+  error_code: t.error?.code ?? null,
+  error_message: t.error?.message ?? null,
+  attempt: t.attempt,
+  lease_expires_at: null,
+  run_after: 0,
+  created_at: t.createdAt.getTime(),
+  started_at: msOrNull(t.startedAt),
+  completed_at: msOrNull(t.completedAt),
 });
 
 export const toMedia = (r: MediaRow): MediaRecord => ({
-  id: r.id, accountId: r.account_id, source: r.source, contentType: r.content_type, width: r.width, height: r.height,
-  sizeBytes: r.size_bytes, sha256: r.sha256, blobKey: r.blob_key, taskId: r.task_id,
-  createdAt: new Date(r.created_at), expiresAt: new Date(r.expires_at),
+  id: r.id,
+  accountId: r.account_id,
+  source: r.source,
+  contentType: r.content_type,
+  width: r.width,
+  height: r.height,
+  sizeBytes: r.size_bytes,
+  sha256: r.sha256,
+  blobKey: r.blob_key,
+  taskId: r.task_id,
+  createdAt: new Date(r.created_at),
+  expiresAt: new Date(r.expires_at),
 });
 
 export const fromMedia = (m: MediaRecord): MediaRow => ({
-  id: m.id, account_id: m.accountId, source: m.source, content_type: m.contentType, width: m.width, height: m.height,
-  size_bytes: m.sizeBytes, sha256: m.sha256, blob_key: m.blobKey, task_id: m.taskId,
-  created_at: m.createdAt.getTime(), expires_at: m.expiresAt.getTime(),
+  id: m.id,
+  account_id: m.accountId,
+  source: m.source,
+  content_type: m.contentType,
+  width: m.width,
+  height: m.height,
+  size_bytes: m.sizeBytes,
+  sha256: m.sha256,
+  blob_key: m.blobKey,
+  task_id: m.taskId,
+  created_at: m.createdAt.getTime(),
+  expires_at: m.expiresAt.getTime(),
 });

@@ -2,18 +2,62 @@ import Database from 'better-sqlite3';
 import { TASK_STATUSES } from '../../../schemas/resources.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import { DomainError } from '../../core/errors.js';
-import { afterLostLease, admitsAnotherActiveTask, countsAsActive, DEADLINE_EXCEEDED, isPastDeadline, webhookEventFor } from '../../core/task-execution.js';
-import { generatedMediaRef, invalidMediaReference, nextStatus, refundsOnEntry, statusesAllowing, type GeneratedMediaRef, type TaskRecord, type TaskStatus } from '../../core/task.js';
+import {
+  afterLostLease,
+  admitsAnotherActiveTask,
+  countsAsActive,
+  DEADLINE_EXCEEDED,
+  isPastDeadline,
+  webhookEventFor,
+} from '../../core/task-execution.js';
+import {
+  generatedMediaRef,
+  invalidMediaReference,
+  nextStatus,
+  refundsOnEntry,
+  statusesAllowing,
+  type GeneratedMediaRef,
+  type TaskRecord,
+  type TaskStatus,
+} from '../../core/task.js';
 import { newIdAt, uuidv7Floor } from '../../ids.js';
-import type { Account, ApiKeyRecord, ClaimPolicy, GeneratedMediaInput, LedgerEntry, LedgerKind, Page, Store, TaskCreationLimits, TaskListQuery } from '../port.js';
+import type {
+  Account,
+  ApiKeyRecord,
+  ClaimPolicy,
+  GeneratedMediaInput,
+  LedgerEntry,
+  LedgerKind,
+  Page,
+  Store,
+  TaskCreationLimits,
+  TaskListQuery,
+} from '../port.js';
 import { decodeCursor } from '../cursor.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
-import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, } from '../port.js';
+import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion } from '../port.js';
 import type { MediaRecord } from '../port.js';
-import type { WebhookAttemptOutcome, WebhookDelivery, WebhookDeliveryStatus, WebhookDeliveryWithAttempts, WebhookSecrets } from '../port.js';
+import type {
+  WebhookAttemptOutcome,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+  WebhookDeliveryWithAttempts,
+  WebhookSecrets,
+} from '../port.js';
 import { BackgroundCheckpointer } from './background-checkpointer.js';
 import { SQLITE_MIGRATIONS } from './migrations.js';
-import { fromTask, TASK_COLUMNS, toAccount, toApiKey, toLedgerEntry, toTask, type AccountRow, type ApiKeyRow, type LedgerRow, type TaskRecordRow } from './rows.js';
+import {
+  fromTask,
+  TASK_COLUMNS,
+  toAccount,
+  toApiKey,
+  toLedgerEntry,
+  toTask,
+  type AccountRow,
+  type ApiKeyRow,
+  type LedgerRow,
+  type TaskRecordRow,
+} from './rows.js';
 import { fromMedia, msOrNull, toMedia, type MediaRow } from './rows.js';
 
 /** The columns of a task record, by name: every read of a task goes through them and toTask. */
@@ -141,7 +185,12 @@ export class SqliteStore implements Store {
    */
   private groupCommit<T>(run: () => T, options: { durable: boolean }): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const queued: QueuedWrite = { run, durable: options.durable, resolve: resolve as (value: unknown) => void, reject };
+      const queued: QueuedWrite = {
+        run,
+        durable: options.durable,
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      };
       if (this.queuedWrites.push(queued) === 1) setImmediate(this.flushQueuedWrites);
     });
   }
@@ -156,7 +205,9 @@ export class SqliteStore implements Store {
       return;
     }
     const outcomes: ({ ok: true; value: unknown } | { ok: false; error: unknown })[] = [];
-    const commit = batch.some((write) => write.durable) ? (fn: () => void) => this.write(fn) : (fn: () => void) => this.writeUnsynced(fn);
+    const commit = batch.some((write) => write.durable)
+      ? (fn: () => void) => this.write(fn)
+      : (fn: () => void) => this.writeUnsynced(fn);
     try {
       commit(() => {
         for (const write of batch) {
@@ -217,7 +268,8 @@ export class SqliteStore implements Store {
       this.listStatements.delete(sql);
     } else {
       statement = this.db.prepare(sql);
-      if (this.listStatements.size >= MAX_LIST_STATEMENTS) this.listStatements.delete(this.listStatements.keys().next().value!);
+      if (this.listStatements.size >= MAX_LIST_STATEMENTS)
+        this.listStatements.delete(this.listStatements.keys().next().value!);
     }
     this.listStatements.set(sql, statement);
     return statement;
@@ -248,9 +300,13 @@ export class SqliteStore implements Store {
 
   async createAccount(input: { id: string; name: string; initialTokens: number; now: Date }): Promise<Account> {
     return this.write(() => {
-      this.statement('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, 0, ?)')
-        .run(input.id, input.name, input.now.getTime());
-      if (input.initialTokens > 0) this.addLedgerEntry(input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
+      this.statement('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, 0, ?)').run(
+        input.id,
+        input.name,
+        input.now.getTime(),
+      );
+      if (input.initialTokens > 0)
+        this.addLedgerEntry(input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
       return this.requireAccount(input.id);
     });
   }
@@ -266,7 +322,8 @@ export class SqliteStore implements Store {
 
   async grantTokens(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<Account> {
     return this.write(() => {
-      if (!this.statement('SELECT 1 FROM accounts WHERE id = ?').get(input.accountId)) throw new DomainError('not_found', 'Account not found.');
+      if (!this.statement('SELECT 1 FROM accounts WHERE id = ?').get(input.accountId))
+        throw new DomainError('not_found', 'Account not found.');
       this.addLedgerEntry(input.accountId, 'grant', input.amount, null, input.note, input.now);
       return this.requireAccount(input.accountId);
     });
@@ -274,31 +331,40 @@ export class SqliteStore implements Store {
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
     const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
-    const rows = this.statement('SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?')
-      .all(accountId, before, query.limit + 1) as LedgerRow[];
+    const rows = this.statement(
+      'SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?',
+    ).all(accountId, before, query.limit + 1) as LedgerRow[];
     return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
   }
 
   async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
-    const rows = this.statement('SELECT kind, sum(amount) AS total FROM ledger WHERE account_id = ? GROUP BY kind')
-      .all(accountId) as { kind: LedgerKind; total: number }[];
+    const rows = this.statement('SELECT kind, sum(amount) AS total FROM ledger WHERE account_id = ? GROUP BY kind').all(
+      accountId,
+    ) as { kind: LedgerKind; total: number }[];
     const totals: Record<LedgerKind, number> = { grant: 0, debit: 0, refund: 0 };
     for (const row of rows) totals[row.kind] = row.total;
     return totals;
   }
 
   /** Moves the balance and records why, in the caller's transaction. Returns false when a debit would go negative. */
-  private addLedgerEntry(accountId: string, kind: LedgerKind, amount: number, taskId: string | null, note: string | null, now: Date): boolean {
+  private addLedgerEntry(
+    accountId: string,
+    kind: LedgerKind,
+    amount: number,
+    taskId: string | null,
+    note: string | null,
+    now: Date,
+  ): boolean {
     const delta = kind === 'debit' ? -amount : amount;
-    const updated = this.statement('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
-      .get(delta, accountId, delta) as { balance: number } | undefined;
+    const updated = this.statement(
+      'UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance',
+    ).get(delta, accountId, delta) as { balance: number } | undefined;
     if (!updated) return false;
     // The next number of the account's own sequence; the write transaction serialises this read.
     this.statement(
-        `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
+      `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
          VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?)`,
-      )
-      .run(accountId, accountId, kind, amount, updated.balance, taskId, note, now.getTime());
+    ).run(accountId, accountId, kind, amount, updated.balance, taskId, note, now.getTime());
     return true;
   }
 
@@ -308,9 +374,17 @@ export class SqliteStore implements Store {
 
   // ── API keys ─────────────────────────────────────────────────────────────────────────────────
 
-  async insertApiKey(input: { id: string; accountId: string; name: string; prefix: string; hash: string; now: Date }): Promise<ApiKeyRecord> {
-    this.statement('INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(input.id, input.accountId, input.name, input.prefix, input.hash, input.now.getTime());
+  async insertApiKey(input: {
+    id: string;
+    accountId: string;
+    name: string;
+    prefix: string;
+    hash: string;
+    now: Date;
+  }): Promise<ApiKeyRecord> {
+    this.statement(
+      'INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+    ).run(input.id, input.accountId, input.name, input.prefix, input.hash, input.now.getTime());
     return toApiKey(this.statement('SELECT * FROM api_keys WHERE id = ?').get(input.id) as ApiKeyRow);
   }
 
@@ -319,11 +393,18 @@ export class SqliteStore implements Store {
       `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
        WHERE k.hash = ? AND k.revoked_at IS NULL`,
-    ).get(hash) as (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number }) | undefined;
+    ).get(hash) as
+      | (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number })
+      | undefined;
     if (!row) return null;
     return {
       key: toApiKey(row),
-      account: toAccount({ id: row.account_id, name: row.account_name, balance: row.account_balance, created_at: row.account_created_at }),
+      account: toAccount({
+        id: row.account_id,
+        name: row.account_name,
+        balance: row.account_balance,
+        created_at: row.account_created_at,
+      }),
     };
   }
 
@@ -335,30 +416,47 @@ export class SqliteStore implements Store {
   }
 
   async revokeApiKey(idOrPrefix: string, now: Date): Promise<boolean> {
-    const result = this.statement('UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL')
-      .run(now.getTime(), idOrPrefix, idOrPrefix);
+    const result = this.statement(
+      'UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL',
+    ).run(now.getTime(), idOrPrefix, idOrPrefix);
     return result.changes > 0;
   }
 
   async markApiKeyUsed(keyId: string, now: Date): Promise<void> {
     // Informational, and on the request path once a minute per key: unsynced, in the turn's batch
     // rather than in a transaction of its own.
-    await this.groupCommit(() => {
-      this.statement('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId);
-    }, { durable: false });
+    await this.groupCommit(
+      () => {
+        this.statement('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId);
+      },
+      { durable: false },
+    );
   }
 
   // ── tasks ────────────────────────────────────────────────────────────────────────────────────
 
-  async insertTaskWithDebit(task: TaskRecord, limits: TaskCreationLimits, completesKey?: IdempotencyCompletion): Promise<void> {
+  async insertTaskWithDebit(
+    task: TaskRecord,
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
     return this.groupCommit(() => this.insertTask(task, limits, completesKey), { durable: true });
   }
 
-  private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined): void {
+  private insertTask(
+    task: TaskRecord,
+    limits: TaskCreationLimits,
+    completesKey: IdempotencyCompletion | undefined,
+  ): void {
     this.assertReferencesUsable(task);
-    const active = this.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(task.accountId) as { active_tasks: number } | undefined;
+    const active = this.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(task.accountId) as
+      | { active_tasks: number }
+      | undefined;
     if (active && !admitsAnotherActiveTask(active.active_tasks, limits.maxActiveTasks)) {
-      throw new DomainError('too_many_active_tasks', `An account may have at most ${limits.maxActiveTasks} active tasks.`);
+      throw new DomainError(
+        'too_many_active_tasks',
+        `An account may have at most ${limits.maxActiveTasks} active tasks.`,
+      );
     }
     if (!this.addLedgerEntry(task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
       throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
@@ -370,9 +468,13 @@ export class SqliteStore implements Store {
          @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
     ).run(fromTask(task));
     if (completesKey && !this.completeIdempotencyKeyInTransaction(completesKey)) {
-      throw new DomainError('idempotency_in_progress', 'Another request with this Idempotency-Key took it over; retry shortly.');
+      throw new DomainError(
+        'idempotency_in_progress',
+        'Another request with this Idempotency-Key took it over; retry shortly.',
+      );
     }
-    if (countsAsActive(task.status)) this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
+    if (countsAsActive(task.status))
+      this.statement('UPDATE accounts SET active_tasks = active_tasks + 1 WHERE id = ?').run(task.accountId);
   }
 
   /** Every image reference must be an upload of the task's account, unexpired when the task is created. */
@@ -381,7 +483,9 @@ export class SqliteStore implements Store {
     if (mediaIds.length === 0) return;
     const placeholders = mediaIds.map(() => '?').join(', ');
     const usable = new Set(
-      this.statement(`SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`)
+      this.statement(
+        `SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`,
+      )
         .pluck()
         .all(task.accountId, task.createdAt.getTime(), ...mediaIds) as string[],
     );
@@ -409,7 +513,9 @@ export class SqliteStore implements Store {
     }
     // Models are read from the index, not the catalog, so that a model the catalog no longer
     // offers still lists its tasks.
-    const models = query.model ? [query.model] : (this.statement(MODELS_OF_ACCOUNT).pluck().all({ accountId }) as string[]);
+    const models = query.model
+      ? [query.model]
+      : (this.statement(MODELS_OF_ACCOUNT).pluck().all({ accountId }) as string[]);
     const statuses = query.status ? [query.status] : TASK_STATUSES;
     const where = conditions.join(' AND ');
     const ranges: string[] = [];
@@ -424,7 +530,9 @@ export class SqliteStore implements Store {
     if (ranges.length === 0) return { items: [], nextCursor: null };
     // The limit is written into the SQL: as a bound parameter it cost SQLite 2.5 times the whole
     // query (BENCHMARKS.md, "Optimisations").
-    const rows = this.listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`).all(params) as TaskRecordRow[];
+    const rows = this.listStatement(
+      `${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`,
+    ).all(params) as TaskRecordRow[];
     return pageOf(rows.map(toTask), query.limit, (t) => t.id);
   }
 
@@ -440,45 +548,55 @@ export class SqliteStore implements Store {
 
   /** Takes back the blob's reservation and inserts the row; false (nothing written) without a live reservation. */
   private insertMediaInTransaction(media: MediaRecord, now: Date): boolean {
-    const reserved = this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(media.blobKey, now.getTime());
+    const reserved = this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at > ?').run(
+      media.blobKey,
+      now.getTime(),
+    );
     if (reserved.changes === 0) return false;
     this.statement(
-        `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+      `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
          VALUES (@id, @account_id, @source, @content_type, @width, @height, @size_bytes, @sha256, @blob_key, @task_id, @created_at, @expires_at)`,
-      )
-      .run(fromMedia(media));
+    ).run(fromMedia(media));
     return true;
   }
 
   async getMedia(accountId: string, mediaId: string, now: Date): Promise<MediaRecord | null> {
-    const row = this.statement('SELECT * FROM media WHERE id = ? AND account_id = ? AND expires_at > ?')
-      .get(mediaId, accountId, now.getTime()) as MediaRow | undefined;
+    const row = this.statement('SELECT * FROM media WHERE id = ? AND account_id = ? AND expires_at > ?').get(
+      mediaId,
+      accountId,
+      now.getTime(),
+    ) as MediaRow | undefined;
     return row ? toMedia(row) : null;
   }
 
   async getMediaById(mediaId: string, now: Date): Promise<MediaRecord | null> {
-    const row = this.statement('SELECT * FROM media WHERE id = ? AND expires_at > ?').get(mediaId, now.getTime()) as MediaRow | undefined;
+    const row = this.statement('SELECT * FROM media WHERE id = ? AND expires_at > ?').get(mediaId, now.getTime()) as
+      | MediaRow
+      | undefined;
     return row ? toMedia(row) : null;
   }
 
   async deleteMedia(accountId: string, mediaId: string, now: Date): Promise<string | null> {
-    return this.groupCommit(() => {
-      const row = this.statement('DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key, task_id')
-        .get(mediaId, accountId, now.getTime()) as { blob_key: string; task_id: string | null } | undefined;
-      if (!row) return null;
-      this.queueBlobDeletion(row.blob_key, now.getTime());
-      if (row.task_id) this.forgetGeneratedMedia(row.task_id, mediaId);
-      return row.blob_key;
-    }, { durable: true });
+    return this.groupCommit(
+      () => {
+        const row = this.statement(
+          'DELETE FROM media WHERE id = ? AND account_id = ? AND expires_at > ? RETURNING blob_key, task_id',
+        ).get(mediaId, accountId, now.getTime()) as { blob_key: string; task_id: string | null } | undefined;
+        if (!row) return null;
+        this.queueBlobDeletion(row.blob_key, now.getTime());
+        if (row.task_id) this.forgetGeneratedMedia(row.task_id, mediaId);
+        return row.blob_key;
+      },
+      { durable: true },
+    );
   }
 
   async deleteExpiredMedia(now: Date, limit: number): Promise<number> {
     return this.write(() => {
       const rows = this.statement(
-          `DELETE FROM media WHERE id IN (SELECT id FROM media WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
+        `DELETE FROM media WHERE id IN (SELECT id FROM media WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
            RETURNING id, blob_key, task_id`,
-        )
-        .all(now.getTime(), limit) as { id: string; blob_key: string; task_id: string | null }[];
+      ).all(now.getTime(), limit) as { id: string; blob_key: string; task_id: string | null }[];
       for (const row of rows) {
         this.queueBlobDeletion(row.blob_key, now.getTime());
         if (row.task_id) this.forgetGeneratedMedia(row.task_id, row.id);
@@ -489,30 +607,39 @@ export class SqliteStore implements Store {
 
   /** A generated image that is gone leaves its task's `generated` list, rather than stay there with a URL that 404s. */
   private forgetGeneratedMedia(taskId: string, mediaId: string): void {
-    const task = this.statement('SELECT generated FROM tasks WHERE id = ?').get(taskId) as { generated: string } | undefined;
+    const task = this.statement('SELECT generated FROM tasks WHERE id = ?').get(taskId) as
+      | { generated: string }
+      | undefined;
     if (!task) return;
     const generated = JSON.parse(task.generated) as GeneratedMediaRef[];
     const kept = generated.filter((ref) => ref.media_id !== mediaId);
-    if (kept.length !== generated.length) this.statement('UPDATE tasks SET generated = ? WHERE id = ?').run(JSON.stringify(kept), taskId);
+    if (kept.length !== generated.length)
+      this.statement('UPDATE tasks SET generated = ? WHERE id = ?').run(JSON.stringify(kept), taskId);
   }
 
   async listDueBlobDeletions(now: Date, limit: number): Promise<string[]> {
-    const rows = this.statement('SELECT blob_key FROM blob_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?')
-      .all(now.getTime(), limit) as { blob_key: string }[];
+    const rows = this.statement('SELECT blob_key FROM blob_deletions WHERE due_at <= ? ORDER BY due_at LIMIT ?').all(
+      now.getTime(),
+      limit,
+    ) as { blob_key: string }[];
     return rows.map((r) => r.blob_key);
   }
 
   async completeBlobDeletion(blobKey: string, now: Date): Promise<void> {
     // Bookkeeping: if a power cut undoes it, the blob's deletion is simply done again (deleting a
     // missing blob succeeds). As an autocommit it was a sync per blob on the event loop.
-    await this.groupCommit(() => {
-      this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
-    }, { durable: false });
+    await this.groupCommit(
+      () => {
+        this.statement('DELETE FROM blob_deletions WHERE blob_key = ? AND due_at <= ?').run(blobKey, now.getTime());
+      },
+      { durable: false },
+    );
   }
 
   private queueBlobDeletion(blobKey: string, dueAt: number): void {
-    this.statement('INSERT INTO blob_deletions (blob_key, due_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at')
-      .run(blobKey, dueAt);
+    this.statement(
+      'INSERT INTO blob_deletions (blob_key, due_at) VALUES (?, ?) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at',
+    ).run(blobKey, dueAt);
   }
 
   async refundTask(taskId: string, now: Date): Promise<boolean> {
@@ -520,7 +647,9 @@ export class SqliteStore implements Store {
   }
 
   private refundInTransaction(taskId: string, now: Date): boolean {
-    const task = this.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as { account_id: string; cost: number } | undefined;
+    const task = this.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as
+      | { account_id: string; cost: number }
+      | undefined;
     if (!task) return false;
     // The unique (task_id, kind) index is the once-only guard; checking first keeps the balance untouched.
     if (this.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
@@ -531,39 +660,42 @@ export class SqliteStore implements Store {
 
   async claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim> {
     const now = input.now.getTime();
-    return this.groupCommit((): IdempotencyClaim => {
-      const row = this.statement('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
-        .get(input.accountId, input.key) as IdempotencyKeyRow | undefined;
-      // An expired row is as good as swept: the key starts a new life.
-      const live = row && row.expires_at > now ? row : undefined;
-      if (live) {
-        if (live.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
-        if (live.status === 'completed') {
-          return {
-            outcome: 'replay',
-            response: {
-              statusCode: live.response_status as number,
-              headers: JSON.parse(live.response_headers ?? '{}') as Record<string, string>,
-              body: live.response_body ?? Buffer.alloc(0),
-            },
-          };
+    return this.groupCommit(
+      (): IdempotencyClaim => {
+        const row = this.statement('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?').get(
+          input.accountId,
+          input.key,
+        ) as IdempotencyKeyRow | undefined;
+        // An expired row is as good as swept: the key starts a new life.
+        const live = row && row.expires_at > now ? row : undefined;
+        if (live) {
+          if (live.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
+          if (live.status === 'completed') {
+            return {
+              outcome: 'replay',
+              response: {
+                statusCode: live.response_status as number,
+                headers: JSON.parse(live.response_headers ?? '{}') as Record<string, string>,
+                body: live.response_body ?? Buffer.alloc(0),
+              },
+            };
+          }
+          if ((live.lease_expires_at ?? 0) > now) return { outcome: 'in_progress' };
+          // The holder's lease ran out (its process died, most likely): this request takes over, and
+          // the old token can no longer complete or release the row. expires_at stays: 24 h from first use.
+          this.statement(
+            'UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?',
+          ).run(input.leaseToken, now + input.leaseMs, input.accountId, input.key);
+          return { outcome: 'acquired' };
         }
-        if ((live.lease_expires_at ?? 0) > now) return { outcome: 'in_progress' };
-        // The holder's lease ran out (its process died, most likely): this request takes over, and
-        // the old token can no longer complete or release the row. expires_at stays: 24 h from first use.
-        this.statement('UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?')
-          .run(input.leaseToken, now + input.leaseMs, input.accountId, input.key);
-        return { outcome: 'acquired' };
-      }
-      this.statement(
+        this.statement(
           `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
            VALUES (@accountId, @key, @fingerprint, 'in_flight', @leaseToken, @leaseExpiresAt, @now, @expiresAt)
            ON CONFLICT (account_id, key) DO UPDATE SET
              fingerprint = excluded.fingerprint, status = 'in_flight', lease_token = excluded.lease_token,
              lease_expires_at = excluded.lease_expires_at, response_status = NULL, response_headers = NULL,
              response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at`,
-        )
-        .run({
+        ).run({
           accountId: input.accountId,
           key: input.key,
           fingerprint: input.fingerprint,
@@ -572,8 +704,10 @@ export class SqliteStore implements Store {
           now,
           expiresAt: now + input.ttlMs,
         });
-      return { outcome: 'acquired' };
-    }, { durable: false });
+        return { outcome: 'acquired' };
+      },
+      { durable: false },
+    );
   }
 
   async completeIdempotencyKey(input: IdempotencyCompletion): Promise<boolean> {
@@ -584,28 +718,33 @@ export class SqliteStore implements Store {
 
   private completeIdempotencyKeyInTransaction(input: IdempotencyCompletion): boolean {
     const result = this.statement(
-        `UPDATE idempotency_keys
+      `UPDATE idempotency_keys
          SET status = 'completed', lease_token = NULL, lease_expires_at = NULL,
              response_status = ?, response_headers = ?, response_body = ?
          WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?`,
-      )
-      .run(
-        input.response.statusCode,
-        JSON.stringify(input.response.headers),
-        input.response.body,
-        input.accountId,
-        input.key,
-        input.leaseToken,
-      );
+    ).run(
+      input.response.statusCode,
+      JSON.stringify(input.response.headers),
+      input.response.body,
+      input.accountId,
+      input.key,
+      input.leaseToken,
+    );
     return result.changes > 0;
   }
 
-  async renewIdempotencyKey(input: { accountId: string; key: string; leaseToken: string; leaseExpiresAt: Date }): Promise<boolean> {
+  async renewIdempotencyKey(input: {
+    accountId: string;
+    key: string;
+    leaseToken: string;
+    leaseExpiresAt: Date;
+  }): Promise<boolean> {
     // Bookkeeping, unsynced: after a crash the lease runs out sooner, which is what a crash should do.
     return this.groupCommit(
       () =>
-        this.statement("UPDATE idempotency_keys SET lease_expires_at = ? WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
-          .run(input.leaseExpiresAt.getTime(), input.accountId, input.key, input.leaseToken).changes === 1,
+        this.statement(
+          "UPDATE idempotency_keys SET lease_expires_at = ? WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?",
+        ).run(input.leaseExpiresAt.getTime(), input.accountId, input.key, input.leaseToken).changes === 1,
       { durable: false },
     );
   }
@@ -614,18 +753,23 @@ export class SqliteStore implements Store {
     // Bookkeeping like the claim it undoes, so unsynced and in the group commit. On its own it was
     // an autocommit under synchronous = FULL: one fsync on the event loop for every refused
     // idempotent create (a 402, a 429), however many arrived at once.
-    await this.groupCommit(() => {
-      this.statement("DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?")
-        .run(input.accountId, input.key, input.leaseToken);
-    }, { durable: false });
+    await this.groupCommit(
+      () => {
+        this.statement(
+          "DELETE FROM idempotency_keys WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?",
+        ).run(input.accountId, input.key, input.leaseToken);
+      },
+      { durable: false },
+    );
   }
 
   async deleteExpiredIdempotencyKeys(now: Date, limit: number): Promise<number> {
     // Bookkeeping (an expired key is already treated as absent), so unsynced, in the turn's batch.
     return this.groupCommit(
       () =>
-        this.statement('DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)')
-          .run(now.getTime(), limit).changes,
+        this.statement(
+          'DELETE FROM idempotency_keys WHERE rowid IN (SELECT rowid FROM idempotency_keys WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)',
+        ).run(now.getTime(), limit).changes,
       { durable: false },
     );
   }
@@ -635,26 +779,32 @@ export class SqliteStore implements Store {
   async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
     const now = policy.now.getTime();
     return this.writeUnsynced(() => {
-      const expired = this.statement("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
-        .all(now) as { id: string; attempt: number }[];
+      const expired = this.statement(
+        "SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?",
+      ).all(now) as { id: string; attempt: number }[];
       for (const lost of expired) {
         const outcome = afterLostLease(lost.attempt, policy.maxAttempts);
-        if (outcome.action === 'fail') this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
+        if (outcome.action === 'fail')
+          this.finishInTransaction(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
         else this.requeueInTransaction(lost.id, lost.attempt, now);
       }
 
-      const next = this.statement("SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1");
+      const next = this.statement(
+        "SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1",
+      );
       type Candidate = { id: string; attempt: number; created_at: number };
       for (let row = next.get(now) as Candidate | undefined; row; row = next.get(now) as Candidate | undefined) {
         if (isPastDeadline(new Date(row.created_at), policy.now, policy.deadlineMs)) {
-          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
+          this.finishInTransaction(row.id, row.attempt, 'fail', policy.now, {
+            error: DEADLINE_EXCEEDED,
+            fromStatuses: ['CREATED'],
+          });
           continue;
         }
         const claimed = this.statement(
-            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
+          `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
              WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
-          )
-          .get(now + policy.leaseMs, now, row.id) as TaskRecordRow;
+        ).get(now + policy.leaseMs, now, row.id) as TaskRecordRow;
         return toTask(claimed);
       }
       return null;
@@ -663,13 +813,19 @@ export class SqliteStore implements Store {
 
   async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
     const result = this.writeUnsynced(() =>
-      this.statement("UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
-        .run(now.getTime() + leaseMs, taskId, attempt),
+      this.statement(
+        "UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'",
+      ).run(now.getTime() + leaseMs, taskId, attempt),
     );
     return result.changes === 1;
   }
 
-  async completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
+  async completeTask(input: {
+    taskId: string;
+    attempt: number;
+    media: GeneratedMediaInput[];
+    now: Date;
+  }): Promise<boolean> {
     try {
       return await this.commitCompletion(input);
     } catch (error) {
@@ -678,42 +834,75 @@ export class SqliteStore implements Store {
     }
   }
 
-  private commitCompletion(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean> {
-    return this.groupCommit(() => {
-      const owner = this.statement('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as { account_id: string } | undefined;
-      if (!owner) return false;
-      const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
-      if (!this.finishInTransaction(input.taskId, input.attempt, 'complete', input.now, { generated })) return false;
-      for (const m of input.media) {
-        const media: MediaRecord = { ...m, accountId: owner.account_id, source: 'generated', taskId: input.taskId, createdAt: input.now };
-        if (!this.insertMediaInTransaction(media, input.now)) {
-          // A blob whose reservation lapsed may already be swept: complete nothing, keep the task
-          // IN_PROGRESS for a later attempt. Throwing rolls the whole transaction back.
-          throw new BlobReservationLapsedError(m.blobKey);
+  private commitCompletion(input: {
+    taskId: string;
+    attempt: number;
+    media: GeneratedMediaInput[];
+    now: Date;
+  }): Promise<boolean> {
+    return this.groupCommit(
+      () => {
+        const owner = this.statement('SELECT account_id FROM tasks WHERE id = ?').get(input.taskId) as
+          | { account_id: string }
+          | undefined;
+        if (!owner) return false;
+        const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
+        if (!this.finishInTransaction(input.taskId, input.attempt, 'complete', input.now, { generated })) return false;
+        for (const m of input.media) {
+          const media: MediaRecord = {
+            ...m,
+            accountId: owner.account_id,
+            source: 'generated',
+            taskId: input.taskId,
+            createdAt: input.now,
+          };
+          if (!this.insertMediaInTransaction(media, input.now)) {
+            // A blob whose reservation lapsed may already be swept: complete nothing, keep the task
+            // IN_PROGRESS for a later attempt. Throwing rolls the whole transaction back.
+            throw new BlobReservationLapsedError(m.blobKey);
+          }
         }
-      }
-      return true;
-    }, { durable: true });
+        return true;
+      },
+      { durable: true },
+    );
   }
 
-  async failTask(input: { taskId: string; attempt: number; error: { code: string; message: string }; now: Date }): Promise<boolean> {
-    return this.groupCommit(() => this.finishInTransaction(input.taskId, input.attempt, 'fail', input.now, { error: input.error }), { durable: true });
+  async failTask(input: {
+    taskId: string;
+    attempt: number;
+    error: { code: string; message: string };
+    now: Date;
+  }): Promise<boolean> {
+    return this.groupCommit(
+      () => this.finishInTransaction(input.taskId, input.attempt, 'fail', input.now, { error: input.error }),
+      { durable: true },
+    );
   }
 
   async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
-    return this.groupCommit(() => this.requeueInTransaction(input.taskId, input.attempt, input.runAfter.getTime()), { durable: true });
+    return this.groupCommit(() => this.requeueInTransaction(input.taskId, input.attempt, input.runAfter.getTime()), {
+      durable: true,
+    });
   }
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
-    return this.groupCommit(() => {
-      const row = this.statement('SELECT status, attempt FROM tasks WHERE id = ? AND account_id = ?').get(taskId, accountId) as
-        | { status: TaskStatus; attempt: number }
-        | undefined;
-      if (!row) throw new DomainError('not_found', 'Task not found.');
-      nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
-      this.finishInTransaction(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
-      return this.readTask('id = ?', taskId)!;
-    }, { durable: true });
+    return this.groupCommit(
+      () => {
+        const row = this.statement('SELECT status, attempt FROM tasks WHERE id = ? AND account_id = ?').get(
+          taskId,
+          accountId,
+        ) as { status: TaskStatus; attempt: number } | undefined;
+        if (!row) throw new DomainError('not_found', 'Task not found.');
+        nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
+        this.finishInTransaction(taskId, row.attempt, 'cancel', now, {
+          fromStatuses: statusesAllowing('cancel'),
+          anyAttempt: true,
+        });
+        return this.readTask('id = ?', taskId)!;
+      },
+      { durable: true },
+    );
   }
 
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
@@ -722,14 +911,16 @@ export class SqliteStore implements Store {
 
   async mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>> {
     if (mediaIds.length === 0) return new Map();
-    const rows = this.statement(`SELECT id, blob_key FROM media WHERE account_id = ? AND id IN (${mediaIds.map(() => '?').join(', ')})`)
-      .all(accountId, ...mediaIds) as { id: string; blob_key: string }[];
+    const rows = this.statement(
+      `SELECT id, blob_key FROM media WHERE account_id = ? AND id IN (${mediaIds.map(() => '?').join(', ')})`,
+    ).all(accountId, ...mediaIds) as { id: string; blob_key: string }[];
     return new Map(rows.map((r) => [r.id, r.blob_key]));
   }
 
   private requeueInTransaction(taskId: string, attempt: number, runAfter: number): boolean {
-    const result = this.statement("UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
-      .run(runAfter, taskId, attempt);
+    const result = this.statement(
+      "UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'",
+    ).run(runAfter, taskId, attempt);
     return result.changes === 1;
   }
 
@@ -752,21 +943,20 @@ export class SqliteStore implements Store {
     const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
     const target = nextStatus(fromStatuses[0], event);
     const updated = this.statement(
-        `UPDATE tasks SET status = ?, generated = coalesce(?, generated), error_code = ?, error_message = ?,
+      `UPDATE tasks SET status = ?, generated = coalesce(?, generated), error_code = ?, error_message = ?,
            completed_at = ?, lease_expires_at = NULL
          WHERE id = ? AND status IN (${fromStatuses.map(() => '?').join(', ')}) ${details.anyAttempt ? '' : 'AND attempt = ?'}
          RETURNING account_id, webhook_url`,
-      )
-      .get(
-        target,
-        details.generated ? JSON.stringify(details.generated) : null,
-        details.error?.code ?? null,
-        details.error?.message ?? null,
-        now.getTime(),
-        taskId,
-        ...fromStatuses,
-        ...(details.anyAttempt ? [] : [attempt]),
-      ) as { account_id: string; webhook_url: string | null } | undefined;
+    ).get(
+      target,
+      details.generated ? JSON.stringify(details.generated) : null,
+      details.error?.code ?? null,
+      details.error?.message ?? null,
+      now.getTime(),
+      taskId,
+      ...fromStatuses,
+      ...(details.anyAttempt ? [] : [attempt]),
+    ) as { account_id: string; webhook_url: string | null } | undefined;
     if (!updated) return false;
     // Every status a task can finish from is active (terminal states are final), so the account
     // has one active task fewer. Floored at 0 so that no drift could ever stop a task finishing.
@@ -775,10 +965,19 @@ export class SqliteStore implements Store {
     const eventType = webhookEventFor(target);
     if (updated.webhook_url && eventType) {
       this.statement(
-          `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
+        `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
            VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
-        )
-        .run(newIdAt(now), updated.account_id, taskId, eventType, updated.webhook_url, now.getTime(), now.getTime(), now.getTime(), now.getTime());
+      ).run(
+        newIdAt(now),
+        updated.account_id,
+        taskId,
+        eventType,
+        updated.webhook_url,
+        now.getTime(),
+        now.getTime(),
+        now.getTime(),
+        now.getTime(),
+      );
     }
     return true;
   }
@@ -790,40 +989,55 @@ export class SqliteStore implements Store {
     if (existing) return existing;
     return this.write(() => {
       // Two first calls may race; the unique index on the current secret lets one insert win.
-      this.statement('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING')
-        .run(accountId, newSecret(), now.getTime());
+      this.statement(
+        'INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
+      ).run(accountId, newSecret(), now.getTime());
       return this.readWebhookSecrets(accountId, now)!;
     });
   }
 
-  async rotateWebhookSecret(accountId: string, now: Date, graceMs: number, newSecret: () => string): Promise<WebhookSecrets> {
+  async rotateWebhookSecret(
+    accountId: string,
+    now: Date,
+    graceMs: number,
+    newSecret: () => string,
+  ): Promise<WebhookSecrets> {
     return this.write(() => {
       this.statement('DELETE FROM webhook_secrets WHERE account_id = ? AND retired_at IS NOT NULL').run(accountId);
-      this.statement('UPDATE webhook_secrets SET retired_at = ?, expires_at = ? WHERE account_id = ? AND retired_at IS NULL')
-        .run(now.getTime(), now.getTime() + graceMs, accountId);
-      this.statement('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?)').run(accountId, newSecret(), now.getTime());
+      this.statement(
+        'UPDATE webhook_secrets SET retired_at = ?, expires_at = ? WHERE account_id = ? AND retired_at IS NULL',
+      ).run(now.getTime(), now.getTime() + graceMs, accountId);
+      this.statement('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?)').run(
+        accountId,
+        newSecret(),
+        now.getTime(),
+      );
       return this.readWebhookSecrets(accountId, now)!;
     });
   }
 
   private readWebhookSecrets(accountId: string, now: Date): WebhookSecrets | null {
-    const rows = this.statement('SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)')
-      .all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
+    const rows = this.statement(
+      'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)',
+    ).all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
     const current = rows.find((r) => r.retired_at === null);
     if (!current) return null;
     const previous = rows.find((r) => r.retired_at !== null);
-    return { current: current.secret, previous: previous?.secret ?? null, previousExpiresAt: previous ? new Date(previous.expires_at!) : null };
+    return {
+      current: current.secret,
+      previous: previous?.secret ?? null,
+      previousExpiresAt: previous ? new Date(previous.expires_at!) : null,
+    };
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
     const row = this.writeUnsynced(
       () =>
         this.statement(
-            `UPDATE webhook_deliveries SET next_attempt_at = ?, updated_at = ?
+          `UPDATE webhook_deliveries SET next_attempt_at = ?, updated_at = ?
              WHERE id = (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 1)
              RETURNING *`,
-          )
-          .get(now.getTime() + leaseMs, now.getTime(), now.getTime()) as WebhookDeliveryRow | undefined,
+        ).get(now.getTime() + leaseMs, now.getTime(), now.getTime()) as WebhookDeliveryRow | undefined,
     );
     return row ? toWebhookDelivery(row) : null;
   }
@@ -832,25 +1046,40 @@ export class SqliteStore implements Store {
     const { attempt } = input;
     // Reported to the account (the delivery log), so synced; in the group commit, so that a
     // dispatcher in the API's process does not hold its event loop for a sync of its own.
-    await this.groupCommit(() => {
-      this.statement('INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)')
-        .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
-      this.statement(
+    await this.groupCommit(
+      () => {
+        this.statement(
+          'INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)',
+        ).run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
+        this.statement(
           `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + ?,
              manual_attempt = 0, resume_at = NULL, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
            WHERE id = ?`,
-        )
-        .run(input.status, input.manual ? 0 : 1, msOrNull(input.nextAttemptAt), attempt.statusCode, attempt.error, input.now.getTime(), input.deliveryId);
-    }, { durable: true });
+        ).run(
+          input.status,
+          input.manual ? 0 : 1,
+          msOrNull(input.nextAttemptAt),
+          attempt.statusCode,
+          attempt.error,
+          input.now.getTime(),
+          input.deliveryId,
+        );
+      },
+      { durable: true },
+    );
   }
 
   async listWebhookDeliveries(
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
   ): Promise<Page<WebhookDeliveryWithAttempts>> {
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, { task_id: query.taskId, status: query.status });
-    const rows = this.statement(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
-      .all({ ...params, limit: pageFetchSize(query.limit) }) as WebhookDeliveryRow[];
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
+      task_id: query.taskId,
+      status: query.status,
+    });
+    const rows = this.statement(
+      `SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
+    ).all({ ...params, limit: pageFetchSize(query.limit) }) as WebhookDeliveryRow[];
     const page = pageOf(rows, query.limit, (r) => r.id);
     return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
   }
@@ -859,25 +1088,30 @@ export class SqliteStore implements Store {
     const row = this.write(
       () =>
         this.statement(
-            // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the
-            // first one's), so that a failed manual retry leaves the schedule where it was.
-            `UPDATE webhook_deliveries SET
+          // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the
+          // first one's), so that a failed manual retry leaves the schedule where it was.
+          `UPDATE webhook_deliveries SET
                resume_at = CASE WHEN manual_attempt = 1 THEN resume_at WHEN status = 'pending' THEN next_attempt_at END,
                manual_attempt = 1, status = 'pending', next_attempt_at = ?, updated_at = ?
              WHERE id = ? AND account_id = ? RETURNING *`,
-          )
-          .get(now.getTime(), now.getTime(), deliveryId, accountId) as WebhookDeliveryRow | undefined,
+        ).get(now.getTime(), now.getTime(), deliveryId, accountId) as WebhookDeliveryRow | undefined,
     );
     if (!row) throw new DomainError('not_found', 'Webhook delivery not found.');
     return this.withAttempts(row);
   }
 
   private withAttempts(row: WebhookDeliveryRow): WebhookDeliveryWithAttempts {
-    const attempts = this.statement('SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY id')
-      .all(row.id) as { attempted_at: number; status_code: number | null; error: string | null; duration_ms: number }[];
+    const attempts = this.statement(
+      'SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY id',
+    ).all(row.id) as { attempted_at: number; status_code: number | null; error: string | null; duration_ms: number }[];
     return {
       ...toWebhookDelivery(row),
-      attemptLog: attempts.map((a) => ({ attemptedAt: new Date(a.attempted_at), statusCode: a.status_code, error: a.error, durationMs: a.duration_ms })),
+      attemptLog: attempts.map((a) => ({
+        attemptedAt: new Date(a.attempted_at),
+        statusCode: a.status_code,
+        error: a.error,
+        durationMs: a.duration_ms,
+      })),
     };
   }
 }
