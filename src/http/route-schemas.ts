@@ -1,6 +1,6 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { Problem, type ErrorCode } from '../../schemas/resources.js';
-import { UuidInput } from '../../schemas/primitives.js';
+import { Cursor, UuidInput } from '../../schemas/primitives.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE } from './problem.js';
 
 /**
@@ -144,6 +144,14 @@ export const AUTHENTICATED_CODES = [
 ] as const;
 /** Codes of a POST whose body is parsed as JSON (fastify parses a body sent to any POST or DELETE). */
 export const JSON_BODY_CODES = ['invalid_json', 'payload_too_large', 'unsupported_media_type'] as const;
+
+/** The paging fields of every list's query: `limit` (1–100, default 20) and the previous page's `next_cursor`. */
+export const PAGE_QUERY_FIELDS = {
+  limit: Type.Optional(
+    Type.Integer({ format: 'int32', minimum: 1, maximum: 100, default: 20, examples: [20], description: 'Page size.' }),
+  ),
+  cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
+};
 
 export const uuidParam = (name: string, description: string, example: string) =>
   Type.Object({ [name]: UuidInput(description, { examples: [example] }) }, { additionalProperties: false });

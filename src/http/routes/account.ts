@@ -2,8 +2,13 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AccountEnvelope, LedgerPage } from '../../../schemas/resources.js';
 import type { LedgerEntry, Store } from '../../store/port.js';
-import { Cursor } from '../../../schemas/primitives.js';
-import { AUTHENTICATED_CODES, BEARER_SECURITY, apiSuccess, problemResponses } from '../route-schemas.js';
+import {
+  AUTHENTICATED_CODES,
+  BEARER_SECURITY,
+  apiSuccess,
+  PAGE_QUERY_FIELDS,
+  problemResponses,
+} from '../route-schemas.js';
 
 export interface AccountLimits {
   createsPerMin: number;
@@ -18,17 +23,7 @@ export interface AccountRoutesOptions {
 
 const LedgerQuery = Type.Object(
   {
-    limit: Type.Optional(
-      Type.Integer({
-        format: 'int32',
-        minimum: 1,
-        maximum: 100,
-        default: 20,
-        examples: [20],
-        description: 'Page size.',
-      }),
-    ),
-    cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
+    ...PAGE_QUERY_FIELDS,
   },
   { additionalProperties: false },
 );

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { RateLimitOptions } from '@fastify/rate-limit';
 import { GenerationRequest, MODEL_IDS, type ModelId } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
-import { Cursor, EXAMPLE_TASK_ID, Timestamp } from '../../../schemas/primitives.js';
+import { EXAMPLE_TASK_ID, Timestamp } from '../../../schemas/primitives.js';
 import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage, type TaskResource } from '../../../schemas/resources.js';
 import type { TaskService } from '../../services/task-service.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
@@ -17,6 +17,7 @@ import {
   LOCATION,
   apiSuccess,
   canonicalId,
+  PAGE_QUERY_FIELDS,
   problemResponses,
   uuidParam,
 } from '../route-schemas.js';
@@ -61,17 +62,7 @@ const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';
 
 const ListQuery = Type.Object(
   {
-    limit: Type.Optional(
-      Type.Integer({
-        format: 'int32',
-        minimum: 1,
-        maximum: 100,
-        default: 20,
-        examples: [20],
-        description: 'Page size.',
-      }),
-    ),
-    cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
+    ...PAGE_QUERY_FIELDS,
     status: Type.Optional(StringEnum(TASK_STATUSES)),
     model: Type.Optional(StringEnum(MODEL_IDS)),
     created_after: Type.Optional(Type.String({ ...Timestamp, description: 'Only tasks created strictly after.' })),

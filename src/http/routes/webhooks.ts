@@ -1,7 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
-import { Cursor, EXAMPLE_TASK_ID, UuidInput } from '../../../schemas/primitives.js';
+import { EXAMPLE_TASK_ID, UuidInput } from '../../../schemas/primitives.js';
 import {
   WEBHOOK_DELIVERY_STATUSES,
   WebhookDeliveryEnvelope,
@@ -16,6 +16,7 @@ import {
   JSON_BODY_CODES,
   apiSuccess,
   canonicalId,
+  PAGE_QUERY_FIELDS,
   problemResponses,
   uuidParam,
 } from '../route-schemas.js';
@@ -32,17 +33,7 @@ export const WEBHOOK_SECRET_ROTATION_GRACE_MS = 24 * 3600_000;
 
 const DeliveryListQuery = Type.Object(
   {
-    limit: Type.Optional(
-      Type.Integer({
-        format: 'int32',
-        minimum: 1,
-        maximum: 100,
-        default: 20,
-        examples: [20],
-        description: 'Page size.',
-      }),
-    ),
-    cursor: Type.Optional(Cursor('next_cursor of the previous page.')),
+    ...PAGE_QUERY_FIELDS,
     task_id: Type.Optional(UuidInput('Only deliveries about this task (either case).')),
     status: Type.Optional(StringEnum(WEBHOOK_DELIVERY_STATUSES)),
   },
