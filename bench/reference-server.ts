@@ -11,7 +11,7 @@
  */
 import fastifyStatic from '@fastify/static';
 import Fastify from 'fastify';
-import { GenerationRequest } from '../schemas/catalog.js';
+import { GENERATION_REQUEST_SCHEMAS, GenerationRequest } from '../schemas/catalog.js';
 import { buildValidatorCompilerFactory } from '../src/http/validation.js';
 
 const port = Number(process.env.PORT ?? 4000);
@@ -44,6 +44,9 @@ const app = Fastify({
   bodyLimit: JSON_BODY_LIMIT,
   schemaController: { compilersFactory: { buildValidator: buildValidatorCompilerFactory() } },
 });
+
+// The request body's per-model branches are named schemas, registered as the service registers them.
+for (const schema of GENERATION_REQUEST_SCHEMAS) app.addSchema(schema);
 
 app.get('/healthz', async () => ({ status: 'ok' }));
 
