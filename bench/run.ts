@@ -60,8 +60,9 @@ import {
   type ChildServer,
   type ServiceRuntime,
 } from './lib/processes.js';
-import { photoUploadSection, scaleOutSection, type PhotoUploadReport } from './lib/sections.js';
+import { photoUploadSection, scaleOutSection } from './lib/sections.js';
 import { runScaleOutBench } from './scale-out.js';
+import type { PhotoUploadReport } from './upload-memory-photos.js';
 import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { CREATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';

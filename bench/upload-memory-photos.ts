@@ -88,7 +88,7 @@ async function fortyMegapixelPng(): Promise<Buffer> {
   throw new Error('no 40 MP PNG within 20 MiB');
 }
 
-interface BurstReport {
+export interface BurstReport {
   fixture: string;
   upload_bytes: number;
   statuses: number[];
@@ -98,6 +98,17 @@ interface BurstReport {
   rss_growth_mib: number;
   rss_after_settle_mib: number;
   after_settle_vs_baseline: number;
+  within_budget: boolean;
+}
+
+/** What this script prints (one JSON line), read by bench/run.ts for its report. */
+export interface PhotoUploadReport {
+  uploads_per_burst: number;
+  allocator: { MALLOC_MMAP_THRESHOLD_: string; MALLOC_ARENA_MAX: string };
+  decode_concurrency: number;
+  settle_ms: number;
+  budget: { peak_growth_mib: number; after_settle_vs_baseline_at_most: number };
+  bursts: BurstReport[];
   within_budget: boolean;
 }
 
@@ -187,7 +198,7 @@ try {
     await burst('PNG, 8000×5000 (40 MP)', pngPath, upload),
   ];
   await close();
-  const report = {
+  const report: PhotoUploadReport = {
     uploads_per_burst: CONCURRENT_UPLOADS,
     allocator: {
       MALLOC_MMAP_THRESHOLD_: process.env.MALLOC_MMAP_THRESHOLD_ ?? 'glibc default',

@@ -1,26 +1,6 @@
 import type { ScaleOutRow } from '../scale-out.js';
+import type { PhotoUploadReport } from '../upload-memory-photos.js';
 import type { BudgetCheck, ReportSection } from './report.js';
-
-/** What bench/upload-memory-photos.ts prints (one JSON line). */
-export interface PhotoUploadReport {
-  uploads_per_burst: number;
-  allocator: { MALLOC_MMAP_THRESHOLD_: string; MALLOC_ARENA_MAX: string };
-  decode_concurrency: number;
-  settle_ms: number;
-  budget: { peak_growth_mib: number; after_settle_vs_baseline_at_most: number };
-  bursts: {
-    fixture: string;
-    upload_bytes: number;
-    statuses: number[];
-    elapsed_ms: number;
-    rss_baseline_mib: number;
-    rss_peak_mib: number;
-    rss_growth_mib: number;
-    rss_after_settle_mib: number;
-    after_settle_vs_baseline: number;
-    within_budget: boolean;
-  }[];
-}
 
 /** DESIGN 5's upload row for real photos (issue 24): growth at the peak, and RSS a minute later. */
 export function photoUploadSection(report: PhotoUploadReport): ReportSection {

@@ -50,6 +50,7 @@ t.test('a photo burst is met only when the report says it kept both budgets', as
     settle_ms: 60_000,
     budget: { peak_growth_mib: 300, after_settle_vs_baseline_at_most: 1.2 },
     bursts: [burst(true), burst(false)],
+    within_budget: false,
   });
   t.same(
     section.budgets.map((b) => b.met),
