@@ -137,6 +137,17 @@ t.test('create debits the cost from the balance', async (t) => {
   t.equal((await store.getAccount(accountId))?.balance, 50);
 });
 
+t.test('a refused create (402) carries no Location, with or without an Idempotency-Key', async (t) => {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount(10);
+  for (const headers of [auth, { ...auth, 'idempotency-key': 'refused-create' }]) {
+    const res = await app.inject({ method: 'POST', url: TASKS, headers, payload: createBody() });
+    t.equal(res.statusCode, 402);
+    t.equal(res.json().code, 'insufficient_tokens');
+    t.equal(res.headers.location, undefined, 'no Location to a task that was never stored');
+  }
+});
+
 // ── request ids ─────────────────────────────────────────────────────────────────────────────────
 
 t.test('every response carries an x-request-id', async (t) => {

@@ -109,17 +109,21 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       const task = await tasks.prepare(request.caller.accountId, request.body);
       const answer = { data: toTaskResource(task, signer, now()) };
       const location = `/api/v1/images/generations/${task.id}`;
+      const held = request.idempotency?.held ?? undefined;
+      // With an Idempotency-Key, the answer a retry replays is stored in the charge's transaction
+      // (serialised by this route's 202 schema, as it is sent).
+      const completesKey = held && {
+        ...held,
+        response: {
+          statusCode: 202,
+          headers: { location, 'content-type': JSON_CONTENT_TYPE },
+          body: Buffer.from(reply.code(202).serialize(answer) as string),
+        },
+      };
+      await tasks.create(task, completesKey);
+      if (held) request.idempotency!.settle();
+      // Only now: a refused create (402, 409, 429) must not point at a task that was never stored.
       reply.code(202).header('location', location);
-      const held = request.idempotency?.held;
-      if (!held) {
-        await tasks.create(task);
-        return answer;
-      }
-      // The answer a retry under the same key replays, stored with the charge.
-      const body = Buffer.from(reply.serialize(answer) as string);
-      const headers = { location, 'content-type': JSON_CONTENT_TYPE };
-      await tasks.create(task, { ...held, response: { statusCode: 202, headers, body } });
-      request.idempotency!.settle();
       return answer;
     },
   );
