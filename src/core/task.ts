@@ -34,6 +34,15 @@ export function generatedMediaRef(media: {
   return ref;
 }
 
+/**
+ * The task's `generated` list once one of its images is gone (deleted or expired): the image leaves
+ * the list rather than stay there with a URL that 404s. null when the list does not hold it.
+ */
+export function withoutGeneratedMedia(generated: GeneratedMediaRef[], mediaId: string): GeneratedMediaRef[] | null {
+  const kept = generated.filter((ref) => ref.media_id !== mediaId);
+  return kept.length === generated.length ? null : kept;
+}
+
 export interface TaskRecord {
   id: string;
   accountId: string;

@@ -161,6 +161,8 @@ export interface MediaStore {
   listDueBlobDeletions(now: Date, limit: number): Promise<string[]>;
   /** Forgets a due entry once its blob is gone. */
   completeBlobDeletion(blobKey: string, now: Date): Promise<void>;
+  /** Blob keys of the given media of the account, for feeding references to the generator. */
+  mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>>;
 }
 
 /** A generated image already written to blob storage, to be recorded with the task's completion. */
@@ -211,8 +213,6 @@ export interface TaskExecutionStore {
   /** CREATED or IN_PROGRESS → CANCELED with its refund; DomainError not_found / invalid_state otherwise. */
   cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord>;
   getTaskById(taskId: string): Promise<TaskRecord | null>;
-  /** Blob keys of the given media of the account, for feeding references to the generator. */
-  mediaBlobKeys(accountId: string, mediaIds: string[]): Promise<Map<string, string>>;
 }
 
 /** A response kept for replay under an Idempotency-Key: only what the client needs to see it again. */

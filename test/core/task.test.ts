@@ -6,6 +6,7 @@ import {
   nextStatus,
   refundsOnEntry,
   statusesAllowing,
+  withoutGeneratedMedia,
   type TaskEvent,
   type TaskStatus,
 } from '../../src/core/task.js';
@@ -155,4 +156,12 @@ t.test('entering FAILED or CANCELED refunds; nothing else does', async (t) => {
     STATUSES.filter((s) => refundsOnEntry(s)),
     ['FAILED', 'CANCELED'],
   );
+});
+
+t.test("a generated image that is gone leaves the task's list; the others keep their order", async (t) => {
+  const ref = (id: string) => ({ media_id: id, content_type: 'image/png', width: 1, height: 1, size_bytes: 1 });
+  const generated = [ref('a'), ref('b'), ref('c')];
+  t.strictSame(withoutGeneratedMedia(generated, 'b'), [ref('a'), ref('c')]);
+  t.equal(withoutGeneratedMedia(generated, 'z'), null, 'unchanged: nothing to write');
+  t.equal(generated.length, 3, 'the input is not changed');
 });

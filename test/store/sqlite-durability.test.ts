@@ -2,12 +2,13 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import type { Test } from 'tap';
 import { issueApiKey } from '../../src/services/api-keys.js';
+import { SqliteDatabase } from '../../src/store/sqlite/sqlite-database.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { storeUpload } from '../helpers/uploads.js';
 import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 
 /**
- * Claims and leases commit without waiting for the disk (SqliteStore.writeUnsynced); everything a
+ * Claims and leases commit without waiting for the disk (SqliteDatabase.writeUnsynced); everything a
  * client is promised commits with synchronous = FULL. These pin the one way that could go wrong
  * silently: the connection left in NORMAL after an unsynced write, so that later 202s would no
  * longer be durable.
@@ -16,10 +17,10 @@ import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
 const FULL = 2;
 const NORMAL = 1;
 
-class InspectableStore extends SqliteStore {
+class InspectableDatabase extends SqliteDatabase {
   /** The synchronous mode in force at each transaction the store ran (write is every transaction's way in). */
   readonly commitModes: number[] = [];
-  protected override write<T>(fn: () => T): T {
+  override write<T>(fn: () => T): T {
     this.commitModes.push(this.synchronousMode());
     return super.write(fn);
   }
@@ -27,27 +28,25 @@ class InspectableStore extends SqliteStore {
     return this.pragmaValue('synchronous');
   }
   pragmaValue(name: string): number {
-    return this.database.pragma(name, { simple: true }) as number;
-  }
-  runUnsynced<T>(fn: () => T): T {
-    return this.writeUnsynced(fn);
+    return this.connection.pragma(name, { simple: true }) as number;
   }
   exec(sql: string): void {
-    this.database.exec(sql);
+    this.connection.exec(sql);
   }
 }
 
 async function openStore(t: Test) {
   const path = `${t.testdir({})}/store.sqlite`;
-  const store = new InspectableStore(path);
+  const db = new InspectableDatabase(path);
+  const store = new SqliteStore(db);
   await store.migrate();
   t.teardown(() => store.close());
-  return { store, path };
+  return { store, db, path };
 }
 
 t.test('every claim and lease leaves the connection committing with FULL', async (t) => {
-  const { store, path } = await openStore(t);
-  t.equal(store.synchronousMode(), FULL, 'FULL from the start');
+  const { store, db, path } = await openStore(t);
+  t.equal(db.synchronousMode(), FULL, 'FULL from the start');
   const accountId = await newAccountWithTokens(store, 1000);
   const task = await insertTask(store, accountId);
   const now = new Date();
@@ -62,14 +61,14 @@ t.test('every claim and lease leaves the connection committing with FULL', async
     ttlMs: 86_400_000,
   });
   t.same(claim, { outcome: 'acquired' });
-  t.equal(store.synchronousMode(), FULL, 'after an Idempotency-Key claim');
+  t.equal(db.synchronousMode(), FULL, 'after an Idempotency-Key claim');
   const claimed = await store.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
   t.equal(claimed?.id, task.id);
-  t.equal(store.synchronousMode(), FULL, 'after a task claim');
+  t.equal(db.synchronousMode(), FULL, 'after a task claim');
   t.ok(await store.renewLease(task.id, 1, now, 60_000));
-  t.equal(store.synchronousMode(), FULL, 'after a lease renewal');
+  t.equal(db.synchronousMode(), FULL, 'after a lease renewal');
   t.equal(await store.claimDueWebhookDelivery(now, 60_000), null);
-  t.equal(store.synchronousMode(), FULL, 'after a webhook claim');
+  t.equal(db.synchronousMode(), FULL, 'after a webhook claim');
 
   // The unsynced commits are commits: another connection sees them.
   const reader = new Database(path, { readonly: true });
@@ -83,14 +82,14 @@ t.test('every claim and lease leaves the connection committing with FULL', async
 
 t.test('releasing an Idempotency-Key (a refused request) is one unsynced transaction, like its claim', async (t) => {
   // An autocommit would be a sync under FULL: one fsync on the event loop for every refused create.
-  const { store, path } = await openStore(t);
+  const { store, db, path } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);
   const held = { accountId, key: 'refused', leaseToken: 'l' };
   await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
-  store.commitModes.length = 0;
+  db.commitModes.length = 0;
   await store.releaseIdempotencyKey(held);
-  t.same(store.commitModes, [NORMAL], 'one transaction, committed without a sync');
-  t.equal(store.synchronousMode(), FULL, 'and FULL again after it');
+  t.same(db.commitModes, [NORMAL], 'one transaction, committed without a sync');
+  t.equal(db.synchronousMode(), FULL, 'and FULL again after it');
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
   t.equal(
@@ -101,11 +100,11 @@ t.test('releasing an Idempotency-Key (a refused request) is one unsynced transac
 });
 
 t.test('completing an Idempotency-Key outside a create (an upload) is one synced transaction', async (t) => {
-  const { store } = await openStore(t);
+  const { store, db } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);
   const held = { accountId, key: 'upload', leaseToken: 'l' };
   await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
-  store.commitModes.length = 0;
+  db.commitModes.length = 0;
   t.equal(
     await store.completeIdempotencyKey({
       ...held,
@@ -113,41 +112,41 @@ t.test('completing an Idempotency-Key outside a create (an upload) is one synced
     }),
     true,
   );
-  t.same(store.commitModes, [FULL], 'a replay answers from it: on disk before the response');
+  t.same(db.commitModes, [FULL], 'a replay answers from it: on disk before the response');
 });
 
 t.test('deleting a media commits synced; marking its blob deleted is one unsynced transaction', async (t) => {
-  const { store } = await openStore(t);
+  const { store, db } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);
   const now = new Date();
   const media = await storeUpload(store, accountId, now);
-  store.commitModes.length = 0;
+  db.commitModes.length = 0;
   t.equal(await store.deleteMedia(accountId, media.id, now), media.blobKey);
-  t.same(store.commitModes, [FULL], 'the 204 of a delete reports it: synced');
-  store.commitModes.length = 0;
+  t.same(db.commitModes, [FULL], 'the 204 of a delete reports it: synced');
+  db.commitModes.length = 0;
   await store.completeBlobDeletion(media.blobKey, now);
-  t.same(store.commitModes, [NORMAL], 'bookkeeping: no sync (a lost one only deletes a missing blob again)');
+  t.same(db.commitModes, [NORMAL], 'bookkeeping: no sync (a lost one only deletes a missing blob again)');
   t.same(await store.listDueBlobDeletions(now, 10), []);
 });
 
 t.test("an API key's last use (once a minute per key, on the request path) is one unsynced transaction", async (t) => {
-  const { store } = await openStore(t);
+  const { store, db } = await openStore(t);
   const { record } = await issueApiKey(store, await newAccountWithTokens(store, 1000), 'probe', new Date());
-  store.commitModes.length = 0;
+  db.commitModes.length = 0;
   await store.markApiKeyUsed(record.id, new Date());
-  t.same(store.commitModes, [NORMAL]);
+  t.same(db.commitModes, [NORMAL]);
 });
 
 t.test('an unsynced write that throws rolls back and still restores FULL', async (t) => {
-  const { store, path } = await openStore(t);
-  store.exec('CREATE TABLE scratch (n INTEGER)');
+  const { db, path } = await openStore(t);
+  db.exec('CREATE TABLE scratch (n INTEGER)');
   t.throws(() =>
-    store.runUnsynced(() => {
-      store.exec('INSERT INTO scratch VALUES (1)');
+    db.writeUnsynced(() => {
+      db.exec('INSERT INTO scratch VALUES (1)');
       throw new Error('midway');
     }),
   );
-  t.equal(store.synchronousMode(), FULL);
+  t.equal(db.synchronousMode(), FULL);
   const reader = new Database(path, { readonly: true });
   t.teardown(() => reader.close());
   t.equal((reader.prepare('SELECT count(*) AS n FROM scratch').get() as { n: number }).n, 0, 'rolled back');
@@ -156,7 +155,7 @@ t.test('an unsynced write that throws rolls back and still restores FULL', async
 t.test('savepoint sub-journals stay in memory', async (t) => {
   // A batch of creates writes each create in a savepoint; with temp_store at its default every
   // batch past 64 KiB of sub-journal created, wrote and unlinked a temporary file (BENCHMARKS.md).
-  const { store } = await openStore(t);
+  const { db } = await openStore(t);
   const MEMORY = 2;
-  t.equal(store.pragmaValue('temp_store'), MEMORY);
+  t.equal(db.pragmaValue('temp_store'), MEMORY);
 });

@@ -1,0 +1,171 @@
+import { DomainError } from '../../core/errors.js';
+import { decodeCursor } from '../cursor.js';
+import { pageOf } from '../paging.js';
+import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
+import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
+import type { SqliteDatabase } from './sqlite-database.js';
+
+/** Accounts, their ledger and their API keys on the embedded store. */
+export class SqliteAccounts implements AccountStore, ApiKeyStore {
+  constructor(private readonly db: SqliteDatabase) {}
+
+  async createAccount(input: { id: string; name: string; initialTokens: number; now: Date }): Promise<Account> {
+    return this.db.write(() => {
+      this.db
+        .statement('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, 0, ?)')
+        .run(input.id, input.name, input.now.getTime());
+      if (input.initialTokens > 0)
+        addLedgerEntry(this.db, input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
+      return this.requireAccount(input.id);
+    });
+  }
+
+  async getAccount(accountId: string): Promise<Account | null> {
+    const row = this.db.statement('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow | undefined;
+    return row ? toAccount(row) : null;
+  }
+
+  async countAccounts(): Promise<number> {
+    return (this.db.statement('SELECT count(*) AS n FROM accounts').get() as { n: number }).n;
+  }
+
+  async grantTokens(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<Account> {
+    return this.db.write(() => {
+      if (!addLedgerEntry(this.db, input.accountId, 'grant', input.amount, null, input.note, input.now))
+        throw new DomainError('not_found', 'Account not found.');
+      return this.requireAccount(input.accountId);
+    });
+  }
+
+  async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
+    const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
+    const rows = this.db
+      .statement('SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?')
+      .all(accountId, before, query.limit + 1) as LedgerRow[];
+    return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
+  }
+
+  async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
+    const rows = this.db
+      .statement('SELECT kind, sum(amount) AS total FROM ledger WHERE account_id = ? GROUP BY kind')
+      .all(accountId) as { kind: LedgerKind; total: number }[];
+    const totals: Record<LedgerKind, number> = { grant: 0, debit: 0, refund: 0 };
+    for (const row of rows) totals[row.kind] = row.total;
+    return totals;
+  }
+
+  private requireAccount(accountId: string): Account {
+    return toAccount(this.db.statement('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow);
+  }
+
+  async insertApiKey(input: {
+    id: string;
+    accountId: string;
+    name: string;
+    prefix: string;
+    hash: string;
+    now: Date;
+  }): Promise<ApiKeyRecord> {
+    this.db
+      .statement('INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)')
+      .run(input.id, input.accountId, input.name, input.prefix, input.hash, input.now.getTime());
+    return toApiKey(this.db.statement('SELECT * FROM api_keys WHERE id = ?').get(input.id) as ApiKeyRow);
+  }
+
+  async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
+    const row = this.db
+      .statement(
+        `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id
+         WHERE k.hash = ? AND k.revoked_at IS NULL`,
+      )
+      .get(hash) as
+      | (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number })
+      | undefined;
+    if (!row) return null;
+    return {
+      key: toApiKey(row),
+      account: toAccount({
+        id: row.account_id,
+        name: row.account_name,
+        balance: row.account_balance,
+        created_at: row.account_created_at,
+      }),
+    };
+  }
+
+  async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
+    const rows = accountId
+      ? this.db.statement('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at').all(accountId)
+      : this.db.statement('SELECT * FROM api_keys ORDER BY created_at').all();
+    return (rows as ApiKeyRow[]).map(toApiKey);
+  }
+
+  async revokeApiKey(idOrPrefix: string, now: Date): Promise<boolean> {
+    const result = this.db
+      .statement('UPDATE api_keys SET revoked_at = ? WHERE (id = ? OR prefix = ?) AND revoked_at IS NULL')
+      .run(now.getTime(), idOrPrefix, idOrPrefix);
+    return result.changes > 0;
+  }
+
+  async markApiKeyUsed(keyId: string, now: Date): Promise<void> {
+    // Informational, and on the request path once a minute per key: unsynced, in the turn's batch
+    // rather than in a transaction of its own.
+    await this.db.groupCommit(
+      () => {
+        this.db.statement('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(now.getTime(), keyId);
+      },
+      { durable: false },
+    );
+  }
+}
+
+/**
+ * Moves the balance and records why, in the caller's transaction. Returns false when the account
+ * is missing or a debit would go negative.
+ */
+export function addLedgerEntry(
+  db: SqliteDatabase,
+  accountId: string,
+  kind: LedgerKind,
+  amount: number,
+  taskId: string | null,
+  note: string | null,
+  now: Date,
+): boolean {
+  const delta = kind === 'debit' ? -amount : amount;
+  const updated = db
+    .statement('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
+    .get(delta, accountId, delta) as { balance: number } | undefined;
+  if (!updated) return false;
+  // The next number of the account's own sequence; the write transaction serialises this read.
+  db.statement(
+    `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
+       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?)`,
+  ).run(accountId, accountId, kind, amount, updated.balance, taskId, note, now.getTime());
+  return true;
+}
+
+/** Gives a task's cost back in the caller's transaction, unless it was already refunded. */
+export function refundTaskIn(db: SqliteDatabase, taskId: string, now: Date): boolean {
+  const task = db.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as
+    | { account_id: string; cost: number }
+    | undefined;
+  if (!task) return false;
+  // The unique (task_id, kind) index is the once-only guard; checking first keeps the balance untouched.
+  if (db.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
+  return addLedgerEntry(db, task.account_id, 'refund', task.cost, taskId, null, now);
+}
+
+/** The active-task count the cap is checked against; undefined for a missing account. */
+export function activeTasksOf(db: SqliteDatabase, accountId: string): number | undefined {
+  const row = db.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(accountId) as
+    | { active_tasks: number }
+    | undefined;
+  return row?.active_tasks;
+}
+
+/** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
+export function countActiveTask(db: SqliteDatabase, accountId: string, delta: 1 | -1): void {
+  db.statement('UPDATE accounts SET active_tasks = max(active_tasks + ?, 0) WHERE id = ?').run(delta, accountId);
+}

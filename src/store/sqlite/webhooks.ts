@@ -1,0 +1,208 @@
+import type { WebhookEventType } from '../../../schemas/webhooks.js';
+import { DomainError } from '../../core/errors.js';
+import { newIdAt } from '../../ids.js';
+import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
+import type {
+  Page,
+  WebhookAttemptOutcome,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+  WebhookDeliveryWithAttempts,
+  WebhookSecrets,
+  WebhookStore,
+} from '../port.js';
+import { msOrNull } from './rows.js';
+import type { SqliteDatabase } from './sqlite-database.js';
+
+/** Webhook secrets, deliveries (the outbox) and their attempts on the embedded store. */
+export class SqliteWebhooks implements WebhookStore {
+  constructor(private readonly db: SqliteDatabase) {}
+
+  async webhookSecrets(accountId: string, now: Date, newSecret: () => string): Promise<WebhookSecrets> {
+    const existing = this.readWebhookSecrets(accountId, now);
+    if (existing) return existing;
+    return this.db.write(() => {
+      // Two first calls may race; the unique index on the current secret lets one insert win.
+      this.db
+        .statement(
+          'INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING',
+        )
+        .run(accountId, newSecret(), now.getTime());
+      return this.readWebhookSecrets(accountId, now)!;
+    });
+  }
+
+  async rotateWebhookSecret(
+    accountId: string,
+    now: Date,
+    graceMs: number,
+    newSecret: () => string,
+  ): Promise<WebhookSecrets> {
+    return this.db.write(() => {
+      this.db.statement('DELETE FROM webhook_secrets WHERE account_id = ? AND retired_at IS NOT NULL').run(accountId);
+      this.db
+        .statement(
+          'UPDATE webhook_secrets SET retired_at = ?, expires_at = ? WHERE account_id = ? AND retired_at IS NULL',
+        )
+        .run(now.getTime(), now.getTime() + graceMs, accountId);
+      this.db
+        .statement('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES (?, ?, ?)')
+        .run(accountId, newSecret(), now.getTime());
+      return this.readWebhookSecrets(accountId, now)!;
+    });
+  }
+
+  private readWebhookSecrets(accountId: string, now: Date): WebhookSecrets | null {
+    const rows = this.db
+      .statement(
+        'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)',
+      )
+      .all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
+    const current = rows.find((r) => r.retired_at === null);
+    if (!current) return null;
+    const previous = rows.find((r) => r.retired_at !== null);
+    return {
+      current: current.secret,
+      previous: previous?.secret ?? null,
+      previousExpiresAt: previous ? new Date(previous.expires_at!) : null,
+    };
+  }
+
+  async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
+    const row = this.db.writeUnsynced(
+      () =>
+        this.db
+          .statement(
+            `UPDATE webhook_deliveries SET next_attempt_at = ?, updated_at = ?
+             WHERE id = (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT 1)
+             RETURNING *`,
+          )
+          .get(now.getTime() + leaseMs, now.getTime(), now.getTime()) as WebhookDeliveryRow | undefined,
+    );
+    return row ? toWebhookDelivery(row) : null;
+  }
+
+  async recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void> {
+    const { attempt } = input;
+    // Reported to the account (the delivery log), so synced; in the group commit, so that a
+    // dispatcher in the API's process does not hold its event loop for a sync of its own.
+    await this.db.groupCommit(
+      () => {
+        this.db
+          .statement(
+            'INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)',
+          )
+          .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
+        this.db
+          .statement(
+            `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + ?,
+             manual_attempt = 0, resume_at = NULL, next_attempt_at = ?, last_status_code = ?, last_error = ?, updated_at = ?
+           WHERE id = ?`,
+          )
+          .run(
+            input.status,
+            input.manual ? 0 : 1,
+            msOrNull(input.nextAttemptAt),
+            attempt.statusCode,
+            attempt.error,
+            input.now.getTime(),
+            input.deliveryId,
+          );
+      },
+      { durable: true },
+    );
+  }
+
+  async listWebhookDeliveries(
+    accountId: string,
+    query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
+  ): Promise<Page<WebhookDeliveryWithAttempts>> {
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
+      task_id: query.taskId,
+      status: query.status,
+    });
+    const rows = this.db
+      .statement(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
+      .all({ ...params, limit: pageFetchSize(query.limit) }) as WebhookDeliveryRow[];
+    const page = pageOf(rows, query.limit, (r) => r.id);
+    return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
+  }
+
+  async replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts> {
+    const row = this.db.write(
+      () =>
+        this.db
+          .statement(
+            // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the
+            // first one's), so that a failed manual retry leaves the schedule where it was.
+            `UPDATE webhook_deliveries SET
+               resume_at = CASE WHEN manual_attempt = 1 THEN resume_at WHEN status = 'pending' THEN next_attempt_at END,
+               manual_attempt = 1, status = 'pending', next_attempt_at = ?, updated_at = ?
+             WHERE id = ? AND account_id = ? RETURNING *`,
+          )
+          .get(now.getTime(), now.getTime(), deliveryId, accountId) as WebhookDeliveryRow | undefined,
+    );
+    if (!row) throw new DomainError('not_found', 'Webhook delivery not found.');
+    return this.withAttempts(row);
+  }
+
+  private withAttempts(row: WebhookDeliveryRow): WebhookDeliveryWithAttempts {
+    const attempts = this.db
+      .statement(
+        'SELECT attempted_at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = ? ORDER BY id',
+      )
+      .all(row.id) as { attempted_at: number; status_code: number | null; error: string | null; duration_ms: number }[];
+    return {
+      ...toWebhookDelivery(row),
+      attemptLog: attempts.map((a) => ({
+        attemptedAt: new Date(a.attempted_at),
+        statusCode: a.status_code,
+        error: a.error,
+        durationMs: a.duration_ms,
+      })),
+    };
+  }
+}
+
+/** Queues a task's event for delivery (the outbox), in the caller's transaction. */
+export function enqueueWebhookEvent(
+  db: SqliteDatabase,
+  event: { accountId: string; taskId: string; type: WebhookEventType; url: string; now: Date },
+): void {
+  const at = event.now.getTime();
+  db.statement(
+    `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
+  ).run(newIdAt(event.now), event.accountId, event.taskId, event.type, event.url, at, at, at, at);
+}
+
+interface WebhookDeliveryRow {
+  id: string;
+  account_id: string;
+  task_id: string;
+  event_type: WebhookEventType;
+  url: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  scheduled_attempts: number;
+  manual_attempt: number;
+  resume_at: number | null;
+  next_attempt_at: number | null;
+  event_at: number;
+  created_at: number;
+}
+
+const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
+  id: r.id,
+  accountId: r.account_id,
+  taskId: r.task_id,
+  eventType: r.event_type,
+  url: r.url,
+  status: r.status,
+  attempts: r.attempts,
+  scheduledAttempts: r.scheduled_attempts,
+  manualRetry: r.manual_attempt ? { resumeAt: r.resume_at === null ? null : new Date(r.resume_at) } : null,
+  nextAttemptAt: r.next_attempt_at === null ? null : new Date(r.next_attempt_at),
+  eventAt: new Date(r.event_at),
+  createdAt: new Date(r.created_at),
+});
