@@ -1,0 +1,193 @@
+import { DomainError } from '../../core/errors.js';
+import { decodeCursor } from '../cursor.js';
+import { pageFetchSize, pageOf } from '../paging.js';
+import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
+import type { PostgresDatabase, Tx } from './postgres-database.js';
+import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
+
+/** Accounts, their ledger and their API keys on PostgreSQL. */
+export class PostgresAccounts implements AccountStore, ApiKeyStore {
+  constructor(private readonly db: PostgresDatabase) {}
+
+  async createAccount(input: { id: string; name: string; initialTokens: number; now: Date }): Promise<Account> {
+    return this.db.transaction(async (tx) => {
+      await tx.query('INSERT INTO accounts (id, name, balance, created_at) VALUES ($1, $2, 0, $3)', [
+        input.id,
+        input.name,
+        input.now,
+      ]);
+      if (input.initialTokens > 0)
+        await addLedgerEntry(tx, input.id, 'grant', input.initialTokens, null, 'opening balance', input.now);
+      return requireAccount(tx, input.id);
+    });
+  }
+
+  async getAccount(accountId: string): Promise<Account | null> {
+    const { rows } = await this.db.query<AccountRow>(
+      'SELECT id, name, balance, created_at FROM accounts WHERE id = $1',
+      [accountId],
+    );
+    return rows[0] ? toAccount(rows[0]) : null;
+  }
+
+  async countAccounts(): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>('SELECT count(*) AS n FROM accounts');
+    return rows[0].n;
+  }
+
+  async grantTokens(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<Account> {
+    return this.db.transaction(async (tx) => {
+      if (!(await addLedgerEntry(tx, input.accountId, 'grant', input.amount, null, input.note, input.now))) {
+        throw new DomainError('not_found', 'Account not found.');
+      }
+      return requireAccount(tx, input.accountId);
+    });
+  }
+
+  async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
+    const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
+    const { rows } = await this.db.query<LedgerRow>(
+      'SELECT * FROM ledger WHERE account_id = $1 AND account_seq < $2 ORDER BY account_seq DESC LIMIT $3',
+      [accountId, Number.isSafeInteger(before) ? before : 0, pageFetchSize(query.limit)],
+    );
+    return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
+  }
+
+  async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
+    const { rows } = await this.db.query<{ kind: LedgerKind; total: number }>(
+      'SELECT kind, sum(amount)::bigint AS total FROM ledger WHERE account_id = $1 GROUP BY kind',
+      [accountId],
+    );
+    const totals: Record<LedgerKind, number> = { grant: 0, debit: 0, refund: 0 };
+    for (const row of rows) totals[row.kind] = row.total;
+    return totals;
+  }
+
+  async insertApiKey(input: {
+    id: string;
+    accountId: string;
+    name: string;
+    prefix: string;
+    hash: string;
+    now: Date;
+  }): Promise<ApiKeyRecord> {
+    const { rows } = await this.db.query<ApiKeyRow>(
+      `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)
+       RETURNING id, account_id, name, prefix, created_at, last_used_at, revoked_at`,
+      [input.id, input.accountId, input.name, input.prefix, input.hash, input.now],
+    );
+    return toApiKey(rows[0]);
+  }
+
+  async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
+    const { rows } = await this.db.query<
+      ApiKeyRow & { account_name: string; account_balance: number; account_created_at: Date }
+    >(
+      `SELECT k.id, k.account_id, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
+              a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
+       FROM api_keys k JOIN accounts a ON a.id = k.account_id
+       WHERE k.hash = $1 AND k.revoked_at IS NULL`,
+      [hash],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return {
+      key: toApiKey(row),
+      account: toAccount({
+        id: row.account_id,
+        name: row.account_name,
+        balance: row.account_balance,
+        created_at: row.account_created_at,
+      }),
+    };
+  }
+
+  async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
+    const columns = 'id, account_id, name, prefix, created_at, last_used_at, revoked_at';
+    const { rows } = accountId
+      ? await this.db.query<ApiKeyRow>(
+          `SELECT ${columns} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id`,
+          [accountId],
+        )
+      : await this.db.query<ApiKeyRow>(`SELECT ${columns} FROM api_keys ORDER BY created_at, id`);
+    return rows.map(toApiKey);
+  }
+
+  async revokeApiKey(idOrPrefix: string, now: Date): Promise<boolean> {
+    const result = await this.db.query(
+      'UPDATE api_keys SET revoked_at = $1 WHERE (id = $2 OR prefix = $2) AND revoked_at IS NULL',
+      [now, idOrPrefix],
+    );
+    return (result.rowCount ?? 0) > 0;
+  }
+
+  async markApiKeyUsed(keyId: string, now: Date): Promise<void> {
+    await this.db.query('UPDATE api_keys SET last_used_at = $1 WHERE id = $2', [now, keyId]);
+  }
+}
+
+async function requireAccount(tx: Tx, accountId: string): Promise<Account> {
+  const { rows } = await tx.query<AccountRow>('SELECT id, name, balance, created_at FROM accounts WHERE id = $1', [
+    accountId,
+  ]);
+  return toAccount(rows[0]);
+}
+
+/**
+ * Moves the balance and records why, in the caller's transaction. The conditional update takes
+ * the account's row lock, so the ledger ids of one account follow the order of its balances.
+ * False when the account is missing or a debit would go negative.
+ */
+export async function addLedgerEntry(
+  tx: Tx,
+  accountId: string,
+  kind: LedgerKind,
+  amount: number,
+  taskId: string | null,
+  note: string | null,
+  now: Date,
+): Promise<boolean> {
+  const delta = kind === 'debit' ? -amount : amount;
+  const { rows } = await tx.query<{ balance: number }>(
+    'UPDATE accounts SET balance = balance + $1 WHERE id = $2 AND balance + $1 >= 0 RETURNING balance',
+    [delta, accountId],
+  );
+  if (!rows[0]) return false;
+  // The next number of the account's own sequence, read under the row lock the update above took.
+  await tx.query(
+    `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
+     VALUES ($1, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = $1), $2, $3, $4, $5, $6, $7)`,
+    [accountId, kind, amount, rows[0].balance, taskId, note, now],
+  );
+  return true;
+}
+
+/** Gives a task's cost back in the caller's transaction, unless it was already refunded. */
+export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<boolean> {
+  // The task's row lock makes concurrent refunds of one task take turns; the second sees the first's entry.
+  const { rows } = await tx.query<{ account_id: string; cost: number }>(
+    'SELECT account_id, cost FROM tasks WHERE id = $1 FOR UPDATE',
+    [taskId],
+  );
+  if (!rows[0]) return false;
+  const refunded = await tx.query("SELECT 1 FROM ledger WHERE task_id = $1 AND kind = 'refund'", [taskId]);
+  if (refunded.rowCount) return false;
+  return addLedgerEntry(tx, rows[0].account_id, 'refund', rows[0].cost, taskId, null, now);
+}
+
+/**
+ * The account's active-task count, its row locked: the lock orders the account's concurrent
+ * creates, so that each sees the last one's count. undefined for a missing account.
+ */
+export async function lockActiveTasksOf(tx: Tx, accountId: string): Promise<number | undefined> {
+  const { rows } = await tx.query<{ active_tasks: number }>(
+    'SELECT active_tasks FROM accounts WHERE id = $1 FOR UPDATE',
+    [accountId],
+  );
+  return rows[0]?.active_tasks;
+}
+
+/** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
+export async function countActiveTask(tx: Tx, accountId: string, delta: 1 | -1): Promise<void> {
+  await tx.query('UPDATE accounts SET active_tasks = greatest(active_tasks + $1, 0) WHERE id = $2', [delta, accountId]);
+}

@@ -1,0 +1,302 @@
+import { DomainError } from '../../core/errors.js';
+import {
+  afterLostLease,
+  admitsAnotherActiveTask,
+  countsAsActive,
+  DEADLINE_EXCEEDED,
+  isPastDeadline,
+  webhookEventFor,
+} from '../../core/task-execution.js';
+import {
+  generatedMediaRef,
+  nextStatus,
+  refundsOnEntry,
+  statusesAllowing,
+  type GeneratedMediaRef,
+  type TaskEvent,
+  type TaskRecord,
+  type TaskStatus,
+} from '../../core/task.js';
+import { uuidv7Floor } from '../../ids.js';
+import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
+import type {
+  ClaimPolicy,
+  GeneratedMediaInput,
+  IdempotencyCompletion,
+  MediaRecord,
+  Page,
+  TaskCreationLimits,
+  TaskExecutionStore,
+  TaskListQuery,
+  TaskStore,
+} from '../port.js';
+import { addLedgerEntry, countActiveTask, lockActiveTasksOf, refundTaskIn } from './accounts.js';
+import { completeIdempotencyKeyIn } from './idempotency-keys.js';
+import { assertReferencesUsable, insertMediaIn } from './media.js';
+import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
+import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
+import { enqueueWebhookEvent } from './webhooks.js';
+
+/**
+ * Tasks on PostgreSQL: their creation with its debit, their listing, and the tasks table as a queue
+ * (claims with FOR UPDATE SKIP LOCKED; every write that finishes an attempt fenced by its number).
+ * Locks are always taken task row first, then account row, so that transactions never deadlock.
+ */
+export class PostgresTasks implements TaskStore, TaskExecutionStore {
+  constructor(private readonly db: PostgresDatabase) {}
+
+  async insertTaskWithDebit(
+    task: TaskRecord,
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await assertReferencesUsable(tx, task);
+      if (countsAsActive(task.status)) {
+        const active = await lockActiveTasksOf(tx, task.accountId);
+        if (active !== undefined && !admitsAnotherActiveTask(active, limits.maxActiveTasks)) {
+          throw new DomainError(
+            'too_many_active_tasks',
+            `An account may have at most ${limits.maxActiveTasks} active tasks.`,
+          );
+        }
+      }
+      if (!(await addLedgerEntry(tx, task.accountId, 'debit', task.cost, task.id, null, task.createdAt))) {
+        throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
+      }
+      await tx.query(
+        `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $17)`,
+        taskValues(task),
+      );
+      if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {
+        throw new DomainError(
+          'idempotency_in_progress',
+          'Another request with this Idempotency-Key took it over; retry shortly.',
+        );
+      }
+      if (countsAsActive(task.status)) {
+        await countActiveTask(tx, task.accountId, 1);
+        await notify(tx, { kind: 'created' });
+      }
+    });
+  }
+
+  async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
+    const { rows } = await this.db.query<TaskRow>(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1 AND account_id = $2`,
+      [taskId, accountId],
+    );
+    return rows[0] ? toTask(rows[0]) : null;
+  }
+
+  async getTaskById(taskId: string): Promise<TaskRecord | null> {
+    const { rows } = await this.db.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1`, [taskId]);
+    return rows[0] ? toTask(rows[0]) : null;
+  }
+
+  async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
+    // One keyset range of (account_id, [status,] id) or (account_id, model, [status,] id): a page
+    // costs the same at any depth. Time bounds become id bounds (UUIDv7 ids start with their millisecond).
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
+      status: query.status,
+      model: query.model,
+    });
+    if (query.createdBefore) {
+      conditions.push('id < @createdBefore');
+      params.createdBefore = uuidv7Floor(query.createdBefore);
+    }
+    if (query.createdAfter) {
+      conditions.push('id >= @createdAfter');
+      params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
+    }
+    params.limit = pageFetchSize(query.limit);
+    const { sql, values } = numbered(
+      `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
+      params,
+    );
+    const { rows } = await this.db.query<TaskRow>(sql, values);
+    return pageOf(rows.map(toTask), query.limit, (t) => t.id);
+  }
+
+  async refundTask(taskId: string, now: Date): Promise<boolean> {
+    return this.db.transaction((tx) => refundTaskIn(tx, taskId, now));
+  }
+
+  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+    const { now } = policy;
+    return this.db.transaction(
+      async (tx) => {
+        // Lost leases first; SKIP LOCKED leaves those another claimer is handling to it.
+        const lost = await tx.query<{ id: string; attempt: number }>(
+          "SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < $1 FOR UPDATE SKIP LOCKED",
+          [now],
+        );
+        for (const task of lost.rows) {
+          const outcome = afterLostLease(task.attempt, policy.maxAttempts);
+          if (outcome.action === 'fail')
+            await finishTaskIn(tx, task.id, task.attempt, 'fail', now, { error: outcome.error });
+          else await requeueTaskIn(tx, task.id, task.attempt, now);
+        }
+        for (;;) {
+          const { rows } = await tx.query<{ id: string; attempt: number; created_at: Date }>(
+            `SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= $1
+           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+            [now],
+          );
+          const next = rows[0];
+          if (!next) return null;
+          if (isPastDeadline(next.created_at, now, policy.deadlineMs)) {
+            await finishTaskIn(tx, next.id, next.attempt, 'fail', now, {
+              error: DEADLINE_EXCEEDED,
+              fromStatuses: ['CREATED'],
+            });
+            continue;
+          }
+          const claimed = await tx.query<TaskRow>(
+            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = $2, started_at = coalesce(started_at, $3)
+           WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
+            [next.id, new Date(now.getTime() + policy.leaseMs), now],
+          );
+          return toTask(claimed.rows[0]);
+        }
+      },
+      { unsynced: true },
+    );
+  }
+
+  async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
+    const result = await this.db.query(
+      "UPDATE tasks SET lease_expires_at = $1 WHERE id = $2 AND attempt = $3 AND status = 'IN_PROGRESS'",
+      [new Date(now.getTime() + leaseMs), taskId, attempt],
+    );
+    return result.rowCount === 1;
+  }
+
+  async completeTask(input: {
+    taskId: string;
+    attempt: number;
+    media: GeneratedMediaInput[];
+    now: Date;
+  }): Promise<boolean> {
+    try {
+      return await this.db.transaction(async (tx) => {
+        const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
+        const finished = await finishTaskIn(tx, input.taskId, input.attempt, 'complete', input.now, { generated });
+        if (!finished) return false;
+        for (const m of input.media) {
+          const media: MediaRecord = {
+            ...m,
+            accountId: finished.accountId,
+            source: 'generated',
+            taskId: input.taskId,
+            createdAt: input.now,
+          };
+          // A blob whose reservation lapsed may already be swept: throwing rolls the whole completion back.
+          if (!(await insertMediaIn(tx, media, input.now))) throw new BlobReservationLapsedError(m.blobKey);
+        }
+        return true;
+      });
+    } catch (error) {
+      if (error instanceof BlobReservationLapsedError) return false;
+      throw error;
+    }
+  }
+
+  async failTask(input: {
+    taskId: string;
+    attempt: number;
+    error: { code: string; message: string };
+    now: Date;
+  }): Promise<boolean> {
+    return this.db.transaction(
+      async (tx) =>
+        (await finishTaskIn(tx, input.taskId, input.attempt, 'fail', input.now, { error: input.error })) !== null,
+    );
+  }
+
+  async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
+    return this.db.transaction((tx) => requeueTaskIn(tx, input.taskId, input.attempt, input.runAfter));
+  }
+
+  async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ status: TaskStatus; attempt: number }>(
+        'SELECT status, attempt FROM tasks WHERE id = $1 AND account_id = $2 FOR UPDATE',
+        [taskId, accountId],
+      );
+      if (!rows[0]) throw new DomainError('not_found', 'Task not found.');
+      nextStatus(rows[0].status, 'cancel'); // throws invalid_state for a terminal task
+      await finishTaskIn(tx, taskId, rows[0].attempt, 'cancel', now, {
+        fromStatuses: statusesAllowing('cancel'),
+        anyAttempt: true,
+      });
+      const task = await tx.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1`, [taskId]);
+      return toTask(task.rows[0]);
+    });
+  }
+}
+
+class BlobReservationLapsedError extends Error {
+  constructor(blobKey: string) {
+    super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
+  }
+}
+
+async function requeueTaskIn(tx: Tx, taskId: string, attempt: number, runAfter: Date): Promise<boolean> {
+  const result = await tx.query(
+    "UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = $1 WHERE id = $2 AND attempt = $3 AND status = 'IN_PROGRESS'",
+    [runAfter, taskId, attempt],
+  );
+  if (result.rowCount !== 1) return false;
+  await notify(tx, { kind: 'created' });
+  return true;
+}
+
+/**
+ * Moves a task into a terminal state if it is still where `event` may start from (by default
+ * IN_PROGRESS under this attempt), refunding and enqueueing the webhook event with it. Returns the
+ * task's account, or null when the task was not there to move (fenced out).
+ */
+async function finishTaskIn(
+  tx: Tx,
+  taskId: string,
+  attempt: number,
+  event: Extract<TaskEvent, 'complete' | 'fail' | 'cancel'>,
+  now: Date,
+  details: {
+    generated?: GeneratedMediaRef[];
+    error?: { code: string; message: string };
+    fromStatuses?: TaskStatus[];
+    anyAttempt?: boolean;
+  },
+): Promise<{ accountId: string } | null> {
+  const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
+  const target = nextStatus(fromStatuses[0], event);
+  const { rows } = await tx.query<{ account_id: string; webhook_url: string | null }>(
+    `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3, error_message = $4,
+       completed_at = $5, lease_expires_at = NULL
+     WHERE id = $6 AND status = ANY($7::text[]) ${details.anyAttempt ? '' : 'AND attempt = $8'}
+     RETURNING account_id, webhook_url`,
+    [
+      target,
+      details.generated ? JSON.stringify(details.generated) : null,
+      details.error?.code ?? null,
+      details.error?.message ?? null,
+      now,
+      taskId,
+      fromStatuses,
+      ...(details.anyAttempt ? [] : [attempt]),
+    ],
+  );
+  const updated = rows[0];
+  if (!updated) return null;
+  // Every status a task can finish from is active (terminal states are final): one active task fewer.
+  await countActiveTask(tx, updated.account_id, -1);
+  if (refundsOnEntry(target)) await refundTaskIn(tx, taskId, now);
+  const type = webhookEventFor(target);
+  if (updated.webhook_url && type)
+    await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, type, url: updated.webhook_url, now });
+  await notify(tx, { kind: 'changed', taskId });
+  return { accountId: updated.account_id };
+}

@@ -1,0 +1,175 @@
+import type { WebhookEventType } from '../../../schemas/webhooks.js';
+import { DomainError } from '../../core/errors.js';
+import { newIdAt } from '../../ids.js';
+import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
+import type {
+  Page,
+  WebhookAttemptOutcome,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+  WebhookDeliveryWithAttempts,
+  WebhookSecrets,
+  WebhookStore,
+} from '../port.js';
+import { numbered, type PostgresDatabase, type Queryable, type Tx } from './postgres-database.js';
+import { toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
+
+/** Webhook secrets, deliveries (the outbox) and their attempts on PostgreSQL. */
+export class PostgresWebhooks implements WebhookStore {
+  constructor(private readonly db: PostgresDatabase) {}
+
+  async webhookSecrets(accountId: string, now: Date, newSecret: () => string): Promise<WebhookSecrets> {
+    const existing = await this.readWebhookSecrets(this.db, accountId, now);
+    if (existing) return existing;
+    // Two first calls may race; the unique index on the current secret lets one insert win.
+    await this.db.query(
+      `INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES ($1, $2, $3)
+       ON CONFLICT (account_id) WHERE retired_at IS NULL DO NOTHING`,
+      [accountId, newSecret(), now],
+    );
+    return (await this.readWebhookSecrets(this.db, accountId, now))!;
+  }
+
+  async rotateWebhookSecret(
+    accountId: string,
+    now: Date,
+    graceMs: number,
+    newSecret: () => string,
+  ): Promise<WebhookSecrets> {
+    return this.db.transaction(async (tx) => {
+      await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+      await tx.query('DELETE FROM webhook_secrets WHERE account_id = $1 AND retired_at IS NOT NULL', [accountId]);
+      await tx.query(
+        'UPDATE webhook_secrets SET retired_at = $1, expires_at = $2 WHERE account_id = $3 AND retired_at IS NULL',
+        [now, new Date(now.getTime() + graceMs), accountId],
+      );
+      await tx.query('INSERT INTO webhook_secrets (account_id, secret, created_at) VALUES ($1, $2, $3)', [
+        accountId,
+        newSecret(),
+        now,
+      ]);
+      return (await this.readWebhookSecrets(tx, accountId, now))!;
+    });
+  }
+
+  private async readWebhookSecrets(db: Queryable, accountId: string, now: Date): Promise<WebhookSecrets | null> {
+    const { rows } = await db.query<{ secret: string; retired_at: Date | null; expires_at: Date | null }>(
+      'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = $1 AND (retired_at IS NULL OR expires_at > $2)',
+      [accountId, now],
+    );
+    const current = rows.find((r) => r.retired_at === null);
+    if (!current) return null;
+    const previous = rows.find((r) => r.retired_at !== null);
+    return {
+      current: current.secret,
+      previous: previous?.secret ?? null,
+      previousExpiresAt: previous?.expires_at ?? null,
+    };
+  }
+
+  async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
+    const { rows } = await this.db.query<WebhookDeliveryRow>(
+      `UPDATE webhook_deliveries SET next_attempt_at = $1, updated_at = $2
+       WHERE id = (SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $2
+                   ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+       RETURNING *`,
+      [new Date(now.getTime() + leaseMs), now],
+    );
+    return rows[0] ? toWebhookDelivery(rows[0]) : null;
+  }
+
+  async recordWebhookAttempt(input: WebhookAttemptOutcome): Promise<void> {
+    const { attempt } = input;
+    await this.db.transaction(async (tx) => {
+      await tx.query(
+        'INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)',
+        [input.deliveryId, attempt.attemptedAt, attempt.statusCode, attempt.error, Math.round(attempt.durationMs)],
+      );
+      await tx.query(
+        `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + $7,
+           manual_attempt = false, resume_at = NULL, next_attempt_at = $2, last_status_code = $3, last_error = $4,
+           updated_at = $5 WHERE id = $6`,
+        [
+          input.status,
+          input.nextAttemptAt,
+          attempt.statusCode,
+          attempt.error,
+          input.now,
+          input.deliveryId,
+          input.manual ? 0 : 1,
+        ],
+      );
+    });
+  }
+
+  async listWebhookDeliveries(
+    accountId: string,
+    query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
+  ): Promise<Page<WebhookDeliveryWithAttempts>> {
+    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
+      task_id: query.taskId,
+      status: query.status,
+    });
+    params.limit = pageFetchSize(query.limit);
+    const { sql, values } = numbered(
+      `SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
+      params,
+    );
+    const { rows } = await this.db.query<WebhookDeliveryRow>(sql, values);
+    const page = pageOf(rows, query.limit, (r) => r.id);
+    return { items: await this.withAttempts(page.items), nextCursor: page.nextCursor };
+  }
+
+  async replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts> {
+    const { rows } = await this.db.query<WebhookDeliveryRow>(
+      // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the first
+      // one's), so that a failed manual retry leaves the schedule where it was.
+      `UPDATE webhook_deliveries SET
+         resume_at = CASE WHEN manual_attempt THEN resume_at WHEN status = 'pending' THEN next_attempt_at END,
+         manual_attempt = true, status = 'pending', next_attempt_at = $1, updated_at = $1
+       WHERE id = $2 AND account_id = $3 RETURNING *`,
+      [now, deliveryId, accountId],
+    );
+    if (!rows[0]) throw new DomainError('not_found', 'Webhook delivery not found.');
+    return (await this.withAttempts(rows))[0];
+  }
+
+  private async withAttempts(rows: WebhookDeliveryRow[]): Promise<WebhookDeliveryWithAttempts[]> {
+    if (rows.length === 0) return [];
+    type AttemptRow = {
+      delivery_id: string;
+      attempted_at: Date;
+      status_code: number | null;
+      error: string | null;
+      duration_ms: number;
+    };
+    const { rows: attempts } = await this.db.query<AttemptRow>(
+      `SELECT delivery_id, attempted_at, status_code, error, duration_ms FROM webhook_attempts
+       WHERE delivery_id = ANY($1::text[]) ORDER BY id`,
+      [rows.map((r) => r.id)],
+    );
+    return rows.map((row) => ({
+      ...toWebhookDelivery(row),
+      attemptLog: attempts
+        .filter((a) => a.delivery_id === row.id)
+        .map((a) => ({
+          attemptedAt: a.attempted_at,
+          statusCode: a.status_code,
+          error: a.error,
+          durationMs: a.duration_ms,
+        })),
+    }));
+  }
+}
+
+/** Queues a task's event for delivery (the outbox), in the caller's transaction. */
+export async function enqueueWebhookEvent(
+  tx: Tx,
+  event: { accountId: string; taskId: string; type: WebhookEventType; url: string; now: Date },
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6, $6, $6)`,
+    [newIdAt(event.now), event.accountId, event.taskId, event.type, event.url, event.now],
+  );
+}
