@@ -2,15 +2,16 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import t from 'tap';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { freePort, spawnTsChild, waitForOutput } from '../helpers/processes.js';
+import { testStoreAdapter } from '../helpers/store.js';
 
 /**
  * Group commit answers a batch of creates after one COMMIT. This kills the API process with SIGKILL
  * while creates are in flight (batches queued, in a transaction, being answered) and checks, on the
  * file it left: every create that was answered 202 is there and was charged once, its
- * Idempotency-Key completed with that response; nothing was charged without a task.
+ * Idempotency-Key completed with that response; nothing was charged without a task. SQLite's
+ * own: the group commit is the embedded store's; PostgreSQL commits each create on its own.
  */
 const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const CONNECTIONS = 40;
@@ -75,8 +76,7 @@ t.test(
       `${accepted.length} of ${sent} creates were answered 202 before the kill`,
     );
 
-    const store = new SqliteStore(`${dataDir}/imagegen.sqlite`);
-    t.teardown(() => store.close());
+    const { store } = await testStoreAdapter('sqlite').open(t, { dataDir });
     const db = new Database(`${dataDir}/imagegen.sqlite`, { readonly: true });
     t.teardown(() => db.close());
     const { accountId, tasks } = db

@@ -4,10 +4,10 @@ import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { issueApiKey } from '../../src/services/api-keys.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { needsRedis, REDIS_URL, redisWithPrefix } from '../helpers/redis.js';
+import { testStoreAdapter } from '../helpers/store.js';
 
 const CREATE = '/api/v1/images/generations';
 const ACCOUNT = '/api/v1/account';
@@ -360,8 +360,7 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
     RATE_LIMIT_CREATES_PER_MIN: '1',
     RATE_LIMIT_AUTH_FAILURES_PER_MIN: '1',
   });
-  const store = new SqliteStore(`${dir}/imagegen.sqlite`);
-  await store.migrate();
+  const { store } = await testStoreAdapter().open(t, { dataDir: dir });
   // A client that never connects: every command fails at once (no offline queue).
   const deadRedis = new Redis('redis://127.0.0.1:1', {
     lazyConnect: true,
@@ -378,7 +377,6 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
   });
   t.teardown(async () => {
     await app.close();
-    await store.close();
     deadRedis.disconnect();
   });
   const { key } = await createAccountWithKey(store, { name: 'x', tokens: 100, now: new Date() });
@@ -402,8 +400,7 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
 t.test('an unreachable REDIS_URL stops the start with a message naming it', async (t) => {
   const dir = t.testdir({});
   const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', REDIS_URL: 'redis://127.0.0.1:1' });
-  const store = new SqliteStore(`${dir}/imagegen.sqlite`);
-  t.teardown(() => store.close());
+  const { store } = await testStoreAdapter().open(t, { dataDir: dir });
   await t.rejects(
     buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false }),
     /REDIS_URL/,

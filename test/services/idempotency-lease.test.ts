@@ -7,12 +7,10 @@ import {
 } from '../../src/services/idempotency.js';
 import type { FastifyRequest } from 'fastify';
 import { IdempotentRequest } from '../../src/http/plugins/idempotency.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
+import { testStoreAdapter } from '../helpers/store.js';
 
 async function setUp(t: Test) {
-  const store = new SqliteStore(`${t.testdir({})}/imagegen.sqlite`);
-  await store.migrate();
-  t.teardown(() => store.close());
+  const { store } = await testStoreAdapter().open(t);
   const { account } = await createAccountWithKey(store, { name: 'lease', tokens: 10, now: new Date() });
   let nowMs = Date.parse('2026-11-24T12:00:00Z');
   const service = new IdempotencyService({ store, now: () => new Date(nowMs) });
