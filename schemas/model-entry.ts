@@ -43,8 +43,12 @@ export function StringEnum<T extends string>(values: readonly T[], options: Reco
   return Type.Unsafe<T>({ type: 'string', enum: [...values], ...options });
 }
 
-/** With Ajv's unicode regular expressions this matches only strings without lone surrogates. */
-export const WELL_FORMED_UNICODE_PATTERN = '^[^\\uD800-\\uDFFF]*$';
+/**
+ * Text every store can keep as sent: with Ajv's unicode regular expressions this matches only
+ * strings without lone surrogates (not text: no UTF-8 form) and without U+0000 (which PostgreSQL's
+ * text type cannot hold, and which means nothing to a model).
+ */
+export const STORABLE_TEXT_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*$';
 
 export const WebhookUrl = Type.String({
   minLength: 1,
@@ -64,8 +68,8 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
       prompt: Type.String({
         minLength: entry.promptLength.min,
         maxLength: entry.promptLength.max,
-        // JSON can carry a lone UTF-16 surrogate, which is not text and cannot be stored as sent.
-        pattern: WELL_FORMED_UNICODE_PATTERN,
+        // JSON can carry a lone UTF-16 surrogate or a U+0000, which no store can keep as sent.
+        pattern: STORABLE_TEXT_PATTERN,
         description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points.`,
       }),
       image_reference: Type.Optional(

@@ -2,9 +2,33 @@ import t from 'tap';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
 import { buildTestApp } from '../helpers/app.js';
 import { listenOnLoopback, rawRequest } from '../helpers/raw-http.js';
+import { testOnEveryStore } from '../helpers/store.js';
 import { testWorker } from '../helpers/worker.js';
 
 const ESTIMATE = '/api/v1/images/estimates';
+const CREATE = '/api/v1/images/generations';
+
+testOnEveryStore(
+  t,
+  'a prompt holding U+0000 is refused by create and estimate alike, at /prompt',
+  async (t, storeAdapter) => {
+    // PostgreSQL's text cannot hold U+0000: accepted, it would be a 500 there and a 202 on SQLite.
+    const { app, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { auth } = await newAccount();
+    for (const url of [CREATE, ESTIMATE]) {
+      const res = await app.inject({
+        method: 'POST',
+        url,
+        headers: { ...auth, 'content-type': 'application/json' },
+        payload: '{"model":"alpha-pro","prompt":"a kite\\u0000 at dusk"}',
+      });
+      t.equal(res.statusCode, 400, url);
+      t.match(res.json(), { code: 'invalid_request', errors: [{ pointer: '/prompt', code: 'invalid_format' }] }, url);
+    }
+    const { data } = (await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth })).json();
+    t.equal(data.balance, 10_000, 'nothing charged');
+  },
+);
 
 t.test(
   'an estimate checks webhook_url as a create does, so it never prices a request the create refuses',
