@@ -21,6 +21,7 @@ import { createTask } from '../src/core/task.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from '../src/generators/port.js';
 import { newIdAt } from '../src/ids.js';
 import { createAccountWithKey } from '../src/services/api-keys.js';
+import { encodeCursor } from '../src/store/cursor.js';
 import { TaskEvents } from '../src/services/task-events.js';
 import { PostgresStore } from '../src/store/postgres/postgres-store.js';
 import { TaskWorker } from '../src/worker/task-worker.js';
@@ -42,6 +43,10 @@ const DISPATCH_GAP_MS = 20;
 const NOOP_TASKS = 2000;
 const CREATE_SECONDS = 8;
 const CREATE_ACCOUNTS = 16;
+const LIST_SMALL = 10_000;
+const LIST_LARGE = Number(process.env.BENCH_PG_LIST_SIZE ?? 1_000_000);
+const LIST_ROUNDS = 3;
+const LIST_ROUND_SECONDS = 4;
 
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -338,6 +343,106 @@ async function ourCreatesPerSecond(apis: number): Promise<number> {
   });
 }
 
+/**
+ * Finished tasks of one account, ids UUIDv7-shaped and one millisecond apart (oldest first), both
+ * models and every terminal status, as the SQLite list bench seeds them; ANALYZE afterwards, as
+ * autovacuum would have by then.
+ */
+async function seedFinishedTasks(schema: string, accountId: string, count: number): Promise<void> {
+  const client = new pg.Client({ connectionString: urlFor(schema) });
+  await client.connect();
+  try {
+    const start = Date.parse('2026-01-01T00:00:00Z');
+    for (let from = 0; from < count; from += 100_000) {
+      await client.query(
+        `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
+           cost, generated, attempt, run_after, created_at, started_at, completed_at)
+         SELECT format('%s-%s-7%s-8%s-%s', substr(h, 1, 8), substr(h, 9, 4), substr(r, 1, 3), substr(r, 4, 3), substr(r, 7, 12)),
+           $1, (ARRAY['COMPLETED', 'COMPLETED', 'COMPLETED', 'FAILED', 'CANCELED'])[1 + i % 5],
+           (ARRAY['alpha-pro', 'beta-v5-pro'])[1 + i % 2], 'seeded task ' || i, '[]', '1:1', '1K', 1024, 1024,
+           25, '[]', 1, at, at, at, at
+         FROM generate_series($2::int, $3::int - 1) AS i,
+           LATERAL (SELECT lpad(to_hex($4::bigint + i), 12, '0') AS h, md5(i::text) AS r,
+                           to_timestamp(($4::bigint + i) / 1000.0) AS at) AS made`,
+        [accountId, from, Math.min(count, from + 100_000), start],
+      );
+    }
+    await client.query('ANALYZE tasks');
+  } finally {
+    await client.end();
+  }
+}
+
+/** The cursor a client holds half way down the account's list (newest first). */
+async function cursorHalfWay(schema: string, count: number): Promise<string> {
+  const client = new pg.Client({ connectionString: urlFor(schema) });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ id: string }>('SELECT id FROM tasks ORDER BY id DESC OFFSET $1 LIMIT 1', [
+      Math.floor(count / 2),
+    ]);
+    return encodeCursor(rows[0].id);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Lists on PostgreSQL: an `api` process on LIST_SMALL stored tasks and one on LIST_LARGE, loaded in
+ * alternate rounds (so that drift hits both), first page and a cursor half way down.
+ */
+async function ourListFlatness(
+  log: (line: string) => void,
+): Promise<{ depth: string; small: number; large: number }[]> {
+  return withSchema((smallSchema) =>
+    withSchema(async (largeSchema) => {
+      const dir = mkdtempSync(join(tmpdir(), 'bench-lists-'));
+      const servers: { port: number; child: ChildProcess }[] = [];
+      try {
+        const targets = [];
+        for (const [schema, count] of [
+          [smallSchema, LIST_SMALL],
+          [largeSchema, LIST_LARGE],
+        ] as const) {
+          const store = new PostgresStore({ connectionString: DATABASE_URL, schema, poolSize: 2 });
+          await store.migrate();
+          const { account, key } = await createAccountWithKey(store, { name: 'lists', tokens: 0, now: new Date() });
+          await store.close();
+          const started = performance.now();
+          await seedFinishedTasks(schema, account.id, count);
+          log(`seeded ${count} tasks in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+          const server = await startApi(schema, dir);
+          servers.push(server);
+          targets.push({ port: server.port, key, cursor: await cursorHalfWay(schema, count) });
+        }
+        const results = [];
+        for (const depth of ['first page', 'deep cursor (half way)']) {
+          const rps: number[][] = [[], []];
+          for (let round = 0; round < LIST_ROUNDS; round++) {
+            for (const [i, target] of targets.entries()) {
+              const query = depth === 'first page' ? '' : `&cursor=${target.cursor}`;
+              const result = await autocannon({
+                url: `http://127.0.0.1:${target.port}/api/v1/images/generations?limit=20${query}`,
+                headers: { authorization: `Bearer ${target.key}` },
+                connections: 16,
+                duration: LIST_ROUND_SECONDS,
+              });
+              if (result.non2xx > 0) throw new Error(`${result.non2xx} list requests were not 200`);
+              rps[i].push(result.requests.average);
+            }
+          }
+          const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+          results.push({ depth, small: median(rps[0]), large: median(rps[1]) });
+        }
+        return results;
+      } finally {
+        await stopAll(servers.map((s) => s.child));
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }),
+  );
+}
+
 /** graphile-worker's logger, showing only its errors. */
 function quietLogger(): Logger {
   return new Logger((scope) => (level, message) => {
@@ -345,11 +450,11 @@ function quietLogger(): Logger {
   });
 }
 
-export type ScaleOutScenario = 'dispatch' | 'noop' | 'creates';
+export type ScaleOutScenario = 'dispatch' | 'noop' | 'creates' | 'lists';
 
 export async function runScaleOutBench(
   log: (line: string) => void = () => {},
-  scenarios: readonly ScaleOutScenario[] = ['dispatch', 'noop', 'creates'],
+  scenarios: readonly ScaleOutScenario[] = ['dispatch', 'noop', 'creates', 'lists'],
 ): Promise<ScaleOutRow[]> {
   const png = await sharp({ create: { width: 1, height: 1, channels: 3, background: '#000' } })
     .png()
@@ -359,6 +464,7 @@ export async function runScaleOutBench(
   if (scenarios.includes('dispatch')) await dispatchRows(png, rows, log);
   if (scenarios.includes('noop')) await noopRows(png, rows, log);
   if (scenarios.includes('creates')) await createRows(rows, log);
+  if (scenarios.includes('lists')) await listRows(rows, log);
   return rows;
 }
 
@@ -432,4 +538,19 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     process.stdout.write(
       `| ${r.scenario} | ${r.ours} ${r.unit} | ${r.reference ?? '–'} | ${r.ratio ?? '–'} | ${r.budget} |\n`,
     );
+}
+
+async function listRows(rows: ScaleOutRow[], log: (line: string) => void): Promise<void> {
+  log(`lists on ${LIST_SMALL} and ${LIST_LARGE} stored tasks…`);
+  const size = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000} M` : `${n / 1000} k`);
+  for (const { depth, small, large } of await ourListFlatness(log)) {
+    rows.push({
+      scenario: `list, ${depth}, ${size(LIST_LARGE)} stored tasks (reference: ${size(LIST_SMALL)})`,
+      ours: round(large, 0),
+      reference: round(small, 0),
+      unit: 'req/s',
+      ratio: round(large / small, 2),
+      budget: `${size(LIST_LARGE)} ≥ 80 % of ${size(LIST_SMALL)}`,
+    });
+  }
 }

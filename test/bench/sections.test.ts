@@ -18,10 +18,12 @@ t.test('scale-out rows are judged by their own budgets; rows without a budget ar
     row('no-op tasks/s, 4 slots', 1100, 1000, 1.1, '≥ graphile-worker at concurrency 4'),
     row('creates/s, 1 api process', 900, null, null, ''),
     row('creates/s, 2 api processes', 1100, 900, 1.22, '≥ 1.3 × one process'),
+    row('list, first page, 1 M stored tasks', 850, 1000, 0.85, '1 M ≥ 80 % of 10 k'),
+    row('list, deep cursor, 1 M stored tasks', 750, 1000, 0.75, '1 M ≥ 80 % of 10 k'),
   ]);
   t.same(
     section.budgets.map((b) => b.met),
-    [false, true, true, false],
+    [false, true, true, false, true, false],
   );
   t.equal(
     section.lines.filter((line) => line.startsWith('| creates/s')).length,
