@@ -99,7 +99,7 @@ export interface paths {
         put?: never;
         /**
          * Cancel a CREATED or IN_PROGRESS task; its cost is refunded
-         * @description A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.
+         * @description A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again. With an Idempotency-Key, a retry of a cancel that succeeded replays its 200 (`Idempotent-Replayed: true`).
          */
         post: operations["cancelGeneration"];
         delete?: never;
@@ -1737,7 +1737,10 @@ export interface operations {
     cancelGeneration: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
+                "idempotency-key"?: string;
+            };
             path: {
                 /**
                  * @description The task id returned at creation (either case).
@@ -1762,6 +1765,8 @@ export interface operations {
                     "RateLimit-Remaining"?: number;
                     /** @description Seconds until the window resets. */
                     "RateLimit-Reset"?: number;
+                    /** @description Present when this is the stored first response to the same Idempotency-Key, replayed. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -1827,7 +1832,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: `invalid_state` */
+            /** @description Problem: `invalid_state`, `idempotency_in_progress` */
             409: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
@@ -1867,6 +1872,25 @@ export interface operations {
             };
             /** @description Problem: `unsupported_media_type` */
             415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `idempotency_key_reused` */
+            422: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
                     "x-request-id"?: string;

@@ -307,3 +307,48 @@ t.test('the Idempotency-Key header is documented on create', async (t) => {
   const create = res.json().paths['/api/v1/images/generations'].post;
   t.match(create.parameters, [{ in: 'header', name: 'idempotency-key', required: false, schema: { maxLength: 255 } }]);
 });
+
+testOnEveryStore(
+  t,
+  'cancel with an Idempotency-Key: a retry replays the 200 rather than a 409, and refunds nothing more',
+  async (t, storeAdapter) => {
+    const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { accountId, auth } = await newAccount(1000);
+    const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+    const cancelUrl = `${created.headers.location}/cancel`;
+    const cancel = (key: string, url = cancelUrl) => app.inject({ method: 'POST', url, headers: withKey(auth, key) });
+
+    const first = await cancel('cancel-1');
+    t.equal(first.statusCode, 200);
+    t.equal(first.json().data.status, 'CANCELED');
+    t.equal(first.headers['idempotent-replayed'], undefined);
+    const retry = await cancel('cancel-1');
+    t.equal(retry.statusCode, 200, 'the retry is the first answer, not 409 invalid_state');
+    t.equal(retry.headers['idempotent-replayed'], 'true');
+    t.equal(retry.payload, first.payload, 'byte for byte');
+    const withoutKey = await app.inject({ method: 'POST', url: cancelUrl, headers: auth });
+    t.equal(withoutKey.statusCode, 409, 'without the key a second cancel is still refused');
+    t.equal(withoutKey.json().code, 'invalid_state');
+
+    const other = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+    const reused = await cancel('cancel-1', `${other.headers.location}/cancel`);
+    t.equal(reused.statusCode, 422, 'the key of one cancel cannot cancel another task');
+    t.equal(reused.json().code, 'idempotency_key_reused');
+    t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 50, refund: 25 }, 'one refund');
+    await assertLedgerInvariant(t, store, accountId);
+  },
+);
+
+t.test('a refused cancel (409) does not keep its Idempotency-Key: a later retry runs again', async (t) => {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount(1000);
+  const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+  const cancelUrl = `${created.headers.location}/cancel`;
+  t.equal((await app.inject({ method: 'POST', url: cancelUrl, headers: auth })).statusCode, 200);
+  for (let i = 0; i < 2; i++) {
+    const refused = await app.inject({ method: 'POST', url: cancelUrl, headers: withKey(auth, 'late') });
+    t.equal(refused.statusCode, 409);
+    t.equal(refused.json().code, 'invalid_state');
+    t.equal(refused.headers['idempotent-replayed'], undefined, 'an error is never replayed');
+  }
+});

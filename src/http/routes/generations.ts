@@ -158,17 +158,29 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
   app.post(
     '/images/generations/:task_id/cancel',
     {
+      // A retried cancel under the same key replays the first 200 instead of answering 409
+      // invalid_state; the refund is made once either way (the store's refund-once rule).
+      config: { idempotent: true },
       schema: {
         operationId: 'cancelGeneration',
         tags: ['generations'],
         summary: 'Cancel a CREATED or IN_PROGRESS task; its cost is refunded',
         description:
-          'A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again.',
+          'A task that already reached COMPLETED, FAILED or CANCELED answers 409 `invalid_state` and is not charged or refunded again. ' +
+          'With an Idempotency-Key, a retry of a cancel that succeeded replays its 200 (`Idempotent-Replayed: true`).',
         security: BEARER_SECURITY,
+        headers: IdempotencyKeyHeaders,
         params: TaskIdParams,
         response: {
-          200: apiSuccess(Type.Ref(TaskEnvelope), 'The task, now CANCELED; its cost is refunded.'),
-          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found', 'invalid_state']),
+          200: apiSuccess(Type.Ref(TaskEnvelope), 'The task, now CANCELED; its cost is refunded.', IDEMPOTENT_REPLAYED),
+          ...problemResponses([
+            ...AUTHENTICATED_CODES,
+            ...JSON_BODY_CODES,
+            'not_found',
+            'invalid_state',
+            'idempotency_in_progress',
+            'idempotency_key_reused',
+          ]),
         },
       },
     },
