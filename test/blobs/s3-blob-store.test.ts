@@ -126,10 +126,6 @@ t.test('a presigned GET serves the object with the requested headers, for the re
   t.equal(response.headers.get('content-disposition'), options.contentDisposition);
   t.equal(response.headers.get('cache-control'), options.cacheControl);
   t.equal(await response.text(), 'image bytes');
-
-  const tampered = new URL(url);
-  tampered.searchParams.set('X-Amz-Signature', '0'.repeat(64));
-  t.equal((await fetch(tampered)).status, 403, 'a wrong signature is refused');
 });
 
 /**
