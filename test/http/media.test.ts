@@ -360,13 +360,13 @@ t.test('DELETE removes the record, the content and the blob', async (t) => {
   const ctx = await clockedApp(t);
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
-  const blobPath = join(ctx.dataDir, 'blobs', 'media', media.media_id);
-  t.ok(existsSync(blobPath), 'the blob is on disk');
+  const blobKey = `media/${media.media_id}`;
+  t.same(await ctx.storedBlobKeys(), [blobKey], 'the blob is stored');
 
   const res = await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${media.media_id}`, headers: auth });
   t.equal(res.statusCode, 204);
   t.equal(res.body, '');
-  t.notOk(existsSync(blobPath), 'the blob is gone');
+  t.same(await ctx.storedBlobKeys(), [], 'the blob is gone');
   t.same(await ctx.store.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left for the sweeper');
   assertProblem(
     t,

@@ -79,6 +79,16 @@ const BINARY = { type: 'string', format: 'binary', maxLength: 2_147_483_647 };
  */
 const UPLOAD_FILE_PART = { contentMediaType: 'application/octet-stream', description: 'The image: PNG, JPEG or WebP.' };
 
+/** A presigned URL: the object's URL with its signature, credential scope and response headers in the query. */
+const PRESIGNED_LOCATION = {
+  Location: {
+    type: 'string',
+    format: 'uri',
+    maxLength: 8192,
+    description: 'Presigned URL of the object, valid for minutes; not to be stored.',
+  },
+} as const;
+
 const UPLOAD_SLOT_RETRY_AFTER_SECONDS = 1;
 
 const FILE_EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
@@ -219,6 +229,8 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
           "With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item):",
           'when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401.',
           'The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL.',
+          'Where the server keeps media in S3 with presigned downloads on, the answer is a 302 to a short-lived',
+          'presigned URL of the object store instead, which serves the same bytes and headers.',
         ].join(' '),
         security: [...BEARER_SECURITY, {}],
         params: MediaIdParams,
@@ -229,6 +241,10 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
             headers: apiHeaders(ETAG),
             content: Object.fromEntries(IMAGE_CONTENT_TYPES.map((type) => [type, { schema: BINARY }])),
           },
+          302: apiEmpty(
+            'The content is served by the object store: `Location` is a short-lived presigned URL (S3_PRESIGNED_DOWNLOADS).',
+            { ...ETAG, ...PRESIGNED_LOCATION },
+          ),
           304: apiEmpty('Not modified: `If-None-Match` matched the ETag.', ETAG),
           ...problemResponses([...AUTHENTICATED_CODES, 'not_found']),
         },
@@ -260,17 +276,20 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
       }
 
       const etag = `"${found.sha256}"`;
-      reply
-        .header('etag', etag)
-        .header('cache-control', `private, max-age=${Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000))}`)
-        .header('x-content-type-options', 'nosniff');
+      const cacheControl = `private, max-age=${Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000))}`;
+      const contentDisposition = `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`;
+      reply.header('etag', etag).header('cache-control', cacheControl).header('x-content-type-options', 'nosniff');
       if (matchesEtag(request.headers['if-none-match'], etag)) return reply.code(304).send();
+
+      const direct = await media.directDownloadUrl(found, { contentDisposition, cacheControl }, new Date(freshUntilMs));
+      // The redirect itself is not cached: its URL lives for minutes, the content for longer.
+      if (direct) return reply.code(302).header('location', direct).header('cache-control', 'no-store').send();
 
       const content = await media.openContent(found);
       return reply
         .type(found.contentType)
         .header('content-length', content.sizeBytes)
-        .header('content-disposition', `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`)
+        .header('content-disposition', contentDisposition)
         .send(content.body);
     },
   );
