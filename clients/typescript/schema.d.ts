@@ -261,7 +261,7 @@ export interface paths {
         };
         /**
          * Download the image bytes
-         * @description With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item): when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401. The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL.
+         * @description With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item): when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401. The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL. Where the server keeps media in S3 with presigned downloads on, the answer is a 302 to a short-lived presigned URL of the object store instead, which serves the same bytes and headers.
          */
         get: operations["getMediaContent"];
         put?: never;
@@ -3182,6 +3182,27 @@ export interface operations {
                     "image/jpeg": string;
                     "image/webp": string;
                 };
+            };
+            /** @description The content is served by the object store: `Location` is a short-lived presigned URL (S3_PRESIGNED_DOWNLOADS). */
+            302: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The quoted sha256 of the bytes; send it as `If-None-Match`. */
+                    ETag?: string;
+                    /** @description Presigned URL of the object, valid for minutes; not to be stored. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Not modified: `If-None-Match` matched the ETag. */
             304: {
