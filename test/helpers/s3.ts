@@ -24,12 +24,12 @@ export interface RunningS3 {
  * AbortMultipartUpload, which lib-storage and the blob store's sweep need: they are added here,
  * speaking S3's documented XML over s3rver's own record of unfinished uploads.
  */
-export async function startS3rver(options: { bucket?: string } = {}): Promise<RunningS3> {
+export async function startS3rver(options: { bucket?: string; port?: number } = {}): Promise<RunningS3> {
   const bucket = options.bucket ?? TEST_BUCKET;
   const directory = await mkdtemp(join(tmpdir(), 'imagegen-s3rver-'));
   const server = new S3rver({
     address: '127.0.0.1',
-    port: 0,
+    port: options.port ?? 0,
     silent: true,
     directory,
     vhostBuckets: false,
@@ -43,19 +43,24 @@ export async function startS3rver(options: { bucket?: string } = {}): Promise<Ru
   return {
     endpoint,
     bucket,
-    env: {
-      BLOB_STORE: 's3',
-      S3_ENDPOINT: endpoint,
-      S3_BUCKET: bucket,
-      S3_REGION: REGION,
-      S3_FORCE_PATH_STYLE: 'true',
-      AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-    },
+    env: s3rverEnv(endpoint, bucket),
     async close() {
       await server.close();
       await rm(directory, { recursive: true, force: true });
     },
+  };
+}
+
+/** The environment of a service process whose blobs are in that s3rver's bucket. */
+export function s3rverEnv(endpoint: string, bucket = TEST_BUCKET): Record<string, string> {
+  return {
+    BLOB_STORE: 's3',
+    S3_ENDPOINT: endpoint,
+    S3_BUCKET: bucket,
+    S3_REGION: REGION,
+    S3_FORCE_PATH_STYLE: 'true',
+    AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
   };
 }
 
