@@ -265,10 +265,7 @@ class CliError extends Error {}
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const known =
-      error instanceof CliError ||
-      error instanceof ConfigError ||
-      error instanceof DomainError;
+    const known = error instanceof CliError || error instanceof ConfigError || error instanceof DomainError;
     process.stderr.write(known ? `${(error as Error).message}\n` : `${(error as Error)?.stack ?? String(error)}\n`);
     process.exit(1);
   },

@@ -39,8 +39,14 @@ t.test('BLOB_STORE=s3 without a bucket or region stops the start naming the vari
 t.test('bad S3 values stop the start naming the variable', async (t) => {
   t.match(configError({ ...S3, S3_BUCKET: 'Not_A_Bucket' }), /^Invalid environment variable S3_BUCKET=/);
   t.match(configError({ ...S3, S3_ENDPOINT: 'minio:9000' }), /^Invalid environment variable S3_ENDPOINT=/);
-  t.match(configError({ ...S3, S3_ENDPOINT: 'http://minio:9000/bucket' }), /^Invalid environment variable S3_ENDPOINT=/);
-  t.match(configError({ ...S3, S3_FORCE_PATH_STYLE: 'yes please' }), /^Invalid environment variable S3_FORCE_PATH_STYLE=/);
+  t.match(
+    configError({ ...S3, S3_ENDPOINT: 'http://minio:9000/bucket' }),
+    /^Invalid environment variable S3_ENDPOINT=/,
+  );
+  t.match(
+    configError({ ...S3, S3_FORCE_PATH_STYLE: 'yes please' }),
+    /^Invalid environment variable S3_FORCE_PATH_STYLE=/,
+  );
   for (const prefix of ['/imagegen', 'a//b', '../x', 'a\\b', '.hidden/'])
     t.match(configError({ ...S3, S3_PREFIX: prefix }), /^Invalid environment variable S3_PREFIX=/, prefix);
   t.match(

@@ -49,9 +49,9 @@ export class InvalidBlobKeyError extends Error {
 /** UTF-8 bytes. S3 allows 1024 per key (with the adapter's prefix); a file system 255 per name. */
 const MAX_KEY_BYTES = 512;
 const MAX_SEGMENT_BYTES = 255;
-// Control characters (NUL included) break file names, S3's XML listings and log lines alike; a
-// backslash is a separator on some systems and some S3-compatible stores.
-const FORBIDDEN_CHARACTER = /[\u0000-\u001f\u007f\\]/;
+// Control characters (Unicode Cc: NUL to U+001F, DEL, U+0080 to U+009F) break file names, S3's XML
+// listings and log lines alike; a backslash is a separator on some systems and some S3-compatible stores.
+const FORBIDDEN_CHARACTER = /[\p{Cc}\\]/u;
 
 /**
  * Same rules for every adapter, so a key that works on disk also works on S3 and vice versa.

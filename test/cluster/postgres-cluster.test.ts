@@ -1,6 +1,6 @@
 import { once } from 'node:events';
 import pg from 'pg';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';

@@ -74,7 +74,11 @@ t.test(
 
     // An upload received by api 0 …
     const form = new FormData();
-    form.append('file', new Blob([new Uint8Array(await encodedImage('png', 64, 48))], { type: 'image/png' }), 'ref.png');
+    form.append(
+      'file',
+      new Blob([new Uint8Array(await encodedImage('png', 64, 48))], { type: 'image/png' }),
+      'ref.png',
+    );
     const uploaded = await fetch(`${api(0)}/api/v1/media`, { method: 'POST', headers: auth, body: form });
     t.equal(uploaded.status, 201);
     const media = ((await uploaded.json()) as { data: { media_id: string; size_bytes: number } }).data;

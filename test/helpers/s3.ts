@@ -127,7 +127,9 @@ function multipartUploadsMiddleware(server: S3rver) {
       const maxUploads = Number(text('max-uploads') || MAX_UPLOADS);
       const uploads = (await listUploads(uploadsDir(bucket)))
         .filter((u) => u.key.startsWith(prefix))
-        .filter((u) => u.key > keyMarker || (u.key === keyMarker && uploadIdMarker !== '' && u.uploadId > uploadIdMarker))
+        .filter(
+          (u) => u.key > keyMarker || (u.key === keyMarker && uploadIdMarker !== '' && u.uploadId > uploadIdMarker),
+        )
         .sort((a, b) => (a.key === b.key ? compare(a.uploadId, b.uploadId) : compare(a.key, b.key)));
       const page = uploads.slice(0, maxUploads);
       const truncated = uploads.length > page.length;
