@@ -10,8 +10,11 @@ export interface BlobStore {
    * Overwrites. A stream body is always consumed or destroyed, even when put rejects.
    */
   put(key: string, body: Readable | Buffer): Promise<{ sizeBytes: number }>;
-  /** null when absent. The stream must be consumed or destroyed by the caller. */
-  get(key: string): Promise<{ body: Readable; sizeBytes: number } | null>;
+  /**
+   * null when absent. The stream must be consumed or destroyed by the caller. With a range (which
+   * the caller has resolved within the blob's size) only those bytes, and sizeBytes is their count.
+   */
+  get(key: string, range?: ByteRange): Promise<{ body: Readable; sizeBytes: number } | null>;
   /** Whole blob in memory (small blobs only, e.g. reference images for the generator). null when absent. */
   getBuffer(key: string): Promise<Buffer | null>;
   /** Idempotent: deleting a missing key is not an error. */
@@ -28,6 +31,12 @@ export interface BlobStore {
    * without this service for expiresInSeconds, answering with the given response headers.
    */
   presignedGetUrl?(key: string, options: PresignedGetOptions): Promise<string>;
+}
+
+/** Inclusive byte offsets within a blob, as an HTTP Range names them. */
+export interface ByteRange {
+  start: number;
+  end: number;
 }
 
 export interface PresignedGetOptions {

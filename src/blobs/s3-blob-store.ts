@@ -12,7 +12,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
-import { assertValidBlobKey, type BlobStore, type PresignedGetOptions } from './port.js';
+import { assertValidBlobKey, type BlobStore, type ByteRange, type PresignedGetOptions } from './port.js';
 
 /** S3's smallest part but the last; each put holds at most (queue + 1) of them while streaming. */
 const PART_SIZE_BYTES = 5 * 1024 * 1024;
@@ -112,10 +112,16 @@ export class S3BlobStore implements BlobStore {
     return { sizeBytes };
   }
 
-  async get(key: string): Promise<{ body: Readable; sizeBytes: number } | null> {
+  async get(key: string, range?: ByteRange): Promise<{ body: Readable; sizeBytes: number } | null> {
     const objectKey = this.objectKey(key);
     try {
-      const object = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: objectKey }));
+      const object = await this.client.send(
+        new GetObjectCommand({
+          Bucket: this.bucket,
+          Key: objectKey,
+          Range: range ? `bytes=${range.start}-${range.end}` : undefined,
+        }),
+      );
       // In Node the SDK's body is the response itself (an IncomingMessage).
       return { body: object.Body as Readable, sizeBytes: object.ContentLength ?? 0 };
     } catch (error) {

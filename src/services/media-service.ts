@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { BlobStore } from '../blobs/port.js';
+import type { BlobStore, ByteRange } from '../blobs/port.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { newIdAt } from '../ids.js';
 import { normalizeUpload, UploadRejectedError, type NormalizedImage } from '../images/normalize-upload.js';
@@ -117,8 +117,9 @@ export class MediaService {
     return media;
   }
 
-  async openContent(media: MediaRecord): Promise<{ body: Readable; sizeBytes: number }> {
-    const content = await this.options.blobs.get(media.blobKey);
+  /** The bytes of the media, or of range within them. */
+  async openContent(media: MediaRecord, range?: ByteRange): Promise<{ body: Readable; sizeBytes: number }> {
+    const content = await this.options.blobs.get(media.blobKey, range);
     // Only a delete racing this read gets here; the row is gone by now, so the media is too.
     if (!content) throw notFound('Media');
     return content;
