@@ -95,14 +95,14 @@ export class S3BlobStore implements BlobStore {
           }),
           () => {},
         );
-    const upload = new Upload({
-      client: this.client,
-      params: { Bucket: this.bucket, Key: objectKey, Body: source },
-      partSize: PART_SIZE_BYTES,
-      queueSize: PARTS_IN_FLIGHT,
-      leavePartsOnError: false,
-    });
     try {
+      const upload = new Upload({
+        client: this.client,
+        params: { Bucket: this.bucket, Key: objectKey, Body: source },
+        partSize: PART_SIZE_BYTES,
+        queueSize: PARTS_IN_FLIGHT,
+        leavePartsOnError: false,
+      });
       await upload.done();
     } catch (error) {
       if (!Buffer.isBuffer(body)) body.destroy();
