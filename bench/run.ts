@@ -23,7 +23,8 @@
  *                                          in the same rounds (create, create-idem, create-i2i, read,
  *                                          list at 10 k): A/B figures with the drift cancelled
  *
- * Scenarios: create, read (guard rails), dispatch, long-poll, download, list, upload, renderer,
+ * Scenarios: create, read (guard rails), dispatch, long-poll, download, list, upload, upload-s3
+ * (the same burst with blobs in S3: s3rver in a process of its own), renderer,
  * upload-photos (bench/upload-memory-photos.ts), scale-out (bench/scale-out.ts, PostgreSQL);
  * on request only: create-idem, create-i2i (the create's guard rail with an Idempotency-Key, and
  * with 8 image references).
@@ -54,16 +55,19 @@ import { memoryOf, mib, resetPeak, sampleRss } from './lib/memory.js';
 import {
   REPO_ROOT,
   createBenchKey,
+  freePort,
   serviceEnv,
+  startChild,
   startReference,
   startService,
   type ChildServer,
   type ServiceRuntime,
 } from './lib/processes.js';
-import { photoUploadSection, scaleOutSection } from './lib/sections.js';
+import { s3rverEnv, TEST_BUCKET } from '../test/helpers/s3.js';
+import { photoUploadSection, s3UploadSection, scaleOutSection, type S3UploadReport } from './lib/sections.js';
 import { runScaleOutBench } from './scale-out.js';
 import type { PhotoUploadReport } from './upload-memory-photos.js';
-import { writeBenchmarksMd, type BenchReport } from './lib/report.js';
+import { BUDGETS, writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { CREATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 import type { ScenarioContext } from './scenarios/context.js';
@@ -81,6 +85,7 @@ const ALL_SCENARIOS = [
   'download',
   'list',
   'upload',
+  'upload-s3',
   'upload-photos',
   'renderer',
   'scale-out',
@@ -199,6 +204,7 @@ try {
   if (selected.has('download')) await downloadMeasurement();
   if (selected.has('list')) await listScenarios(reference!);
   if (selected.has('upload')) await uploadScenario();
+  if (selected.has('upload-s3')) report.sections.push(s3UploadSection(await s3UploadScenario()));
   if (selected.has('renderer')) await rendererScenario();
   if (selected.has('upload-photos')) {
     log('upload memory with real photos (bench/upload-memory-photos.ts, two one-minute settles)');
@@ -450,40 +456,7 @@ async function uploadScenario(): Promise<void> {
   const env = serviceEnv(dataDir);
   const { key } = await createBenchKey(runtime, env);
   const service = await launch('service-upload', env);
-  const auth = { authorization: `Bearer ${key}` };
-  const png = await incompressiblePng(UPLOAD_BYTES);
-  const { body, contentType } = multipartBody(png);
-  const request = {
-    method: 'POST' as const,
-    path: '/api/v1/media',
-    headers: { ...auth, 'content-type': contentType },
-    body,
-  };
-
-  // Memory first, on a fresh process warmed by one upload (as bench/upload-memory.ts does): 10
-  // uploads at once. VmHWM is reset before the burst where the kernel allows, and RSS is also
-  // sampled every 10 ms, so the peak is caught either way.
-  const warmUp = await runLoad(service.url, request, {
-    connections: 1,
-    warmupSec: 0,
-    durationSec: 0,
-    amount: 1,
-    timeoutSec: 60,
-  });
-  if (warmUp.non2xx || warmUp.errors) throw new Error(`warm-up upload failed: ${JSON.stringify(warmUp.statusCodes)}`);
-  await new Promise((resolve) => setTimeout(resolve, 1500));
-  const burst = await rssGrowthOf(service, () =>
-    runLoad(service.url, request, {
-      connections: CONCURRENT_UPLOADS,
-      warmupSec: 0,
-      durationSec: 0,
-      amount: CONCURRENT_UPLOADS,
-      timeoutSec: 120,
-    }),
-  );
-  log(
-    `  ${CONCURRENT_UPLOADS} at once: RSS ${mib(burst.baseline)} → ${mib(burst.peak)} MiB (+${mib(burst.peak - burst.baseline)} MiB), statuses ${JSON.stringify(burst.result.statusCodes)}`,
-  );
+  const { png, burst } = await concurrentUploadBurst(service, { authorization: `Bearer ${key}` });
 
   // DESIGN 5: a 20 MiB image streams without buffering whole request bodies twice
   // (bench/upload-streaming.ts, in a process of its own that can force collections).
@@ -510,6 +483,76 @@ async function uploadScenario(): Promise<void> {
   };
   log(`  ${CONCURRENT_UPLOADS} concurrent: ${JSON.stringify(report.upload)}`);
   await stop(service);
+}
+
+/**
+ * DESIGN 5's upload memory: 10 uploads of 10 MiB at once into a fresh service warmed by one upload.
+ * VmHWM is reset before the burst where the kernel allows, and RSS is also sampled every 10 ms, so
+ * the peak is caught either way.
+ */
+async function concurrentUploadBurst(service: ChildServer, auth: Record<string, string>) {
+  const png = await incompressiblePng(UPLOAD_BYTES);
+  const { body, contentType } = multipartBody(png);
+  const request = {
+    method: 'POST' as const,
+    path: '/api/v1/media',
+    headers: { ...auth, 'content-type': contentType },
+    body,
+  };
+  const warmUp = await runLoad(service.url, request, {
+    connections: 1,
+    warmupSec: 0,
+    durationSec: 0,
+    amount: 1,
+    timeoutSec: 60,
+  });
+  if (warmUp.non2xx || warmUp.errors) throw new Error(`warm-up upload failed: ${JSON.stringify(warmUp.statusCodes)}`);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const burst = await rssGrowthOf(service, () =>
+    runLoad(service.url, request, {
+      connections: CONCURRENT_UPLOADS,
+      warmupSec: 0,
+      durationSec: 0,
+      amount: CONCURRENT_UPLOADS,
+      timeoutSec: 120,
+    }),
+  );
+  log(
+    `  ${CONCURRENT_UPLOADS} at once: RSS ${mib(burst.baseline)} → ${mib(burst.peak)} MiB (+${mib(burst.peak - burst.baseline)} MiB), statuses ${JSON.stringify(burst.result.statusCodes)}`,
+  );
+  return { png, burst };
+}
+
+/** The same burst with BLOB_STORE=s3: s3rver in a child process of its own, so its memory is not the service's. */
+async function s3UploadScenario(): Promise<S3UploadReport> {
+  log('upload to S3: 10 concurrent 10 MiB uploads, s3rver in its own process (bench/s3rver-server.ts)');
+  const s3Port = await freePort();
+  const s3rver = await startChild({
+    name: 's3rver',
+    command: process.execPath,
+    args: ['--import', 'tsx', join(REPO_ROOT, 'bench/s3rver-server.ts')],
+    env: { PATH: process.env.PATH ?? '', PORT: String(s3Port) },
+    port: s3Port,
+    logFile: join(work, 's3rver.log'),
+    readyPath: `/${TEST_BUCKET}`,
+  });
+  children.push(s3rver);
+  const env = serviceEnv(join(work, 'upload-s3'), s3rverEnv(s3rver.url));
+  const { key } = await createBenchKey(runtime, env);
+  const service = await launch('service-upload-s3', env);
+  const { png, burst } = await concurrentUploadBurst(service, { authorization: `Bearer ${key}` });
+  await stop(service);
+  await stop(s3rver);
+  return {
+    uploadBytes: png.length,
+    concurrent: CONCURRENT_UPLOADS,
+    statuses: burst.result.statusCodes,
+    elapsedSec: burst.result.durationSec,
+    rssBaselineMiB: mib(burst.baseline),
+    rssPeakMiB: mib(burst.peak),
+    rssGrowthMiB: mib(burst.peak - burst.baseline),
+    budgetMiB: BUDGETS.concurrentUploadRssMiB,
+  };
 }
 
 /** Runs a bench script (TypeScript, through tsx) in a node process of its own and parses the JSON object it prints last. */

@@ -239,6 +239,7 @@ export const ERROR_CODES = [
   'method_not_allowed',
   'request_timeout',
   'headers_too_large',
+  'range_not_satisfiable',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 /** Problem texts are cut to this length (a field name in a pointer can be as long as the body). */

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import dotenv from 'dotenv';
 import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
 import { buildApp } from './http/app.js';
-import { openRuntime, UnsupportedConfigurationError, type Runtime } from './runtime.js';
+import { openRuntime, type Runtime } from './runtime.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
 import { pino } from 'pino';
@@ -265,11 +265,7 @@ class CliError extends Error {}
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const known =
-      error instanceof CliError ||
-      error instanceof ConfigError ||
-      error instanceof UnsupportedConfigurationError ||
-      error instanceof DomainError;
+    const known = error instanceof CliError || error instanceof ConfigError || error instanceof DomainError;
     process.stderr.write(known ? `${(error as Error).message}\n` : `${(error as Error)?.stack ?? String(error)}\n`);
     process.exit(1);
   },

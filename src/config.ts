@@ -4,6 +4,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
 import type { ModelId } from '../schemas/catalog.js';
+import { assertValidBlobKey } from './blobs/port.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -48,7 +49,43 @@ export const ConfigSchema = Type.Object({
   }),
   BLOB_STORE: Type.Union([Type.Literal('fs'), Type.Literal('s3')], {
     default: 'fs',
-    description: 'Object storage adapter.',
+    description: 'Object storage adapter: fs (files under DATA_DIR) or s3 (S3 or an S3-compatible store).',
+  }),
+  S3_BUCKET: Type.Optional(
+    Type.String({
+      minLength: 3,
+      maxLength: 63,
+      pattern: '^[a-z0-9][a-z0-9.-]+[a-z0-9]$',
+      description: 'Bucket of the blobs; required with BLOB_STORE=s3. It must exist (it is never created).',
+    }),
+  ),
+  S3_REGION: Type.Optional(
+    Type.String({
+      minLength: 1,
+      pattern: '^[a-z0-9-]+$',
+      description: "The bucket's region; required with BLOB_STORE=s3 (auto for Cloudflare R2).",
+    }),
+  ),
+  S3_ENDPOINT: Type.Optional(
+    Type.String({
+      pattern: '^https?://[^/?#\\s]+/?$',
+      description: 'Origin of an S3-compatible store (R2, MinIO, Ceph, SeaweedFS, Garage); unset = AWS S3.',
+    }),
+  ),
+  S3_FORCE_PATH_STYLE: Bool('Address the bucket in the path (/bucket/key), as most S3-compatible stores want.'),
+  S3_PREFIX: Type.String({
+    default: '',
+    maxLength: 200,
+    description: 'Prefix of every object key (e.g. imagegen/), so that one bucket can hold other data too.',
+  }),
+  S3_PRESIGNED_DOWNLOADS: Bool(
+    'Media content answers 302 to a short-lived S3 presigned GET instead of streaming the bytes through the API.',
+  ),
+  S3_PRESIGNED_URL_TTL_SECONDS: Int({
+    minimum: 1,
+    maximum: 7 * 24 * 3600,
+    default: 300,
+    description: 'Lifetime of the S3 presigned URLs of S3_PRESIGNED_DOWNLOADS (never beyond the media or signed URL).',
   }),
   REDIS_URL: Type.Optional(
     Type.String({ pattern: '^rediss?://', description: 'Shared rate-limit counters across processes.' }),
@@ -275,6 +312,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   }
   if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
   checkBackendSettings(config);
+  checkBlobStoreSettings(config);
   return config;
 }
 
@@ -304,6 +342,32 @@ function checkBackendSettings(config: Config): void {
     const missing = REQUIRED_FOR_BACKEND[backend].find((name) => config[name] === undefined);
     if (missing) throw new ConfigError(`Missing environment variable ${missing}: ${variable}=${backend} needs it.`);
   }
+}
+
+/** The S3 settings an s3 blob store cannot run without, and the ones that only make sense with it. */
+function checkBlobStoreSettings(config: Config): void {
+  if (config.BLOB_STORE === 's3') {
+    const missing = (['S3_BUCKET', 'S3_REGION'] as const).find((name) => config[name] === undefined);
+    if (missing) throw new ConfigError(`Missing environment variable ${missing}: BLOB_STORE=s3 needs it.`);
+  } else if (config.S3_PRESIGNED_DOWNLOADS) {
+    throw new ConfigError(
+      `Invalid environment variable S3_PRESIGNED_DOWNLOADS=true: it needs BLOB_STORE=s3 (BLOB_STORE=${config.BLOB_STORE}).`,
+    );
+  }
+  if (config.S3_PREFIX !== '') {
+    try {
+      assertValidBlobKey(config.S3_PREFIX.replace(/\/$/, ''));
+    } catch {
+      throw new ConfigError(
+        `Invalid environment variable S3_PREFIX=${JSON.stringify(config.S3_PREFIX)}: slash-separated segments, none empty or starting with a dot, no leading slash, backslash or control character`,
+      );
+    }
+  }
+}
+
+/** S3_PREFIX as keys are prefixed with: "" or ending with one slash. */
+export function s3KeyPrefix(config: Config): string {
+  return config.S3_PREFIX === '' || config.S3_PREFIX.endsWith('/') ? config.S3_PREFIX : `${config.S3_PREFIX}/`;
 }
 
 const NAMED_PROXY_RANGES = new Set(['loopback', 'linklocal', 'uniquelocal']);

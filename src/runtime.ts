@@ -3,7 +3,8 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blobs/port.js';
 import { FsBlobStore } from './blobs/fs-blob-store.js';
-import { sqlitePath, type Config } from './config.js';
+import { createS3Client, S3BlobStore } from './blobs/s3-blob-store.js';
+import { s3KeyPrefix, sqlitePath, type Config } from './config.js';
 import { loadOrCreateSecret } from './secrets.js';
 import { TaskEvents } from './services/task-events.js';
 import type { Store } from './store/port.js';
@@ -20,8 +21,6 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export class UnsupportedConfigurationError extends Error {}
-
 /**
  * @param longRunning serve and worker: checkpoints move to a thread of their own. A one-shot CLI
  * command makes a handful of commits and needs no thread.
@@ -37,9 +36,16 @@ export function openStore(config: Config, options: { longRunning?: boolean } = {
   });
 }
 
+/** The bucket is not created here: it is provisioned with its region, access policy and lifecycle. */
 export function openBlobStore(config: Config): BlobStore {
   if (config.BLOB_STORE === 's3') {
-    throw new UnsupportedConfigurationError('BLOB_STORE=s3 is not supported by this build yet; use fs.');
+    const client = createS3Client({
+      // loadConfig has refused BLOB_STORE=s3 without them.
+      region: config.S3_REGION!,
+      endpoint: config.S3_ENDPOINT,
+      forcePathStyle: config.S3_FORCE_PATH_STYLE,
+    });
+    return new S3BlobStore({ client, bucket: config.S3_BUCKET!, prefix: s3KeyPrefix(config) });
   }
   return new FsBlobStore(path.join(config.DATA_DIR, 'blobs'));
 }

@@ -261,7 +261,7 @@ export interface paths {
         };
         /**
          * Download the image bytes
-         * @description With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item): when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401. The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL.
+         * @description With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item): when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401. The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL. One byte range may be asked for (`Range: bytes=…`, with `If-Range` = the ETag): 206, or 416 outside the content; several ranges are answered with the whole content. Where the server keeps media in S3 with presigned downloads on, the answer is a 302 to a short-lived presigned URL of the object store instead, which serves the same bytes and headers (and ranges).
          */
         get: operations["getMediaContent"];
         put?: never;
@@ -968,7 +968,7 @@ export interface components {
              * @description Stable machine-readable error code.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large";
+            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
             /** @description The field errors; the first one found is reported. */
@@ -3199,6 +3199,8 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The quoted sha256 of the bytes; send it as `If-None-Match`. */
                     ETag?: string;
+                    /** @description One byte range may be asked for. */
+                    "Accept-Ranges"?: "bytes";
                     [name: string]: unknown;
                 };
                 content: {
@@ -3206,6 +3208,54 @@ export interface operations {
                     "image/jpeg": string;
                     "image/webp": string;
                 };
+            };
+            /** @description The byte range asked for by `Range`. */
+            206: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The quoted sha256 of the bytes; send it as `If-None-Match`. */
+                    ETag?: string;
+                    /** @description One byte range may be asked for. */
+                    "Accept-Ranges"?: "bytes";
+                    /** @description The range sent and the whole size: `bytes <first>-<last>/<size>`. */
+                    "Content-Range"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/png": string;
+                    "image/jpeg": string;
+                    "image/webp": string;
+                };
+            };
+            /** @description The content is served by the object store: `Location` is a short-lived presigned URL (S3_PRESIGNED_DOWNLOADS). */
+            302: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The quoted sha256 of the bytes; send it as `If-None-Match`. */
+                    ETag?: string;
+                    /** @description Presigned URL of the object, valid for minutes; not to be stored. */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Not modified: `If-None-Match` matched the ETag. */
             304: {
@@ -3268,6 +3318,25 @@ export interface operations {
             };
             /** @description Problem: `not_found` */
             404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `range_not_satisfiable` */
+            416: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
                     "x-request-id"?: string;

@@ -4,7 +4,7 @@ import { access, mkdir, open, readdir, readFile, rename, rm, stat, unlink, type 
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { assertValidBlobKey, type BlobStore } from './port.js';
+import { assertValidBlobKey, type BlobStore, type ByteRange } from './port.js';
 
 // Temp files live under the root so the final rename never crosses a filesystem boundary.
 // Keys cannot start a segment with a dot, so no key can ever name this directory.
@@ -54,7 +54,7 @@ export class FsBlobStore implements BlobStore {
     }
   }
 
-  async get(key: string): Promise<{ body: Readable; sizeBytes: number } | null> {
+  async get(key: string, range?: ByteRange): Promise<{ body: Readable; sizeBytes: number } | null> {
     const path = this.pathOf(key);
     let file: FileHandle;
     try {
@@ -71,7 +71,12 @@ export class FsBlobStore implements BlobStore {
         await file.close();
         return null;
       }
-      return { body: file.createReadStream(), sizeBytes: stats.size };
+      if (!range) return { body: file.createReadStream(), sizeBytes: stats.size };
+      const end = Math.min(range.end, stats.size - 1);
+      return {
+        body: file.createReadStream({ start: range.start, end }),
+        sizeBytes: Math.max(0, end - range.start + 1),
+      };
     } catch (error) {
       await file.close().catch(() => {});
       throw error;

@@ -177,6 +177,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     uploadRetentionMs: deps.config.UPLOAD_RETENTION_HOURS * 3600_000,
     maxPixels: deps.config.UPLOAD_MAX_PIXELS,
     normalizeConcurrency: deps.config.UPLOAD_DECODE_CONCURRENCY,
+    presignedDownloadTtlSeconds: deps.config.S3_PRESIGNED_DOWNLOADS
+      ? deps.config.S3_PRESIGNED_URL_TTL_SECONDS
+      : undefined,
     log: app.log,
   });
 

@@ -21,6 +21,7 @@ export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string 
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   request_timeout: { status: 408, title: 'Request timeout' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },
+  range_not_satisfiable: { status: 416, title: 'Range not satisfiable' },
   internal_error: { status: 500, title: 'Internal error' },
   unavailable: { status: 503, title: 'Service unavailable' },
 };

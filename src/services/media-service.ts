@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { BlobStore } from '../blobs/port.js';
+import type { BlobStore, ByteRange } from '../blobs/port.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { newIdAt } from '../ids.js';
 import { normalizeUpload, UploadRejectedError, type NormalizedImage } from '../images/normalize-upload.js';
@@ -69,7 +69,17 @@ export interface MediaServiceOptions extends MediaWriteDependencies {
    * size of the upload, so this bounds the memory uploads use whatever their number.
    */
   normalizeConcurrency: number;
+  /**
+   * Set: content is fetched from the blob store directly, through presigned URLs living at most
+   * this long (only on a blob store that presigns, S3).
+   */
+  presignedDownloadTtlSeconds?: number;
   log: { warn(details: object, message: string): void };
+}
+
+export interface DirectDownloadHeaders {
+  contentDisposition: string;
+  cacheControl: string;
 }
 
 /** Media use cases: uploads, reads and deletes, on top of the store and the blob storage. */
@@ -107,11 +117,28 @@ export class MediaService {
     return media;
   }
 
-  async openContent(media: MediaRecord): Promise<{ body: Readable; sizeBytes: number }> {
-    const content = await this.options.blobs.get(media.blobKey);
+  /** The bytes of the media, or of range within them. */
+  async openContent(media: MediaRecord, range?: ByteRange): Promise<{ body: Readable; sizeBytes: number }> {
+    const content = await this.options.blobs.get(media.blobKey, range);
     // Only a delete racing this read gets here; the row is gone by now, so the media is too.
     if (!content) throw notFound('Media');
     return content;
+  }
+
+  /**
+   * A short-lived URL of the blob store that serves the content with these headers, so that the
+   * bytes do not pass through this process; null when downloads are not presigned. It never
+   * outlives notAfter (the media's or the signed URL's end).
+   */
+  async directDownloadUrl(media: MediaRecord, headers: DirectDownloadHeaders, notAfter: Date): Promise<string | null> {
+    const { blobs, presignedDownloadTtlSeconds } = this.options;
+    if (presignedDownloadTtlSeconds === undefined || !blobs.presignedGetUrl) return null;
+    const secondsLeft = Math.floor((notAfter.getTime() - this.options.now().getTime()) / 1000);
+    return blobs.presignedGetUrl(media.blobKey, {
+      expiresInSeconds: Math.max(1, Math.min(presignedDownloadTtlSeconds, secondsLeft)),
+      contentType: media.contentType,
+      ...headers,
+    });
   }
 
   /** The row goes first (and with it all access); the blob follows, now or from the sweeper. */

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { photoUploadSection, scaleOutSection } from '../../bench/lib/sections.js';
+import { photoUploadSection, s3UploadSection, scaleOutSection } from '../../bench/lib/sections.js';
 
 /** How the scale-out and real-photo results become rows of BENCHMARKS.md's budget table. */
 
@@ -59,4 +59,24 @@ t.test('a photo burst is met only when the report says it kept both budgets', as
     [true, false],
   );
   t.match(section.budgets[0].measured, '+100 MiB (100 → 200 MiB), 1.1 × a minute later');
+});
+
+t.test('the S3 upload burst is met only with every upload stored and RSS growth under the budget', async (t) => {
+  const report = (rssGrowthMiB: number, statuses: Record<string, number>) =>
+    s3UploadSection({
+      uploadBytes: 10 * 2 ** 20,
+      concurrent: 10,
+      statuses,
+      elapsedSec: 3,
+      rssBaselineMiB: 100,
+      rssPeakMiB: 100 + rssGrowthMiB,
+      rssGrowthMiB,
+      budgetMiB: 150,
+    }).budgets[0];
+  t.equal(report(60, { 201: 10 }).met, true);
+  t.match(report(60, { 201: 10 }).measured, '+60 MiB (100 → 160 MiB)');
+  t.equal(report(150, { 201: 10 }).met, false, 'at the budget is over it');
+  const refused = report(60, { 201: 9, 503: 1 });
+  t.equal(refused.met, false, 'an upload that was not stored spends no memory');
+  t.match(refused.measured, 'statuses');
 });

@@ -1,14 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { testSchema, postgresTestUrl } from '../helpers/postgres.js';
-import { freePort } from '../helpers/processes.js';
+import { freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
@@ -16,39 +14,7 @@ import { needsStore } from '../helpers/store.js';
  * cluster of 2 `api` + 2 `worker` processes, one of them killed with SIGKILL mid-run.
  */
 
-const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const TASKS = 300;
-
-function startCli(
-  t: Test,
-  args: string[],
-  env: Record<string, string>,
-): ChildProcess & { output: Promise<string>; printed(marker: string): Promise<void> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', cli, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let text = '';
-  const waiters: { marker: string; resolve: () => void }[] = [];
-  for (const stream of [child.stdout!, child.stderr!]) {
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => {
-      text += chunk;
-      for (const w of waiters.filter((w) => text.includes(w.marker))) w.resolve();
-    });
-  }
-  const output = new Promise<string>((resolve) => child.once('exit', () => resolve(text)));
-  const printed = (marker: string) =>
-    new Promise<void>((resolve, reject) => {
-      if (text.includes(marker)) return resolve();
-      waiters.push({ marker, resolve });
-      child.once('exit', () => reject(new Error(`${args.join(' ')} exited before printing ${marker}:\n${text}`)));
-    });
-  return Object.assign(child, { output, printed });
-}
 
 t.test(
   'migrate started by 3 processes at once on an empty schema: one schema, no error',

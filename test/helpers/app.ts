@@ -1,12 +1,13 @@
 import type { Test } from 'tap';
 import type { FastifyInstance } from 'fastify';
-import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
+import type { BlobStore } from '../../src/blobs/port.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import type { Store } from '../../src/store/port.js';
 import type { TaskEvents } from '../../src/services/task-events.js';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
+import { testBlobAdapter, type BlobAdapterUnderTest } from './blobs.js';
 import { testStoreAdapter, type StoreAdapterUnderTest } from './store.js';
 
 export interface TestApp {
@@ -18,7 +19,11 @@ export interface TestApp {
   storeEnv: Record<string, string>;
   /** Another store on the same data, as a restarted process would open it. */
   reopenStore(): Promise<Store>;
-  blobs: FsBlobStore;
+  blobs: BlobStore;
+  /** The environment a child process needs to open the same blobs (S3: endpoint, bucket, credentials). */
+  blobEnv: Record<string, string>;
+  /** Every blob key stored. */
+  storedBlobKeys(): Promise<string[]>;
   /** A new account with `tokens` and its key. */
   newAccount(tokens?: number): Promise<{ accountId: string; key: string; auth: { authorization: string } }>;
 }
@@ -32,6 +37,8 @@ export interface TestAppOptions {
   events?: TaskEvents;
   /** The store adapter; by default the one TEST_STORE names (SQLite). */
   storeAdapter?: StoreAdapterUnderTest;
+  /** The blob adapter; by default the one TEST_BLOBS names (fs). */
+  blobAdapter?: BlobAdapterUnderTest;
 }
 
 export async function buildTestApp(
@@ -41,10 +48,10 @@ export async function buildTestApp(
 ): Promise<TestApp> {
   const dataDir = t.testdir({});
   const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', ...env });
-  const { storeAdapter = testStoreAdapter(), ...appOptions } = options;
+  const { storeAdapter = testStoreAdapter(), blobAdapter = testBlobAdapter(), ...appOptions } = options;
   // The store's teardown, registered first, runs after the app's: tap runs teardowns last in, first out.
   const { store, env: storeEnv, reopen: reopenStore } = await storeAdapter.open(t, { dataDir });
-  const blobs = new FsBlobStore(`${dataDir}/blobs`);
+  const { blobs, env: blobEnv, storedKeys: storedBlobKeys } = await blobAdapter.open(t, dataDir);
   const app = await buildApp({
     config,
     store,
@@ -62,6 +69,8 @@ export async function buildTestApp(
     storeEnv,
     reopenStore,
     blobs,
+    blobEnv,
+    storedBlobKeys,
     async newAccount(tokens = 10_000) {
       const { account, key } = await createAccountWithKey(store, { name: 'test', tokens, now: new Date() });
       return { accountId: account.id, key, auth: { authorization: `Bearer ${key}` } };

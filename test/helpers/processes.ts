@@ -1,4 +1,5 @@
-import { spawn, type ChildProcessByStdio } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Test } from 'tap';
@@ -43,4 +44,41 @@ export async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
+
+export type CliProcess = ChildProcess & {
+  /** Everything it printed (stdout and stderr), once it has exited. */
+  output: Promise<string>;
+  /** Resolves once marker has been printed; rejects if the process exits first. */
+  printed(marker: string): Promise<void>;
+};
+
+/** The CLI (src/cli.ts through tsx) as a real process with env added to this one's; SIGKILLed when the test ends. */
+export function startCli(t: Test, args: string[], env: Record<string, string>): CliProcess {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.teardown(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  });
+  let text = '';
+  const waiters: { marker: string; resolve: () => void }[] = [];
+  for (const stream of [child.stdout!, child.stderr!]) {
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk: string) => {
+      text += chunk;
+      for (const w of waiters.filter((w) => text.includes(w.marker))) w.resolve();
+    });
+  }
+  const output = new Promise<string>((resolve) => child.once('exit', () => resolve(text)));
+  const printed = (marker: string) =>
+    new Promise<void>((resolve, reject) => {
+      if (text.includes(marker)) return resolve();
+      waiters.push({ marker, resolve });
+      child.once('exit', () => reject(new Error(`${args.join(' ')} exited before printing ${marker}:\n${text}`)));
+    });
+  return Object.assign(child, { output, printed });
 }

@@ -1,5 +1,5 @@
 import type { Test } from 'tap';
-import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
+import type { BlobStore } from '../../src/blobs/port.js';
 import {
   GenerationError,
   type GenerationInput,
@@ -12,14 +12,15 @@ import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import type { Store } from '../../src/store/port.js';
 import { TaskWorker, type TaskWorkerOptions } from '../../src/worker/task-worker.js';
+import { testBlobAdapter } from './blobs.js';
 import { testStoreAdapter } from './store.js';
 
-/** A store (from the test store factory) and a blob store on the test's own temp dir. */
+/** A store and a blob store from the test factories (TEST_STORE, TEST_BLOBS), on the test's own temp dir. */
 export async function openTestRuntime(t: Test) {
   const dir = t.testdir({});
   const { store, env: storeEnv } = await testStoreAdapter().open(t, { dataDir: dir });
-  const blobs = new FsBlobStore(`${dir}/blobs`);
-  return { dir, store, blobs, storeEnv };
+  const { blobs, env: blobEnv, storedKeys: storedBlobKeys } = await testBlobAdapter().open(t, dir);
+  return { dir, store, blobs, storeEnv, blobEnv, storedBlobKeys };
 }
 
 export async function newAccountWithTokens(store: Store, tokens: number): Promise<string> {
@@ -45,7 +46,7 @@ export async function oneQueuedTask(t: Test) {
 
 export function testWorker(
   t: Test,
-  deps: { store: Store; blobs: FsBlobStore },
+  deps: { store: Store; blobs: BlobStore },
   overrides: Partial<TaskWorkerOptions> = {},
 ): TaskWorker {
   const worker = new TaskWorker({

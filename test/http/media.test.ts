@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -360,13 +359,13 @@ t.test('DELETE removes the record, the content and the blob', async (t) => {
   const ctx = await clockedApp(t);
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
-  const blobPath = join(ctx.dataDir, 'blobs', 'media', media.media_id);
-  t.ok(existsSync(blobPath), 'the blob is on disk');
+  const blobKey = `media/${media.media_id}`;
+  t.same(await ctx.storedBlobKeys(), [blobKey], 'the blob is stored');
 
   const res = await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${media.media_id}`, headers: auth });
   t.equal(res.statusCode, 204);
   t.equal(res.body, '');
-  t.notOk(existsSync(blobPath), 'the blob is gone');
+  t.same(await ctx.storedBlobKeys(), [], 'the blob is gone');
   t.same(await ctx.store.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left for the sweeper');
   assertProblem(
     t,
@@ -426,6 +425,59 @@ t.test('If-None-Match with the ETag gives 304 without a body', async (t) => {
     headers: { ...auth, 'if-none-match': '"something-else"' },
   });
   t.equal(changed.statusCode, 200);
+});
+
+t.test('a byte range is a 206 with exactly those bytes', async (t) => {
+  const ctx = await clockedApp(t);
+  const { auth } = await ctx.newAccount();
+  const media = await uploaded(ctx.app, auth);
+  const url = `${MEDIA}/${media.media_id}/content`;
+  const whole = (await ctx.app.inject({ method: 'GET', url, headers: auth })).rawPayload;
+  t.equal(whole.length, media.size_bytes);
+  const size = whole.length;
+  for (const [range, start, end] of [
+    ['bytes=0-9', 0, 9],
+    ['bytes=10-', 10, size - 1],
+    ['bytes=-7', size - 7, size - 1],
+    [`bytes=5-${size + 100}`, 5, size - 1],
+  ] as const) {
+    const res = await ctx.app.inject({ method: 'GET', url, headers: { ...auth, range } });
+    t.equal(res.statusCode, 206, range);
+    t.equal(res.headers['content-range'], `bytes ${start}-${end}/${size}`);
+    t.equal(res.headers['content-length'], String(end - start + 1));
+    t.equal(res.headers['accept-ranges'], 'bytes');
+    t.same(res.rawPayload, whole.subarray(start, end + 1), `${range}: the bytes of that range`);
+  }
+});
+
+t.test('a range outside the content is a 416 naming its size; what a server may ignore gives it all', async (t) => {
+  const ctx = await clockedApp(t);
+  const { auth } = await ctx.newAccount();
+  const media = await uploaded(ctx.app, auth);
+  const url = `${MEDIA}/${media.media_id}/content`;
+  const size = media.size_bytes as number;
+  const outside = await ctx.app.inject({ method: 'GET', url, headers: { ...auth, range: `bytes=${size}-` } });
+  t.equal(outside.statusCode, 416);
+  t.equal(outside.headers['content-range'], `bytes */${size}`);
+  t.equal(outside.json().code, 'range_not_satisfiable');
+
+  const etag = `"${media.sha256}"`;
+  for (const headers of [
+    { range: 'bytes=0-1,5-6' },
+    { range: 'items=0-1' },
+    { range: 'bytes=x-y' },
+    { range: 'bytes=0-9', 'if-range': '"an older version"' },
+  ]) {
+    const res = await ctx.app.inject({ method: 'GET', url, headers: { ...auth, ...headers } });
+    t.equal(res.statusCode, 200, JSON.stringify(headers));
+    t.equal(res.rawPayload.length, size);
+  }
+  const current = await ctx.app.inject({
+    method: 'GET',
+    url,
+    headers: { ...auth, range: 'bytes=0-9', 'if-range': etag },
+  });
+  t.equal(current.statusCode, 206, 'If-Range with the current ETag keeps the range');
 });
 
 t.test('the cache lifetime never outlasts the media', async (t) => {

@@ -209,9 +209,7 @@ t.test('a late result after a cancel is discarded and its images deleted', async
   const canceled = await deps.store.getTaskById(task.id);
   t.equal(canceled?.status, 'CANCELED');
   t.same(canceled?.generated, []);
-  const { readdir } = await import('node:fs/promises');
-  const stored = await readdir(`${deps.dir}/blobs/media`).catch(() => []);
-  t.same(stored, [], 'no orphan blobs left behind');
+  t.same(await deps.storedBlobKeys(), [], 'no orphan blobs left behind');
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 

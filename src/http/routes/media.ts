@@ -10,6 +10,7 @@ import type { MediaService } from '../../services/media-service.js';
 import type { UploadSlots } from '../../services/upload-slots.js';
 import type { MediaRecord } from '../../store/port.js';
 import { requestFingerprint } from '../../services/idempotency.js';
+import { requestedByteRange } from '../byte-range.js';
 import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';
 import type { Caller } from '../plugins/auth.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
@@ -78,6 +79,28 @@ const BINARY = { type: 'string', format: 'binary', maxLength: 2_147_483_647 };
  * or File satisfies (a `type: string, format: binary` part would become `string`).
  */
 const UPLOAD_FILE_PART = { contentMediaType: 'application/octet-stream', description: 'The image: PNG, JPEG or WebP.' };
+
+/** A presigned URL: the object's URL with its signature, credential scope and response headers in the query. */
+const PRESIGNED_LOCATION = {
+  Location: {
+    type: 'string',
+    format: 'uri',
+    maxLength: 8192,
+    description: 'Presigned URL of the object, valid for minutes; not to be stored.',
+  },
+} as const;
+
+const ACCEPT_RANGES = {
+  'Accept-Ranges': { type: 'string', enum: ['bytes'], description: 'One byte range may be asked for.' },
+} as const;
+const CONTENT_RANGE = {
+  'Content-Range': {
+    type: 'string',
+    maxLength: 40,
+    pattern: '^bytes [0-9]+-[0-9]+/[0-9]+$',
+    description: 'The range sent and the whole size: `bytes <first>-<last>/<size>`.',
+  },
+} as const;
 
 const UPLOAD_SLOT_RETRY_AFTER_SECONDS = 1;
 
@@ -219,6 +242,10 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
           "With the owner's Bearer key, or without any key through a signed URL (the `url` of a generated item):",
           'when `expires` and `signature` are present they alone decide, and an expired or altered URL is a 401.',
           'The ETag is the quoted sha256; `If-None-Match` gives 304. Cache lifetimes never outlast the media or the URL.',
+          'One byte range may be asked for (`Range: bytes=…`, with `If-Range` = the ETag): 206, or 416 outside the content;',
+          'several ranges are answered with the whole content.',
+          'Where the server keeps media in S3 with presigned downloads on, the answer is a 302 to a short-lived',
+          'presigned URL of the object store instead, which serves the same bytes and headers (and ranges).',
         ].join(' '),
         security: [...BEARER_SECURITY, {}],
         params: MediaIdParams,
@@ -226,11 +253,20 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
         response: {
           200: {
             description: 'The stored image.',
-            headers: apiHeaders(ETAG),
+            headers: apiHeaders({ ...ETAG, ...ACCEPT_RANGES }),
             content: Object.fromEntries(IMAGE_CONTENT_TYPES.map((type) => [type, { schema: BINARY }])),
           },
+          206: {
+            description: 'The byte range asked for by `Range`.',
+            headers: apiHeaders({ ...ETAG, ...ACCEPT_RANGES, ...CONTENT_RANGE }),
+            content: Object.fromEntries(IMAGE_CONTENT_TYPES.map((type) => [type, { schema: BINARY }])),
+          },
+          302: apiEmpty(
+            'The content is served by the object store: `Location` is a short-lived presigned URL (S3_PRESIGNED_DOWNLOADS).',
+            { ...ETAG, ...PRESIGNED_LOCATION },
+          ),
           304: apiEmpty('Not modified: `If-None-Match` matched the ETag.', ETAG),
-          ...problemResponses([...AUTHENTICATED_CODES, 'not_found']),
+          ...problemResponses([...AUTHENTICATED_CODES, 'not_found', 'range_not_satisfiable']),
         },
       },
     },
@@ -260,17 +296,27 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
       }
 
       const etag = `"${found.sha256}"`;
-      reply
-        .header('etag', etag)
-        .header('cache-control', `private, max-age=${Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000))}`)
-        .header('x-content-type-options', 'nosniff');
+      const cacheControl = `private, max-age=${Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000))}`;
+      const contentDisposition = `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`;
+      reply.header('etag', etag).header('cache-control', cacheControl).header('x-content-type-options', 'nosniff');
       if (matchesEtag(request.headers['if-none-match'], etag)) return reply.code(304).send();
 
-      const content = await media.openContent(found);
+      const direct = await media.directDownloadUrl(found, { contentDisposition, cacheControl }, new Date(freshUntilMs));
+      // The redirect itself is not cached: its URL lives for minutes, the content for longer.
+      if (direct) return reply.code(302).header('location', direct).header('cache-control', 'no-store').send();
+
+      reply.header('accept-ranges', 'bytes');
+      const range = requestedByteRange(request.headers.range, request.headers['if-range'], etag, found.sizeBytes);
+      if (range === 'unsatisfiable') {
+        reply.header('content-range', `bytes */${found.sizeBytes}`);
+        throw new DomainError('range_not_satisfiable', `The content has ${found.sizeBytes} bytes.`);
+      }
+      const content = await media.openContent(found, range ?? undefined);
+      if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${found.sizeBytes}`);
       return reply
         .type(found.contentType)
         .header('content-length', content.sizeBytes)
-        .header('content-disposition', `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`)
+        .header('content-disposition', contentDisposition)
         .send(content.body);
     },
   );

@@ -1,0 +1,24 @@
+import parseRange from 'range-parser';
+import type { ByteRange } from '../blobs/port.js';
+
+/**
+ * The part of a representation of sizeBytes to send for a Range header (RFC 9110 14): one byte
+ * range, 'unsatisfiable' (416), or null for the whole of it: no Range, an If-Range that is not our
+ * current ETag (we give no Last-Modified, so a date never matches), another unit, several ranges
+ * (served whole rather than as multipart/byteranges) or a malformed header, which is ignored.
+ */
+export function requestedByteRange(
+  range: string | undefined,
+  ifRange: string | string[] | undefined,
+  etag: string,
+  sizeBytes: number,
+): ByteRange | 'unsatisfiable' | null {
+  if (range === undefined) return null;
+  if (ifRange !== undefined && (typeof ifRange !== 'string' || ifRange.trim() !== etag)) return null;
+  const ranges = parseRange(sizeBytes, range, { combine: true });
+  if (ranges === -2) return null;
+  // -1: well-formed but outside the representation; only a byte range is ours to refuse.
+  if (ranges === -1) return /^\s*bytes\s*=/i.test(range) ? 'unsatisfiable' : null;
+  if (ranges.type !== 'bytes' || ranges.length !== 1) return null;
+  return { start: ranges[0].start, end: ranges[0].end };
+}
