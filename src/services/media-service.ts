@@ -127,15 +127,19 @@ export class MediaService {
 
   /**
    * A short-lived URL of the blob store that serves the content with these headers, so that the
-   * bytes do not pass through this process; null when downloads are not presigned. It never
-   * outlives notAfter (the media's or the signed URL's end).
+   * bytes do not pass through this process; null when downloads are not presigned. It lives no
+   * longer than freshForSeconds (what the answer may be cached for: the media's or the signed
+   * URL's end), counted from the same instant as the caller's Cache-Control.
    */
-  async directDownloadUrl(media: MediaRecord, headers: DirectDownloadHeaders, notAfter: Date): Promise<string | null> {
+  async directDownloadUrl(
+    media: MediaRecord,
+    headers: DirectDownloadHeaders,
+    freshForSeconds: number,
+  ): Promise<string | null> {
     const { blobs, presignedDownloadTtlSeconds } = this.options;
     if (presignedDownloadTtlSeconds === undefined || !blobs.presignedGetUrl) return null;
-    const secondsLeft = Math.floor((notAfter.getTime() - this.options.now().getTime()) / 1000);
     return blobs.presignedGetUrl(media.blobKey, {
-      expiresInSeconds: Math.max(1, Math.min(presignedDownloadTtlSeconds, secondsLeft)),
+      expiresInSeconds: Math.max(1, Math.min(presignedDownloadTtlSeconds, freshForSeconds)),
       contentType: media.contentType,
       ...headers,
     });

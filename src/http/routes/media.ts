@@ -296,12 +296,13 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
       }
 
       const etag = `"${found.sha256}"`;
-      const cacheControl = `private, max-age=${Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000))}`;
+      const freshForSeconds = Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000));
+      const cacheControl = `private, max-age=${freshForSeconds}`;
       const contentDisposition = `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`;
       reply.header('etag', etag).header('cache-control', cacheControl).header('x-content-type-options', 'nosniff');
       if (matchesEtag(request.headers['if-none-match'], etag)) return reply.code(304).send();
 
-      const direct = await media.directDownloadUrl(found, { contentDisposition, cacheControl }, new Date(freshUntilMs));
+      const direct = await media.directDownloadUrl(found, { contentDisposition, cacheControl }, freshForSeconds);
       // The redirect itself is not cached: its URL lives for minutes, the content for longer.
       if (direct) return reply.code(302).header('location', direct).header('cache-control', 'no-store').send();
 
