@@ -8,20 +8,22 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
   async claimIdempotencyKey(input: IdempotencyClaimRequest): Promise<IdempotencyClaim> {
     const now = input.now.getTime();
     const leaseExpiresAt = new Date(now + input.leaseMs);
+    // The row a new or expired key starts with ($1 to $7 of both inserts below).
+    const newRow = [
+      input.accountId,
+      input.key,
+      input.fingerprint,
+      input.leaseToken,
+      leaseExpiresAt,
+      input.now,
+      new Date(now + input.ttlMs),
+    ];
     return this.db.transaction(
       async (tx): Promise<IdempotencyClaim> => {
         const inserted = await tx.query(
           `INSERT INTO idempotency_keys (account_id, key, fingerprint, status, lease_token, lease_expires_at, created_at, expires_at)
          VALUES ($1, $2, $3, 'in_flight', $4, $5, $6, $7) ON CONFLICT (account_id, key) DO NOTHING`,
-          [
-            input.accountId,
-            input.key,
-            input.fingerprint,
-            input.leaseToken,
-            leaseExpiresAt,
-            input.now,
-            new Date(now + input.ttlMs),
-          ],
+          newRow,
         );
         if (inserted.rowCount === 1) return { outcome: 'acquired' };
         const { rows } = await tx.query<{
@@ -66,15 +68,7 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
            fingerprint = excluded.fingerprint, status = 'in_flight', lease_token = excluded.lease_token,
            lease_expires_at = excluded.lease_expires_at, response_status = NULL, response_headers = NULL,
            response_body = NULL, created_at = excluded.created_at, expires_at = excluded.expires_at`,
-          [
-            input.accountId,
-            input.key,
-            input.fingerprint,
-            input.leaseToken,
-            leaseExpiresAt,
-            input.now,
-            new Date(now + input.ttlMs),
-          ],
+          newRow,
         );
         return { outcome: 'acquired' };
       },
