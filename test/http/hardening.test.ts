@@ -198,7 +198,7 @@ t.test(
 );
 
 t.test('uploads in flight are capped per key (429) and per process (503), before the body is read', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, {
+  const { app, dataDir, newAccount } = await buildTestApp(t, {
     UPLOAD_MAX_IN_FLIGHT_PER_KEY: '1',
     UPLOAD_MAX_IN_FLIGHT: '2',
     UPLOAD_IDLE_TIMEOUT_MS: '60000',
@@ -215,17 +215,19 @@ t.test('uploads in flight are capped per key (429) and per process (503), before
       body: new Uint8Array(multipartRequest([{ name: 'file', filename: 'a.png', data: png }]).payload),
     });
   const stalled = await startStalledUpload(port, first.key);
-  // The stalled upload holds its slot once the server has begun to read it; a request with the same key shows when.
-  let sameKey = await upload(first.auth);
-  for (let i = 0; i < 100 && sameKey.status !== 429; i++) sameKey = await upload(first.auth);
+  // The stalled upload holds its slot once the server has begun to spool it. Waiting for that first
+  // matters where authentication takes I/O (PostgreSQL): a same-key upload sent at once could take
+  // the slot before the stalled one reaches it, and the stalled one would be the one refused.
+  t.equal((await spoolFilesOnce(dataDir, (names) => names.length === 1)).length, 1, 'the stalled upload is spooled');
+  const sameKey = await upload(first.auth);
   t.equal(sameKey.status, 429);
   t.equal(sameKey.headers.get('retry-after'), '1');
   t.equal((await sameKey.json()).code, 'rate_limited');
 
   t.equal((await upload(second.auth)).status, 201, 'another key still has room');
   const stalledSecond = await startStalledUpload(port, second.key);
-  let full = await upload(third.auth);
-  for (let i = 0; i < 100 && full.status !== 503; i++) full = await upload(third.auth);
+  t.equal((await spoolFilesOnce(dataDir, (names) => names.length === 2)).length, 2, 'both stalled uploads are spooled');
+  const full = await upload(third.auth);
   t.equal(full.status, 503);
   t.equal((await full.json()).code, 'unavailable');
   t.ok(full.headers.get('retry-after'));
