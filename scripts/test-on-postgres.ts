@@ -1,0 +1,17 @@
+/**
+ * The second pass of `npm test`: the HTTP, worker, service and webhook suites again with their
+ * store on PostgreSQL (TEST_STORE=postgres), so that "same tests, different adapters" holds for
+ * every test and not only for those written over both stores. Where no PostgreSQL answers (a
+ * laptop without one), the pass is skipped with a line that says so; .ci/run starts one.
+ */
+import { spawnSync } from 'node:child_process';
+import { postgresTestUrl, reachable } from '../test/helpers/postgres.js';
+
+const SUITES = ['test/http', 'test/worker', 'test/services', 'test/webhooks'];
+
+if (!(await reachable())) {
+  process.stdout.write(`# PostgreSQL pass skipped: no PostgreSQL at ${postgresTestUrl()}\n`);
+  process.exit(0);
+}
+const tap = spawnSync('tap', SUITES, { stdio: 'inherit', env: { ...process.env, TEST_STORE: 'postgres' }, shell: false });
+process.exit(tap.status ?? 1);
