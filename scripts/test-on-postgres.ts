@@ -13,5 +13,9 @@ if (!(await reachable())) {
   process.stdout.write(`# PostgreSQL pass skipped: no PostgreSQL at ${postgresTestUrl()}\n`);
   process.exit(0);
 }
-const tap = spawnSync('tap', SUITES, { stdio: 'inherit', env: { ...process.env, TEST_STORE: 'postgres' }, shell: false });
+const tap = spawnSync('tap', SUITES, {
+  stdio: 'inherit',
+  env: { ...process.env, TEST_STORE: 'postgres' },
+  shell: false,
+});
 process.exit(tap.status ?? 1);
