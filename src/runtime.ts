@@ -74,12 +74,17 @@ export async function openRuntime(config: Config, options: { longRunning?: boole
         signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId),
       );
     }
+    const signingSecret = await mediaSigningSecret(config, store);
+    const blobs = openBlobStore(config);
     return {
       store,
-      blobs: openBlobStore(config),
-      mediaSigningSecret: await mediaSigningSecret(config, store),
+      blobs,
+      mediaSigningSecret: signingSecret,
       events,
-      close: () => store.close(),
+      close: async () => {
+        blobs.close?.();
+        await store.close();
+      },
     };
   } catch (error) {
     await store.close();

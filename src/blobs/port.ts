@@ -31,6 +31,8 @@ export interface BlobStore {
    * without this service for expiresInSeconds, answering with the given response headers.
    */
   presignedGetUrl?(key: string, options: PresignedGetOptions): Promise<string>;
+  /** Only adapters that hold connections (S3): lets them go when the process shuts down. */
+  close?(): void;
 }
 
 /** Inclusive byte offsets within a blob, as an HTTP Range names them. */
