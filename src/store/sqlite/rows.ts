@@ -1,5 +1,15 @@
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
-import type { Account, ApiKeyRecord, LedgerEntry, LedgerKind, MediaRecord, MediaSource } from '../port.js';
+import type { WebhookEventType } from '../../../schemas/webhooks.js';
+import type {
+  Account,
+  ApiKeyRecord,
+  LedgerEntry,
+  LedgerKind,
+  MediaRecord,
+  MediaSource,
+  WebhookDelivery,
+  WebhookDeliveryStatus,
+} from '../port.js';
 
 /** Row shapes of the embedded schema and their mapping to domain records. */
 
@@ -197,4 +207,35 @@ export const fromMedia = (m: MediaRecord): MediaRow => ({
   task_id: m.taskId,
   created_at: m.createdAt.getTime(),
   expires_at: m.expiresAt.getTime(),
+});
+
+export interface WebhookDeliveryRow {
+  id: string;
+  account_id: string;
+  task_id: string;
+  event_type: WebhookEventType;
+  url: string;
+  status: WebhookDeliveryStatus;
+  attempts: number;
+  scheduled_attempts: number;
+  manual_attempt: number;
+  resume_at: number | null;
+  next_attempt_at: number | null;
+  event_at: number;
+  created_at: number;
+}
+
+export const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
+  id: r.id,
+  accountId: r.account_id,
+  taskId: r.task_id,
+  eventType: r.event_type,
+  url: r.url,
+  status: r.status,
+  attempts: r.attempts,
+  scheduledAttempts: r.scheduled_attempts,
+  manualRetry: r.manual_attempt ? { resumeAt: r.resume_at === null ? null : new Date(r.resume_at) } : null,
+  nextAttemptAt: r.next_attempt_at === null ? null : new Date(r.next_attempt_at),
+  eventAt: new Date(r.event_at),
+  createdAt: new Date(r.created_at),
 });

@@ -11,7 +11,7 @@ import type {
   WebhookSecrets,
   WebhookStore,
 } from '../port.js';
-import { msOrNull } from './rows.js';
+import { msOrNull, toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 
 /** Webhook secrets, deliveries (the outbox) and their attempts on the embedded store. */
@@ -175,34 +175,3 @@ export function enqueueWebhookEvent(
        VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?)`,
   ).run(newIdAt(event.now), event.accountId, event.taskId, event.type, event.url, at, at, at, at);
 }
-
-interface WebhookDeliveryRow {
-  id: string;
-  account_id: string;
-  task_id: string;
-  event_type: WebhookEventType;
-  url: string;
-  status: WebhookDeliveryStatus;
-  attempts: number;
-  scheduled_attempts: number;
-  manual_attempt: number;
-  resume_at: number | null;
-  next_attempt_at: number | null;
-  event_at: number;
-  created_at: number;
-}
-
-const toWebhookDelivery = (r: WebhookDeliveryRow): WebhookDelivery => ({
-  id: r.id,
-  accountId: r.account_id,
-  taskId: r.task_id,
-  eventType: r.event_type,
-  url: r.url,
-  status: r.status,
-  attempts: r.attempts,
-  scheduledAttempts: r.scheduled_attempts,
-  manualRetry: r.manual_attempt ? { resumeAt: r.resume_at === null ? null : new Date(r.resume_at) } : null,
-  nextAttemptAt: r.next_attempt_at === null ? null : new Date(r.next_attempt_at),
-  eventAt: new Date(r.event_at),
-  createdAt: new Date(r.created_at),
-});
