@@ -1,0 +1,135 @@
+/**
+ * How many calls a model backend may have in flight at once, found without being told (DESIGN 4,
+ * "Capacity"). A provider's quota is a number of calls at once (or per minute) that it does not
+ * publish; beyond it, it refuses calls with 429 / RESOURCE_EXHAUSTED / an overloaded 503. The
+ * limit is probed like TCP's congestion window (and Netflix's concurrency-limits AIMD):
+ *
+ * - slow start: until the provider first refuses a call, each successful call made while the
+ *   limit was full adds one (the limit doubles per round trip), so a large quota is found fast;
+ * - multiplicative decrease: a capacity refusal cuts the limit by a quarter (and by one at least:
+ *   the refused call was beyond what the provider takes), at most once per
+ *   typical call duration, since the refusals of one overshoot arrive together. A provider
+ *   refuses at once the first call beyond its capacity, so the limit at a refusal is about one
+ *   above it: no deeper cut is needed, even out of slow start;
+ * - additive increase: after a refusal, each successful call made while the limit was full adds
+ *   1/limit (one per round trip) back up to just below the limit that was refused, then only a
+ *   sixth of that around it (probing a known ceiling slowly is what keeps refusals rare), and
+ *   1/limit again once past it (the provider takes more than it did);
+ * - a provider's Retry-After (or RetryInfo retryDelay) pauses the backend's new calls that long.
+ *
+ * The state is shared by every worker process (kept in the store, updated atomically with these
+ * functions), so a cluster together stays under the provider's limit. Times are epoch
+ * milliseconds: the core reads no clock.
+ */
+
+export interface BackendLimitSettings {
+  /** The working limit starts here. */
+  initial: number;
+  /** Never above this (`<BACKEND>_MAX_CONCURRENCY`). */
+  max: number;
+}
+
+export interface BackendLimitState {
+  /** Calls allowed in flight, fractional so that additive increase can add 1/limit. */
+  limit: number;
+  /** True until the provider first refuses a call for capacity. */
+  slowStart: boolean;
+  /** No new call before this instant (a provider's Retry-After); null = not paused. */
+  pausedUntil: number | null;
+  /** When the limit was last cut; refusals within one typical call of it are the same overshoot. */
+  decreasedAt: number | null;
+  /** The limit at the last capacity refusal: about the provider's capacity, plus one. */
+  refusedAt: number | null;
+  /** A moving average of successful calls' durations, in ms; null before the first. */
+  typicalCallMs: number | null;
+}
+
+/** What one upstream call came to, for the limit (DESIGN 4: upstream calls by outcome). */
+export type UpstreamOutcome =
+  | { kind: 'ok'; durationMs: number; /** the call took the last free slot: the limit held work back */ saturated: boolean }
+  /** The provider had no capacity for it (429, RESOURCE_EXHAUSTED, overloaded 503). */
+  | { kind: 'rate_limited'; retryAfterMs?: number }
+  /** Failed for another reason worth retrying (timeout, 5xx, network). */
+  | { kind: 'transient' }
+  /** Failed for good (policy refusal, invalid request, our credentials). */
+  | { kind: 'permanent' };
+
+export type UpstreamOutcomeKind = UpstreamOutcome['kind'];
+
+export const UPSTREAM_OUTCOME_KINDS: readonly UpstreamOutcomeKind[] = ['ok', 'rate_limited', 'transient', 'permanent'];
+
+const MIN_LIMIT = 1;
+const DECREASE = 0.75;
+/** How much slower the limit grows near the limit last refused. */
+const PROBE_SLOWDOWN = 6;
+/** Weight of the newest call in the moving average of call durations. */
+const DURATION_WEIGHT = 0.2;
+
+export function initialBackendLimit(settings: BackendLimitSettings): BackendLimitState {
+  return {
+    limit: Math.max(MIN_LIMIT, Math.min(settings.initial, settings.max)),
+    slowStart: true,
+    pausedUntil: null,
+    decreasedAt: null,
+    refusedAt: null,
+    typicalCallMs: null,
+  };
+}
+
+/** Calls the backend admits at once now (the integer part of the limit). */
+export function callsAllowed(state: BackendLimitState): number {
+  return Math.max(MIN_LIMIT, Math.floor(state.limit));
+}
+
+/** Whether one more call may start now, with `inFlight` already running. */
+export function admitsCall(state: BackendLimitState, inFlight: number, now: number): boolean {
+  if (state.pausedUntil !== null && now < state.pausedUntil) return false;
+  return inFlight < callsAllowed(state);
+}
+
+/** The limit after one call's outcome. */
+export function afterUpstreamCall(
+  state: BackendLimitState,
+  outcome: UpstreamOutcome,
+  now: number,
+  settings: BackendLimitSettings,
+): BackendLimitState {
+  switch (outcome.kind) {
+    case 'ok': {
+      const typicalCallMs =
+        state.typicalCallMs === null
+          ? outcome.durationMs
+          : state.typicalCallMs + DURATION_WEIGHT * (outcome.durationMs - state.typicalCallMs);
+      // Growing while the limit held nothing back would raise it without evidence the provider takes more.
+      if (!outcome.saturated) return { ...state, typicalCallMs };
+      return { ...state, typicalCallMs, limit: Math.min(settings.max, state.limit + increaseStep(state)) };
+    }
+    case 'rate_limited': {
+      const pausedUntil =
+        outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0
+          ? Math.max(state.pausedUntil ?? 0, now + outcome.retryAfterMs)
+          : state.pausedUntil;
+      const window = state.typicalCallMs ?? 0;
+      const sameOvershoot = state.decreasedAt !== null && now - state.decreasedAt < window;
+      if (sameOvershoot) return { ...state, pausedUntil };
+      return {
+        ...state,
+        pausedUntil,
+        slowStart: false,
+        decreasedAt: now,
+        refusedAt: state.limit,
+        limit: Math.max(MIN_LIMIT, Math.min(state.limit * DECREASE, state.limit - 1)),
+      };
+    }
+    case 'transient':
+    case 'permanent':
+      // Not a statement about capacity: the limit stays where it is.
+      return state;
+  }
+}
+
+function increaseStep(state: BackendLimitState): number {
+  if (state.slowStart || state.refusedAt === null) return 1;
+  const nearRefused = state.limit >= state.refusedAt - 1 && state.limit < state.refusedAt + 1;
+  return nearRefused ? 1 / (PROBE_SLOWDOWN * state.limit) : 1 / state.limit;
+}

@@ -1,0 +1,115 @@
+import t from 'tap';
+import {
+  admitsCall,
+  afterUpstreamCall,
+  callsAllowed,
+  initialBackendLimit,
+  type BackendLimitState,
+} from '../../src/core/backend-capacity.js';
+
+const settings = { initial: 4, max: 64 };
+const ok = (saturated = true, durationMs = 500) => ({ kind: 'ok' as const, durationMs, saturated });
+
+t.test('the limit starts at its initial value, never above the ceiling', async (t) => {
+  t.equal(callsAllowed(initialBackendLimit(settings)), 4);
+  t.equal(callsAllowed(initialBackendLimit({ initial: 4, max: 2 })), 2);
+});
+
+t.test('slow start adds one per successful call that found the limit full, until the first refusal', async (t) => {
+  let state = initialBackendLimit(settings);
+  for (let i = 0; i < 4; i++) state = afterUpstreamCall(state, ok(), 1000 + i, settings);
+  t.equal(callsAllowed(state), 8, 'doubled in one round of calls');
+  state = afterUpstreamCall(state, ok(false), 2000, settings);
+  t.equal(callsAllowed(state), 8, 'a call made with room to spare proves nothing');
+});
+
+t.test('a capacity refusal cuts the limit by a quarter, once per overshoot, and ends slow start', async (t) => {
+  let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 16, typicalCallMs: 500 };
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 10_000, settings);
+  t.equal(state.limit, 12);
+  t.equal(state.refusedAt, 16);
+  t.equal(state.slowStart, false);
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 10_100, settings);
+  t.equal(state.limit, 12, 'refusals of the same overshoot (within one typical call) cut once');
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 10_600, settings);
+  t.equal(state.limit, 9);
+});
+
+t.test('after a refusal the limit grows one per round of calls, slowly near the refused limit', async (t) => {
+  const after = (limit: number, refusedAt: number) => {
+    let state: BackendLimitState = { ...initialBackendLimit(settings), limit, slowStart: false, refusedAt };
+    for (let i = 0; i < limit; i++) state = afterUpstreamCall(state, ok(), i, settings);
+    return state.limit - limit;
+  };
+  const belowRefused = after(6, 12);
+  t.ok(belowRefused > 0.9 && belowRefused < 1, `6 calls at 6, refused at 12: +${belowRefused}`);
+  const nearRefused = after(8, 9);
+  t.ok(nearRefused > 0.15 && nearRefused < 0.17, `8 calls at 8, refused at 9: +${nearRefused}`);
+  const pastRefused = after(11, 9);
+  t.ok(pastRefused > 0.9 && pastRefused < 1, `11 calls at 11, refused at 9: +${pastRefused}`);
+});
+
+t.test('the limit never passes the ceiling nor falls below one', async (t) => {
+  let state: BackendLimitState = { ...initialBackendLimit({ initial: 4, max: 5 }) };
+  for (let i = 0; i < 20; i++) state = afterUpstreamCall(state, ok(), i, { initial: 4, max: 5 });
+  t.equal(state.limit, 5);
+  state = { ...state, limit: 1, slowStart: false, typicalCallMs: null };
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 100, settings);
+  t.equal(callsAllowed(state), 1);
+});
+
+t.test("a provider's Retry-After pauses new calls, without shortening a longer pause", async (t) => {
+  let state = afterUpstreamCall(initialBackendLimit(settings), { kind: 'rate_limited', retryAfterMs: 2000 }, 1000, settings);
+  t.equal(state.pausedUntil, 3000);
+  t.notOk(admitsCall(state, 0, 2999));
+  t.ok(admitsCall(state, 0, 3000));
+  state = afterUpstreamCall(state, { kind: 'rate_limited', retryAfterMs: 500 }, 1100, settings);
+  t.equal(state.pausedUntil, 3000);
+});
+
+t.test('other failures say nothing about capacity', async (t) => {
+  const state = initialBackendLimit(settings);
+  t.same(afterUpstreamCall(state, { kind: 'transient' }, 1, settings), state);
+  t.same(afterUpstreamCall(state, { kind: 'permanent' }, 1, settings), state);
+});
+
+/**
+ * A provider that takes C calls at once, each lasting L, and refuses any beyond them at once; a
+ * backlog of work always waiting. Event-driven, deterministic.
+ */
+function simulate(capacity: number, latencyMs: number, calls: number) {
+  const settings = { initial: 4, max: 1024 };
+  let state = initialBackendLimit(settings);
+  const running: number[] = []; // end times of accepted calls
+  let now = 0;
+  let done = 0;
+  let refused = 0;
+  while (done < calls) {
+    // Start calls while the limit admits them.
+    while (admitsCall(state, running.length, now) && done + running.length < calls) {
+      if (running.length >= capacity) {
+        refused += 1;
+        state = afterUpstreamCall(state, { kind: 'rate_limited' }, now, settings);
+        continue;
+      }
+      running.push(now + latencyMs);
+    }
+    running.sort((a, b) => a - b);
+    now = running.shift()!;
+    done += 1;
+    const saturated = running.length + 1 >= callsAllowed(state);
+    state = afterUpstreamCall(state, ok(saturated, latencyMs), now, settings);
+  }
+  return { makespan: now, refused };
+}
+
+t.test('against a provider of fixed capacity the limit converges: near its throughput, few refusals', async (t) => {
+  // Slow start costs about log2(C / initial) round trips once: a run of 50 rounds absorbs it up to C = 40.
+  for (const capacity of [2, 3, 8, 40]) {
+    const calls = 50 * capacity;
+    const { makespan, refused } = simulate(capacity, 500, calls);
+    const ideal = (calls * 500) / capacity;
+    t.ok(makespan <= ideal * 1.15, `C=${capacity}: makespan ${makespan} ms vs ideal ${ideal}`);
+    t.ok(refused <= calls * 0.1, `C=${capacity}: ${refused} refusals for ${calls} calls`);
+  }
+});
