@@ -110,6 +110,7 @@ function sampleTask(accountId: string, index: number): TaskRecord {
     ],
     error: null,
     attempt: 1,
+    deferredAttempts: 0,
     createdAt,
     startedAt: new Date(createdAt.getTime() + 1),
     completedAt: new Date(createdAt.getTime() + 2),

@@ -46,7 +46,7 @@ export interface BackendLimitState {
 
 /** What one upstream call came to, for the limit (DESIGN 4: upstream calls by outcome). */
 export type UpstreamOutcome =
-  | { kind: 'ok'; durationMs: number; /** the call took the last free slot: the limit held work back */ saturated: boolean }
+  | { kind: 'ok'; durationMs: number }
   /** The provider had no capacity for it (429, RESOURCE_EXHAUSTED, overloaded 503). */
   | { kind: 'rate_limited'; retryAfterMs?: number }
   /** Failed for another reason worth retrying (timeout, 5xx, network). */
@@ -55,6 +55,14 @@ export type UpstreamOutcome =
   | { kind: 'permanent' };
 
 export type UpstreamOutcomeKind = UpstreamOutcome['kind'];
+
+/** The backend's load when a call ends, read by the store in the same transaction. */
+export interface BackendLoad {
+  /** Its tasks in progress, the ending call's included. */
+  inFlight: number;
+  /** Whether runnable tasks of its models are waiting. */
+  waiting: boolean;
+}
 
 export const UPSTREAM_OUTCOME_KINDS: readonly UpstreamOutcomeKind[] = ['ok', 'rate_limited', 'transient', 'permanent'];
 
@@ -91,6 +99,7 @@ export function admitsCall(state: BackendLimitState, inFlight: number, now: numb
 export function afterUpstreamCall(
   state: BackendLimitState,
   outcome: UpstreamOutcome,
+  load: BackendLoad,
   now: number,
   settings: BackendLimitSettings,
 ): BackendLimitState {
@@ -101,7 +110,8 @@ export function afterUpstreamCall(
           ? outcome.durationMs
           : state.typicalCallMs + DURATION_WEIGHT * (outcome.durationMs - state.typicalCallMs);
       // Growing while the limit held nothing back would raise it without evidence the provider takes more.
-      if (!outcome.saturated) return { ...state, typicalCallMs };
+      const saturated = load.waiting && load.inFlight >= callsAllowed(state);
+      if (!saturated) return { ...state, typicalCallMs };
       return { ...state, typicalCallMs, limit: Math.min(settings.max, state.limit + increaseStep(state)) };
     }
     case 'rate_limited': {

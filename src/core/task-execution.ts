@@ -25,10 +25,35 @@ export const DEADLINE_EXCEEDED: TaskFailure = {
  * last allowed attempt, failed (and refunded).
  */
 export function afterLostLease(
-  attempt: number,
+  task: { attempt: number; deferredAttempts: number },
   maxAttempts: number,
 ): { action: 'requeue' } | { action: 'fail'; error: TaskFailure } {
-  return attempt >= maxAttempts ? { action: 'fail', error: WORKER_LOST } : { action: 'requeue' };
+  return attemptsSpent(task) >= maxAttempts ? { action: 'fail', error: WORKER_LOST } : { action: 'requeue' };
+}
+
+/**
+ * Claims that spent one of the task's attempts: a claim deferred for want of capacity (the
+ * provider's, or our storage's) is not the task's failure (DESIGN 3.5).
+ */
+export function attemptsSpent(task: { attempt: number; deferredAttempts: number }): number {
+  return task.attempt - task.deferredAttempts;
+}
+
+/** One account's next runnable task, as a claim sees it. */
+export interface ClaimCandidate {
+  id: string;
+  accountId: string;
+  /** The account's tasks in progress now. */
+  inProgress: number;
+}
+
+/**
+ * The order in which a claim tries the accounts' next tasks (DESIGN 3.5): accounts in turn, the
+ * one with the fewest tasks in progress first, then the oldest task (UUIDv7 ids sort by creation).
+ * One account's burst thus delays another account's task by at most its share of the slots.
+ */
+export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): T[] {
+  return [...candidates].sort((a, b) => a.inProgress - b.inProgress || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
 /** Whether a task created at createdAt may no longer start at now: it fails instead of running. */

@@ -57,7 +57,13 @@ export interface TaskRecord {
   webhookUrl: string | null;
   generated: GeneratedMediaRef[];
   error: { code: string; message: string } | null;
+  /** Claims made so far; the fencing token of the current one. */
   attempt: number;
+  /**
+   * Claims that ended without spending one of the task's attempts: the provider or our storage had
+   * no capacity for it (DESIGN 3.5). attempt − deferredAttempts is what TASK_MAX_ATTEMPTS bounds.
+   */
+  deferredAttempts: number;
   createdAt: Date;
   startedAt: Date | null;
   completedAt: Date | null;
@@ -95,6 +101,7 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
     generated: [],
     error: null,
     attempt: 0,
+    deferredAttempts: 0,
     createdAt: context.now,
     startedAt: null,
     completedAt: null,

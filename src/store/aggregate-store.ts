@@ -1,5 +1,6 @@
 import type {
   AccountStore,
+  BackendLimitStore,
   ApiKeyStore,
   IdempotencyStore,
   MediaStore,
@@ -13,6 +14,7 @@ import type {
 export interface StoreAggregates {
   accounts: AccountStore & ApiKeyStore;
   tasks: TaskStore & TaskExecutionStore;
+  backendLimits: BackendLimitStore;
   media: MediaStore;
   idempotencyKeys: IdempotencyStore;
   webhooks: WebhookStore;
@@ -104,6 +106,24 @@ export abstract class AggregateStore implements Store {
   }
   requeueTask(...args: Parameters<TaskExecutionStore['requeueTask']>): ReturnType<TaskExecutionStore['requeueTask']> {
     return this.aggregates.tasks.requeueTask(...args);
+  }
+  failTasksPastDeadline(
+    ...args: Parameters<TaskExecutionStore['failTasksPastDeadline']>
+  ): ReturnType<TaskExecutionStore['failTasksPastDeadline']> {
+    return this.aggregates.tasks.failTasksPastDeadline(...args);
+  }
+
+  // BackendLimitStore
+  recordUpstreamCall(
+    ...args: Parameters<BackendLimitStore['recordUpstreamCall']>
+  ): ReturnType<BackendLimitStore['recordUpstreamCall']> {
+    return this.aggregates.backendLimits.recordUpstreamCall(...args);
+  }
+  backendLimits(): ReturnType<BackendLimitStore['backendLimits']> {
+    return this.aggregates.backendLimits.backendLimits();
+  }
+  countQueuedTasks(): ReturnType<BackendLimitStore['countQueuedTasks']> {
+    return this.aggregates.backendLimits.countQueuedTasks();
   }
   cancelTask(...args: Parameters<TaskExecutionStore['cancelTask']>): ReturnType<TaskExecutionStore['cancelTask']> {
     return this.aggregates.tasks.cancelTask(...args);

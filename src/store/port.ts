@@ -1,4 +1,5 @@
 import type { WebhookEventType } from '../../schemas/webhooks.js';
+import type { BackendLimitSettings, BackendLimitState, UpstreamOutcome } from '../core/backend-capacity.js';
 import type { TaskRecord, TaskStatus } from '../core/task.js';
 
 /**
@@ -187,6 +188,35 @@ export interface ClaimPolicy {
   maxAttempts: number;
   /** A task not finished this long after creation fails instead of running. */
   deadlineMs: number;
+  /** Only tasks of these models (those of a backend with room for a call); absent = any model. */
+  models?: readonly string[];
+  /**
+   * A backend whose calls are limited for the whole cluster (DESIGN 4, "Capacity"): a task is
+   * claimed only while the backend is not paused and its tasks in progress (tasks of `models`)
+   * leave room under its shared limit (core/backend-capacity.ts admitsCall).
+   */
+  sharedLimit?: { backend: string; settings: BackendLimitSettings };
+}
+
+/**
+ * Each remote backend's adaptive limit on calls in flight, one state shared by every process.
+ * The decisions are core/backend-capacity.ts's; the store keeps the state and applies them
+ * atomically (under the backend's row lock on PostgreSQL).
+ */
+export interface BackendLimitStore {
+  /** Applies one upstream call's outcome to the backend's limit; returns the new state. */
+  recordUpstreamCall(input: {
+    backend: string;
+    /** The models the backend serves: their tasks in progress are its calls in flight. */
+    models: readonly string[];
+    outcome: UpstreamOutcome;
+    now: Date;
+    settings: BackendLimitSettings;
+  }): Promise<BackendLimitState>;
+  /** Every backend's current state (for metrics). */
+  backendLimits(): Promise<Map<string, BackendLimitState>>;
+  /** CREATED tasks per model (for metrics). */
+  countQueuedTasks(): Promise<Map<string, number>>;
 }
 
 /**
@@ -197,8 +227,14 @@ export interface ClaimPolicy {
  * webhook event (outbox) in the same transaction.
  */
 export interface TaskExecutionStore {
-  /** Requeues or fails tasks with expired leases, then claims the oldest runnable CREATED task. */
+  /**
+   * Requeues or fails tasks with expired leases, then claims a runnable CREATED task, serving
+   * accounts in turn: the account with the fewest tasks in progress first, then the oldest task
+   * (core/task-execution.ts claimOrder).
+   */
   claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null>;
+  /** Fails (and refunds) the CREATED tasks past their deadline, whatever their model; returns how many. */
+  failTasksPastDeadline(now: Date, deadlineMs: number): Promise<number>;
   /** Extends the lease; false when the attempt no longer owns the task (canceled or taken over). */
   renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean>;
   completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean>;
@@ -208,8 +244,17 @@ export interface TaskExecutionStore {
     error: { code: string; message: string };
     now: Date;
   }): Promise<boolean>;
-  /** Back to CREATED, runnable again at runAfter (transient failure, or a release at shutdown). */
-  requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean>;
+  /**
+   * Back to CREATED, runnable again at runAfter (transient failure, or a release at shutdown).
+   * `deferred`: the claim did not spend one of the task's attempts (no capacity for it).
+   */
+  requeueTask(input: {
+    taskId: string;
+    attempt: number;
+    runAfter: Date;
+    now: Date;
+    deferred?: boolean;
+  }): Promise<boolean>;
   /** CREATED or IN_PROGRESS → CANCELED with its refund; DomainError not_found / invalid_state otherwise. */
   cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord>;
   getTaskById(taskId: string): Promise<TaskRecord | null>;
@@ -361,6 +406,7 @@ export interface Store
     TaskStore,
     MediaStore,
     TaskExecutionStore,
+    BackendLimitStore,
     IdempotencyStore,
     WebhookStore {
   readonly kind: 'sqlite' | 'postgres';

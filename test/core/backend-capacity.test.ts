@@ -5,10 +5,16 @@ import {
   callsAllowed,
   initialBackendLimit,
   type BackendLimitState,
+  type UpstreamOutcome,
 } from '../../src/core/backend-capacity.js';
 
 const settings = { initial: 4, max: 64 };
-const ok = (saturated = true, durationMs = 500) => ({ kind: 'ok' as const, durationMs, saturated });
+const ok = { kind: 'ok' as const, durationMs: 500 };
+/** A backend whose limit is full with work waiting, or one with room to spare. */
+const full = (state: BackendLimitState) => ({ inFlight: callsAllowed(state), waiting: true });
+const idle = { inFlight: 0, waiting: false };
+const step = (state: BackendLimitState, outcome: UpstreamOutcome, now: number, s = settings) =>
+  afterUpstreamCall(state, outcome, outcome.kind === 'ok' ? full(state) : idle, now, s);
 
 t.test('the limit starts at its initial value, never above the ceiling', async (t) => {
   t.equal(callsAllowed(initialBackendLimit(settings)), 4);
@@ -17,28 +23,30 @@ t.test('the limit starts at its initial value, never above the ceiling', async (
 
 t.test('slow start adds one per successful call that found the limit full, until the first refusal', async (t) => {
   let state = initialBackendLimit(settings);
-  for (let i = 0; i < 4; i++) state = afterUpstreamCall(state, ok(), 1000 + i, settings);
+  for (let i = 0; i < 4; i++) state = step(state, ok, 1000 + i);
   t.equal(callsAllowed(state), 8, 'doubled in one round of calls');
-  state = afterUpstreamCall(state, ok(false), 2000, settings);
+  state = afterUpstreamCall(state, ok, { inFlight: 3, waiting: true }, 2000, settings);
   t.equal(callsAllowed(state), 8, 'a call made with room to spare proves nothing');
+  state = afterUpstreamCall(state, ok, { inFlight: 8, waiting: false }, 2000, settings);
+  t.equal(callsAllowed(state), 8, 'nor one with nothing waiting for the backend');
 });
 
 t.test('a capacity refusal cuts the limit by a quarter, once per overshoot, and ends slow start', async (t) => {
   let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 16, typicalCallMs: 500 };
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 10_000, settings);
+  state = step(state, { kind: 'rate_limited' }, 10_000);
   t.equal(state.limit, 12);
   t.equal(state.refusedAt, 16);
   t.equal(state.slowStart, false);
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 10_100, settings);
+  state = step(state, { kind: 'rate_limited' }, 10_100);
   t.equal(state.limit, 12, 'refusals of the same overshoot (within one typical call) cut once');
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 10_600, settings);
+  state = step(state, { kind: 'rate_limited' }, 10_600);
   t.equal(state.limit, 9);
 });
 
 t.test('after a refusal the limit grows one per round of calls, slowly near the refused limit', async (t) => {
   const after = (limit: number, refusedAt: number) => {
     let state: BackendLimitState = { ...initialBackendLimit(settings), limit, slowStart: false, refusedAt };
-    for (let i = 0; i < limit; i++) state = afterUpstreamCall(state, ok(), i, settings);
+    for (let i = 0; i < limit; i++) state = step(state, ok, i);
     return state.limit - limit;
   };
   const belowRefused = after(6, 12);
@@ -51,26 +59,26 @@ t.test('after a refusal the limit grows one per round of calls, slowly near the 
 
 t.test('the limit never passes the ceiling nor falls below one', async (t) => {
   let state: BackendLimitState = { ...initialBackendLimit({ initial: 4, max: 5 }) };
-  for (let i = 0; i < 20; i++) state = afterUpstreamCall(state, ok(), i, { initial: 4, max: 5 });
+  for (let i = 0; i < 20; i++) state = step(state, ok, i, { initial: 4, max: 5 });
   t.equal(state.limit, 5);
   state = { ...state, limit: 1, slowStart: false, typicalCallMs: null };
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, 100, settings);
+  state = step(state, { kind: 'rate_limited' }, 100);
   t.equal(callsAllowed(state), 1);
 });
 
 t.test("a provider's Retry-After pauses new calls, without shortening a longer pause", async (t) => {
-  let state = afterUpstreamCall(initialBackendLimit(settings), { kind: 'rate_limited', retryAfterMs: 2000 }, 1000, settings);
+  let state = step(initialBackendLimit(settings), { kind: 'rate_limited', retryAfterMs: 2000 }, 1000);
   t.equal(state.pausedUntil, 3000);
   t.notOk(admitsCall(state, 0, 2999));
   t.ok(admitsCall(state, 0, 3000));
-  state = afterUpstreamCall(state, { kind: 'rate_limited', retryAfterMs: 500 }, 1100, settings);
+  state = step(state, { kind: 'rate_limited', retryAfterMs: 500 }, 1100);
   t.equal(state.pausedUntil, 3000);
 });
 
 t.test('other failures say nothing about capacity', async (t) => {
   const state = initialBackendLimit(settings);
-  t.same(afterUpstreamCall(state, { kind: 'transient' }, 1, settings), state);
-  t.same(afterUpstreamCall(state, { kind: 'permanent' }, 1, settings), state);
+  t.same(step(state, { kind: 'transient' }, 1), state);
+  t.same(step(state, { kind: 'permanent' }, 1), state);
 });
 
 /**
@@ -89,7 +97,7 @@ function simulate(capacity: number, latencyMs: number, calls: number) {
     while (admitsCall(state, running.length, now) && done + running.length < calls) {
       if (running.length >= capacity) {
         refused += 1;
-        state = afterUpstreamCall(state, { kind: 'rate_limited' }, now, settings);
+        state = afterUpstreamCall(state, { kind: 'rate_limited' }, idle, now, settings);
         continue;
       }
       running.push(now + latencyMs);
@@ -97,8 +105,8 @@ function simulate(capacity: number, latencyMs: number, calls: number) {
     running.sort((a, b) => a - b);
     now = running.shift()!;
     done += 1;
-    const saturated = running.length + 1 >= callsAllowed(state);
-    state = afterUpstreamCall(state, ok(saturated, latencyMs), now, settings);
+    // The backlog always waits; the ending call is still in flight when its outcome is recorded.
+    state = afterUpstreamCall(state, ok, { inFlight: running.length + 1, waiting: true }, now, settings);
   }
   return { makespan: now, refused };
 }

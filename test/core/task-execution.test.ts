@@ -2,16 +2,32 @@ import t from 'tap';
 import {
   admitsAnotherActiveTask,
   afterLostLease,
+  claimOrder,
   countsAsActive,
   isPastDeadline,
   webhookEventFor,
 } from '../../src/core/task-execution.js';
 
 t.test('a lost lease requeues until the last allowed attempt, which fails as worker_lost', async (t) => {
-  t.same(afterLostLease(1, 3), { action: 'requeue' });
-  t.same(afterLostLease(2, 3), { action: 'requeue' });
-  t.match(afterLostLease(3, 3), { action: 'fail', error: { code: 'worker_lost' } });
-  t.match(afterLostLease(1, 1), { action: 'fail' }, 'one attempt allowed: no second chance');
+  const claims = (attempt: number, deferredAttempts = 0) => ({ attempt, deferredAttempts });
+  t.same(afterLostLease(claims(1), 3), { action: 'requeue' });
+  t.same(afterLostLease(claims(2), 3), { action: 'requeue' });
+  t.match(afterLostLease(claims(3), 3), { action: 'fail', error: { code: 'worker_lost' } });
+  t.match(afterLostLease(claims(1), 1), { action: 'fail' }, 'one attempt allowed: no second chance');
+  t.same(afterLostLease(claims(5, 3), 3), { action: 'requeue' }, 'claims deferred for capacity spent no attempt');
+});
+
+t.test('claims serve accounts in turn: fewest in progress first, then the oldest task', async (t) => {
+  const order = claimOrder([
+    { id: '01', accountId: 'burst', inProgress: 5 },
+    { id: '07', accountId: 'small-2', inProgress: 0 },
+    { id: '05', accountId: 'small-1', inProgress: 0 },
+    { id: '03', accountId: 'other', inProgress: 1 },
+  ]);
+  t.same(
+    order.map((c) => c.accountId),
+    ['small-1', 'small-2', 'other', 'burst'],
+  );
 });
 
 t.test('the deadline is reached at exactly createdAt + deadlineMs', async (t) => {

@@ -1031,6 +1031,136 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         );
       },
     );
+
+    t.test('accounts are served in turn: the fewest tasks in progress first, then the oldest task', async (t) => {
+      const { store, accountId: burst, tasks: burstTasks } = await queued(t, 4);
+      const small = await newAccount(store, 1000, 'small');
+      const smallTasks = [newTask(small), newTask(small)];
+      for (const task of smallTasks) await store.insertTaskWithDebit(task, LIMITS);
+      const order: string[] = [];
+      for (let i = 0; i < 5; i++) order.push((await store.claimNextTask(policy()))!.id);
+      t.strictSame(order, [
+        burstTasks[0].id, // both idle: the oldest task
+        smallTasks[0].id, // the burst account has one in progress
+        burstTasks[1].id, // one each: the oldest
+        smallTasks[1].id,
+        burstTasks[2].id,
+      ]);
+      await store.completeTask({ taskId: burstTasks[0].id, attempt: 1, media: [], now: new Date() });
+      t.equal((await store.claimNextTask(policy()))!.id, burstTasks[3].id, 'only the burst account has work left');
+    });
+
+    t.test('a claim limited to some models takes only their tasks', async (t) => {
+      const { store, accountId, tasks } = await queued(t, 1);
+      const now = new Date();
+      const beta = createTask({ model: 'beta-v5-pro', prompt: 'a lighthouse' } as never, {
+        accountId,
+        now,
+        newId: () => newIdAt(now),
+      });
+      await store.insertTaskWithDebit(beta, LIMITS);
+      t.equal((await store.claimNextTask(policy(now, { models: ['beta-v5-pro'] })))?.id, beta.id);
+      t.equal(await store.claimNextTask(policy(now, { models: ['beta-v5-pro'] })), null);
+      t.equal((await store.claimNextTask(policy(now, { models: ['alpha-pro'] })))?.id, tasks[0].id);
+    });
+
+    t.test("a backend's shared limit bounds its tasks in progress, and its pause stops claims", async (t) => {
+      const { store } = await queued(t, 4);
+      const settings = { initial: 2, max: 8 };
+      const limited = (now: Date) =>
+        policy(now, { models: ['alpha-pro'], sharedLimit: { backend: 'gemini', settings } });
+      const start = Date.now();
+      t.ok(await store.claimNextTask(limited(new Date(start))));
+      const second = await store.claimNextTask(limited(new Date(start)));
+      t.ok(second);
+      t.equal(await store.claimNextTask(limited(new Date(start))), null, 'two in progress: the limit is full');
+      t.ok(await store.claimNextTask(policy(new Date(start))), 'a claim without the limit is not held back');
+
+      // A success while the limit is full and work waits: slow start grows the limit by one.
+      let state = await store.recordUpstreamCall({
+        backend: 'gemini',
+        models: ['alpha-pro'],
+        outcome: { kind: 'ok', durationMs: 400 },
+        now: new Date(start + 10),
+        settings,
+      });
+      t.equal(state.limit, 3);
+      t.equal(await store.claimNextTask(limited(new Date(start + 10))), null, 'three in progress of three');
+      await store.completeTask({ taskId: second!.id, attempt: 1, media: [], now: new Date(start + 20) });
+      t.ok(await store.claimNextTask(limited(new Date(start + 20))), 'a finished task makes room');
+
+      state = await store.recordUpstreamCall({
+        backend: 'gemini',
+        models: ['alpha-pro'],
+        outcome: { kind: 'rate_limited', retryAfterMs: 1000 },
+        now: new Date(start + 30),
+        settings,
+      });
+      t.match(state, { limit: 2, pausedUntil: start + 1030, slowStart: false });
+      t.same((await store.backendLimits()).get('gemini'), state, 'the state is kept for every process');
+    });
+
+    t.test('paused: no claim before the pause ends, even with room', async (t) => {
+      const { store } = await queued(t, 1);
+      const settings = { initial: 4, max: 8 };
+      const start = Date.now();
+      await store.recordUpstreamCall({
+        backend: 'openai',
+        models: ['alpha-pro'],
+        outcome: { kind: 'rate_limited', retryAfterMs: 2000 },
+        now: new Date(start),
+        settings,
+      });
+      const limited = (now: number) =>
+        policy(new Date(now), { models: ['alpha-pro'], sharedLimit: { backend: 'openai', settings } });
+      t.equal(await store.claimNextTask(limited(start + 1999)), null);
+      t.ok(await store.claimNextTask(limited(start + 2000)));
+    });
+
+    t.test('a deferred requeue spends no attempt: a lost lease after it is retried, not failed', async (t) => {
+      const { store, tasks } = await queued(t);
+      const start = Date.now();
+      await store.claimNextTask(policy(new Date(start), { maxAttempts: 2 }));
+      t.ok(
+        await store.requeueTask({
+          taskId: tasks[0].id,
+          attempt: 1,
+          runAfter: new Date(start),
+          now: new Date(start),
+          deferred: true,
+        }),
+      );
+      t.match(await store.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1, deferredAttempts: 1 });
+      await store.claimNextTask(policy(new Date(start), { maxAttempts: 2, leaseMs: 1000 }));
+      // Attempt 2's lease is lost: 1 of 2 attempts spent (2 had it not been deferred), so it runs again.
+      t.match(await store.claimNextTask(policy(new Date(start + 1001), { maxAttempts: 2 })), {
+        id: tasks[0].id,
+        attempt: 3,
+        deferredAttempts: 1,
+      });
+    });
+
+    t.test('failTasksPastDeadline fails and refunds queued tasks past their deadline, whatever their model', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 1000);
+      const start = Date.now();
+      const old = newTask(accountId, { createdAt: new Date(start - HOUR) });
+      const recent = newTask(accountId, { createdAt: new Date(start - HOUR + 1) });
+      await store.insertTaskWithDebit(old, LIMITS);
+      await store.insertTaskWithDebit(recent, LIMITS);
+      t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 1);
+      t.match(await store.getTaskById(old.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
+      t.match(await store.getTaskById(recent.id), { status: 'CREATED' });
+      t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 0, 'once');
+      t.equal((await store.getAccount(accountId))?.balance, 975, 'the failed one refunded, the other still debited');
+      await assertLedgerInvariant(t, store, accountId);
+    });
+
+    t.test('countQueuedTasks counts CREATED tasks per model', async (t) => {
+      const { store } = await queued(t, 3);
+      await store.claimNextTask(policy());
+      t.same(await store.countQueuedTasks(), new Map([['alpha-pro', 2]]));
+    });
   });
 
   t.test('completion, results and the webhook outbox', async (t) => {

@@ -184,4 +184,17 @@ export const POSTGRES_MIGRATIONS: string[] = [
   ALTER TABLE webhook_deliveries ADD COLUMN manual_attempt boolean NOT NULL DEFAULT false;
   ALTER TABLE webhook_deliveries ADD COLUMN resume_at timestamptz;
   `,
+  `
+  -- Capacity (see the SQLite migration of the same change): claims deferred for want of capacity
+  -- spend no attempt; the queue serves accounts in turn, by their queued and running tasks; each
+  -- remote backend's adaptive limit is kept here for every worker process.
+  ALTER TABLE tasks ADD COLUMN deferred_attempts integer NOT NULL DEFAULT 0;
+  CREATE INDEX tasks_queued_by_account ON tasks(account_id, id) WHERE status = 'CREATED';
+  CREATE INDEX tasks_in_progress_by_account ON tasks(account_id) WHERE status = 'IN_PROGRESS';
+  CREATE TABLE backend_limits (
+    backend text PRIMARY KEY,
+    state jsonb NOT NULL,
+    updated_at timestamptz NOT NULL
+  );
+  `,
 ];

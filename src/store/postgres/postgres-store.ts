@@ -1,5 +1,6 @@
 import { AggregateStore, type StoreAggregates } from '../aggregate-store.js';
 import { PostgresAccounts } from './accounts.js';
+import { PostgresBackendLimits } from './backend-limits.js';
 import { PostgresIdempotencyKeys } from './idempotency-keys.js';
 import { PostgresMedia } from './media.js';
 import { PostgresDatabase, type PostgresStoreOptions } from './postgres-database.js';
@@ -27,6 +28,7 @@ export class PostgresStore extends AggregateStore {
     this.aggregates = {
       accounts: new PostgresAccounts(this.database),
       tasks: new PostgresTasks(this.database),
+      backendLimits: new PostgresBackendLimits(this.database),
       media: new PostgresMedia(this.database),
       idempotencyKeys: new PostgresIdempotencyKeys(this.database),
       webhooks: new PostgresWebhooks(this.database),

@@ -56,6 +56,7 @@ export interface TaskRow {
   error_code: string | null;
   error_message: string | null;
   attempt: number;
+  deferred_attempts: number;
   created_at: Date;
   started_at: Date | null;
   completed_at: Date | null;
@@ -93,7 +94,7 @@ export interface WebhookDeliveryRow {
 /** The columns of a task record, named in every query that reads a task. */
 export const TASK_COLUMNS =
   'id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height, cost, webhook_url, ' +
-  'generated, error_code, error_message, attempt, created_at, started_at, completed_at';
+  'generated, error_code, error_message, attempt, deferred_attempts, created_at, started_at, completed_at';
 
 export const toAccount = (r: AccountRow): Account => ({
   id: r.id,
@@ -138,6 +139,7 @@ export const toTask = (r: TaskRow): TaskRecord => ({
   generated: r.generated,
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
   attempt: r.attempt,
+  deferredAttempts: r.deferred_attempts,
   createdAt: r.created_at,
   startedAt: r.started_at,
   completedAt: r.completed_at,
@@ -161,6 +163,7 @@ export const taskValues = (t: TaskRecord): unknown[] => [
   t.error?.code ?? null,
   t.error?.message ?? null,
   t.attempt,
+  t.deferredAttempts,
   t.createdAt,
   t.startedAt,
   t.completedAt,

@@ -2,6 +2,7 @@ import { DomainError } from '../../core/errors.js';
 import {
   afterLostLease,
   admitsAnotherActiveTask,
+  claimOrder,
   countsAsActive,
   DEADLINE_EXCEEDED,
   isPastDeadline,
@@ -30,6 +31,7 @@ import type {
   TaskListQuery,
   TaskStore,
 } from '../port.js';
+import { backendAdmitsCallIn } from './backend-limits.js';
 import { addLedgerEntry, countActiveTask, lockActiveTasksOf, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn } from './idempotency-keys.js';
 import { assertReferencesUsable, insertMediaIn } from './media.js';
@@ -66,7 +68,7 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
       }
       await tx.query(
         `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $17)`,
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
         taskValues(task),
       );
       if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {
@@ -128,23 +130,24 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     return this.db.transaction(
       async (tx) => {
         // Lost leases first; SKIP LOCKED leaves those another claimer is handling to it.
-        const lost = await tx.query<{ id: string; attempt: number }>(
-          "SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < $1 FOR UPDATE SKIP LOCKED",
+        const lost = await tx.query<{ id: string; attempt: number; deferred_attempts: number }>(
+          `SELECT id, attempt, deferred_attempts FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < $1
+           FOR UPDATE SKIP LOCKED`,
           [now],
         );
         for (const task of lost.rows) {
-          const outcome = afterLostLease(task.attempt, policy.maxAttempts);
+          const outcome = afterLostLease(
+            { attempt: task.attempt, deferredAttempts: task.deferred_attempts },
+            policy.maxAttempts,
+          );
           if (outcome.action === 'fail')
             await finishTaskIn(tx, task.id, task.attempt, 'fail', now, { error: outcome.error });
-          else await requeueTaskIn(tx, task.id, task.attempt, now);
+          else await requeueTaskIn(tx, task.id, task.attempt, now, false);
         }
+        if (policy.sharedLimit && !(await backendAdmitsCallIn(tx, policy.sharedLimit, policy.models ?? [], now)))
+          return null;
         for (;;) {
-          const { rows } = await tx.query<{ id: string; attempt: number; created_at: Date }>(
-            `SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= $1
-           ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-            [now],
-          );
-          const next = rows[0];
+          const next = await lockNextInTurn(tx, policy.models, now);
           if (!next) return null;
           if (isPastDeadline(next.created_at, now, policy.deadlineMs)) {
             await finishTaskIn(tx, next.id, next.attempt, 'fail', now, {
@@ -215,8 +218,34 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     );
   }
 
-  async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
-    return this.db.transaction((tx) => requeueTaskIn(tx, input.taskId, input.attempt, input.runAfter));
+  async requeueTask(input: {
+    taskId: string;
+    attempt: number;
+    runAfter: Date;
+    now: Date;
+    deferred?: boolean;
+  }): Promise<boolean> {
+    return this.db.transaction((tx) =>
+      requeueTaskIn(tx, input.taskId, input.attempt, input.runAfter, input.deferred ?? false),
+    );
+  }
+
+  async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<number> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string; attempt: number }>(
+        `SELECT id, attempt FROM tasks WHERE status = 'CREATED' AND created_at <= $1 FOR UPDATE SKIP LOCKED`,
+        [new Date(now.getTime() - deadlineMs)],
+      );
+      let failed = 0;
+      for (const task of rows) {
+        const finished = await finishTaskIn(tx, task.id, task.attempt, 'fail', now, {
+          error: DEADLINE_EXCEEDED,
+          fromStatuses: ['CREATED'],
+        });
+        if (finished) failed += 1;
+      }
+      return failed;
+    });
   }
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
@@ -243,10 +272,61 @@ class BlobReservationLapsedError extends Error {
   }
 }
 
-async function requeueTaskIn(tx: Tx, taskId: string, attempt: number, runAfter: Date): Promise<boolean> {
+/**
+ * The next task in turn (core claimOrder), locked: each account's oldest runnable task (of
+ * `models`) with the account's tasks in progress, one index seek per account with queued tasks
+ * (a skip scan of tasks_queued_by_account). A candidate another claimer holds is skipped; when
+ * all are held, the oldest runnable task nobody holds, so that claimers never idle on contention.
+ */
+async function lockNextInTurn(
+  tx: Tx,
+  models: readonly string[] | undefined,
+  now: Date,
+): Promise<{ id: string; attempt: number; created_at: Date } | null> {
+  const { rows } = await tx.query<{ id: string; account_id: string; in_progress: number }>(
+    `WITH RECURSIVE queued(account_id) AS (
+       (SELECT account_id FROM tasks WHERE status = 'CREATED' ORDER BY account_id LIMIT 1)
+       UNION ALL
+       SELECT (SELECT t.account_id FROM tasks t WHERE t.status = 'CREATED' AND t.account_id > q.account_id
+               ORDER BY t.account_id LIMIT 1)
+       FROM queued q WHERE q.account_id IS NOT NULL
+     )
+     SELECT n.id, q.account_id,
+       (SELECT count(*) FROM tasks p WHERE p.status = 'IN_PROGRESS' AND p.account_id = q.account_id) AS in_progress
+     FROM queued q CROSS JOIN LATERAL (
+       SELECT id FROM tasks WHERE status = 'CREATED' AND account_id = q.account_id AND run_after <= $1
+         AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT 1
+     ) n`,
+    [now, models ?? null],
+  );
+  const inTurn = claimOrder(rows.map((r) => ({ id: r.id, accountId: r.account_id, inProgress: r.in_progress })));
+  for (const candidate of inTurn) {
+    const locked = await tx.query<{ id: string; attempt: number; created_at: Date }>(
+      "SELECT id, attempt, created_at FROM tasks WHERE id = $1 AND status = 'CREATED' FOR UPDATE SKIP LOCKED",
+      [candidate.id],
+    );
+    if (locked.rows[0]) return locked.rows[0];
+  }
+  if (inTurn.length === 0) return null;
+  const { rows: oldest } = await tx.query<{ id: string; attempt: number; created_at: Date }>(
+    `SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= $1
+       AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
+    [now, models ?? null],
+  );
+  return oldest[0] ?? null;
+}
+
+async function requeueTaskIn(
+  tx: Tx,
+  taskId: string,
+  attempt: number,
+  runAfter: Date,
+  deferred: boolean,
+): Promise<boolean> {
   const result = await tx.query(
-    "UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = $1 WHERE id = $2 AND attempt = $3 AND status = 'IN_PROGRESS'",
-    [runAfter, taskId, attempt],
+    `UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = $1, deferred_attempts = deferred_attempts + $4
+       WHERE id = $2 AND attempt = $3 AND status = 'IN_PROGRESS'`,
+    [runAfter, taskId, attempt, deferred ? 1 : 0],
   );
   if (result.rowCount !== 1) return false;
   await notify(tx, { kind: 'created' });

@@ -227,4 +227,20 @@ export const SQLITE_MIGRATIONS: string[] = [
   ALTER TABLE webhook_deliveries ADD COLUMN manual_attempt INTEGER NOT NULL DEFAULT 0;
   ALTER TABLE webhook_deliveries ADD COLUMN resume_at INTEGER;
   `,
+  `
+  -- Capacity (DESIGN 3.5, 4). A claim refused by the provider for capacity goes back to the queue
+  -- without spending one of the task's attempts: deferred_attempts counts those claims.
+  ALTER TABLE tasks ADD COLUMN deferred_attempts INTEGER NOT NULL DEFAULT 0;
+  -- The queue serves accounts in turn: the accounts with queued tasks, each one's oldest runnable
+  -- task, and each one's tasks in progress are all ranges of (status, account_id, id).
+  DROP INDEX tasks_queue;
+  CREATE INDEX tasks_queue ON tasks(status, account_id, id);
+  -- Each remote backend's adaptive limit on calls in flight, shared by every worker process
+  -- (core/backend-capacity.ts decides; the state is kept as it returns it).
+  CREATE TABLE backend_limits (
+    backend TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    updated_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];

@@ -57,6 +57,7 @@ export interface TaskRow {
   error_code: string | null;
   error_message: string | null;
   attempt: number;
+  deferred_attempts: number;
   lease_expires_at: number | null;
   run_after: number;
   created_at: number;
@@ -99,6 +100,7 @@ export const TASK_COLUMNS = [
   'error_code',
   'error_message',
   'attempt',
+  'deferred_attempts',
   'created_at',
   'started_at',
   'completed_at',
@@ -150,6 +152,7 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
   generated: JSON.parse(r.generated),
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
   attempt: r.attempt,
+  deferredAttempts: r.deferred_attempts,
   createdAt: new Date(r.created_at),
   startedAt: dateOrNull(r.started_at),
   completedAt: dateOrNull(r.completed_at),
@@ -172,6 +175,7 @@ export const fromTask = (t: TaskRecord): TaskRow => ({
   error_code: t.error?.code ?? null,
   error_message: t.error?.message ?? null,
   attempt: t.attempt,
+  deferred_attempts: t.deferredAttempts,
   lease_expires_at: null,
   run_after: 0,
   created_at: t.createdAt.getTime(),

@@ -1,5 +1,6 @@
 import { AggregateStore, type StoreAggregates } from '../aggregate-store.js';
 import { SqliteAccounts } from './accounts.js';
+import { SqliteBackendLimits } from './backend-limits.js';
 import { SqliteIdempotencyKeys } from './idempotency-keys.js';
 import { SqliteMedia } from './media.js';
 import { SqliteDatabase, type SqliteStoreOptions } from './sqlite-database.js';
@@ -24,6 +25,7 @@ export class SqliteStore extends AggregateStore {
     this.aggregates = {
       accounts: new SqliteAccounts(this.database),
       tasks: new SqliteTasks(this.database),
+      backendLimits: new SqliteBackendLimits(this.database),
       media: new SqliteMedia(this.database),
       idempotencyKeys: new SqliteIdempotencyKeys(this.database),
       webhooks: new SqliteWebhooks(this.database),

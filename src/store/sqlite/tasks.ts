@@ -3,6 +3,7 @@ import { DomainError } from '../../core/errors.js';
 import {
   afterLostLease,
   admitsAnotherActiveTask,
+  claimOrder,
   countsAsActive,
   DEADLINE_EXCEEDED,
   isPastDeadline,
@@ -31,6 +32,7 @@ import type {
   TaskListQuery,
   TaskStore,
 } from '../port.js';
+import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
 import { activeTasksOf, addLedgerEntry, countActiveTask, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn } from './idempotency-keys.js';
 import { assertReferencesUsable, insertMediaIn } from './media.js';
@@ -83,9 +85,9 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     this.db
       .statement(
         `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
-           cost, webhook_url, generated, error_code, error_message, attempt, lease_expires_at, run_after, created_at, started_at, completed_at)
+           cost, webhook_url, generated, error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
          VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
-           @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+           @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
       )
       .run(fromTask(task));
     if (completesKey && !completeIdempotencyKeyIn(this.db, completesKey)) {
@@ -158,21 +160,25 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     const now = policy.now.getTime();
     return this.db.writeUnsynced(() => {
       const expired = this.db
-        .statement("SELECT id, attempt FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?")
-        .all(now) as { id: string; attempt: number }[];
+        .statement(
+          "SELECT id, attempt, deferred_attempts FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?",
+        )
+        .all(now) as { id: string; attempt: number; deferred_attempts: number }[];
       for (const lost of expired) {
-        const outcome = afterLostLease(lost.attempt, policy.maxAttempts);
+        const outcome = afterLostLease(
+          { attempt: lost.attempt, deferredAttempts: lost.deferred_attempts },
+          policy.maxAttempts,
+        );
         if (outcome.action === 'fail') this.finish(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
-        else this.requeue(lost.id, lost.attempt, now);
+        else this.requeue(lost.id, lost.attempt, now, false);
       }
+      if (policy.sharedLimit && !backendAdmitsCallIn(this.db, policy.sharedLimit, policy.models ?? [], now)) return null;
 
-      const next = this.db.statement(
-        "SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= ? ORDER BY id LIMIT 1",
-      );
-      type Candidate = { id: string; attempt: number; created_at: number };
-      for (let row = next.get(now) as Candidate | undefined; row; row = next.get(now) as Candidate | undefined) {
-        if (isPastDeadline(new Date(row.created_at), policy.now, policy.deadlineMs)) {
-          this.finish(row.id, row.attempt, 'fail', policy.now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
+      for (;;) {
+        const next = claimOrder(this.claimCandidates(policy.models, now))[0];
+        if (!next) return null;
+        if (isPastDeadline(new Date(next.createdAt), policy.now, policy.deadlineMs)) {
+          this.finish(next.id, next.attempt, 'fail', policy.now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
           continue;
         }
         const claimed = this.db
@@ -180,11 +186,72 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
             `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
                WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
           )
-          .get(now + policy.leaseMs, now, row.id) as TaskRecordRow;
+          .get(now + policy.leaseMs, now, next.id) as TaskRecordRow;
         return toTask(claimed);
       }
-      return null;
     });
+  }
+
+  /**
+   * Each account's oldest runnable task (of `models`), with the account's tasks in progress: one
+   * seek per account with queued tasks (a skip scan of tasks_queue), one range each for the rest.
+   */
+  private claimCandidates(models: readonly string[] | undefined, now: number) {
+    const ofModels = models ? modelsCondition(models) : { sql: '1', params: [] };
+    const rows = this.db
+      .statement(
+        `WITH RECURSIVE queued(account_id) AS (
+           SELECT (SELECT account_id FROM tasks WHERE status = 'CREATED' ORDER BY account_id LIMIT 1)
+           UNION ALL
+           SELECT (SELECT account_id FROM tasks WHERE status = 'CREATED' AND account_id > queued.account_id
+                   ORDER BY account_id LIMIT 1)
+           FROM queued WHERE queued.account_id IS NOT NULL
+         )
+         SELECT t.id, t.account_id, t.attempt, t.created_at,
+           (SELECT count(*) FROM tasks p WHERE p.status = 'IN_PROGRESS' AND p.account_id = queued.account_id) AS in_progress
+         FROM queued JOIN tasks t ON t.id = (
+           SELECT id FROM tasks WHERE status = 'CREATED' AND account_id = queued.account_id AND run_after <= ?
+             AND ${ofModels.sql} ORDER BY id LIMIT 1)`,
+      )
+      .all(now, ...ofModels.params) as {
+      id: string;
+      account_id: string;
+      attempt: number;
+      created_at: number;
+      in_progress: number;
+    }[];
+    return rows.map((r) => ({
+      id: r.id,
+      accountId: r.account_id,
+      attempt: r.attempt,
+      createdAt: r.created_at,
+      inProgress: r.in_progress,
+    }));
+  }
+
+  async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<number> {
+    return this.db.groupCommit(
+      () => {
+        // The queued tasks are a range of tasks_queue, however many finished ones the table keeps.
+        const expired = this.db
+          .statement("SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED'")
+          .all()
+          .filter((t) => isPastDeadline(new Date((t as { created_at: number }).created_at), now, deadlineMs)) as {
+          id: string;
+          attempt: number;
+        }[];
+        let failed = 0;
+        for (const task of expired) {
+          const finished = this.finish(task.id, task.attempt, 'fail', now, {
+            error: DEADLINE_EXCEEDED,
+            fromStatuses: ['CREATED'],
+          });
+          if (finished) failed += 1;
+        }
+        return failed;
+      },
+      { durable: true },
+    );
   }
 
   async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
@@ -236,10 +303,17 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     );
   }
 
-  async requeueTask(input: { taskId: string; attempt: number; runAfter: Date; now: Date }): Promise<boolean> {
-    return this.db.groupCommit(() => this.requeue(input.taskId, input.attempt, input.runAfter.getTime()), {
-      durable: true,
-    });
+  async requeueTask(input: {
+    taskId: string;
+    attempt: number;
+    runAfter: Date;
+    now: Date;
+    deferred?: boolean;
+  }): Promise<boolean> {
+    return this.db.groupCommit(
+      () => this.requeue(input.taskId, input.attempt, input.runAfter.getTime(), input.deferred ?? false),
+      { durable: true },
+    );
   }
 
   async cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord> {
@@ -257,12 +331,13 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     );
   }
 
-  private requeue(taskId: string, attempt: number, runAfter: number): boolean {
+  private requeue(taskId: string, attempt: number, runAfter: number, deferred: boolean): boolean {
     const result = this.db
       .statement(
-        "UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'",
+        `UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ?, deferred_attempts = deferred_attempts + ?
+           WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'`,
       )
-      .run(runAfter, taskId, attempt);
+      .run(runAfter, deferred ? 1 : 0, taskId, attempt);
     return result.changes === 1;
   }
 
