@@ -1033,7 +1033,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     );
 
     t.test('accounts are served in turn: the fewest tasks in progress first, then the oldest task', async (t) => {
-      const { store, accountId: burst, tasks: burstTasks } = await queued(t, 4);
+      const { store, tasks: burstTasks } = await queued(t, 4);
       const small = await newAccount(store, 1000, 'small');
       const smallTasks = [newTask(small), newTask(small)];
       for (const task of smallTasks) await store.insertTaskWithDebit(task, LIMITS);
@@ -1140,21 +1140,24 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       });
     });
 
-    t.test('failTasksPastDeadline fails and refunds queued tasks past their deadline, whatever their model', async (t) => {
-      const store = await open(t);
-      const accountId = await newAccount(store, 1000);
-      const start = Date.now();
-      const old = newTask(accountId, { createdAt: new Date(start - HOUR) });
-      const recent = newTask(accountId, { createdAt: new Date(start - HOUR + 1) });
-      await store.insertTaskWithDebit(old, LIMITS);
-      await store.insertTaskWithDebit(recent, LIMITS);
-      t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 1);
-      t.match(await store.getTaskById(old.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
-      t.match(await store.getTaskById(recent.id), { status: 'CREATED' });
-      t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 0, 'once');
-      t.equal((await store.getAccount(accountId))?.balance, 975, 'the failed one refunded, the other still debited');
-      await assertLedgerInvariant(t, store, accountId);
-    });
+    t.test(
+      'failTasksPastDeadline fails and refunds queued tasks past their deadline, whatever their model',
+      async (t) => {
+        const store = await open(t);
+        const accountId = await newAccount(store, 1000);
+        const start = Date.now();
+        const old = newTask(accountId, { createdAt: new Date(start - HOUR) });
+        const recent = newTask(accountId, { createdAt: new Date(start - HOUR + 1) });
+        await store.insertTaskWithDebit(old, LIMITS);
+        await store.insertTaskWithDebit(recent, LIMITS);
+        t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 1);
+        t.match(await store.getTaskById(old.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
+        t.match(await store.getTaskById(recent.id), { status: 'CREATED' });
+        t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 0, 'once');
+        t.equal((await store.getAccount(accountId))?.balance, 975, 'the failed one refunded, the other still debited');
+        await assertLedgerInvariant(t, store, accountId);
+      },
+    );
 
     t.test('countQueuedTasks counts CREATED tasks per model', async (t) => {
       const { store } = await queued(t, 3);

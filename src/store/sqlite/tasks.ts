@@ -172,13 +172,17 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
         if (outcome.action === 'fail') this.finish(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
         else this.requeue(lost.id, lost.attempt, now, false);
       }
-      if (policy.sharedLimit && !backendAdmitsCallIn(this.db, policy.sharedLimit, policy.models ?? [], now)) return null;
+      if (policy.sharedLimit && !backendAdmitsCallIn(this.db, policy.sharedLimit, policy.models ?? [], now))
+        return null;
 
       for (;;) {
         const next = claimOrder(this.claimCandidates(policy.models, now))[0];
         if (!next) return null;
         if (isPastDeadline(new Date(next.createdAt), policy.now, policy.deadlineMs)) {
-          this.finish(next.id, next.attempt, 'fail', policy.now, { error: DEADLINE_EXCEEDED, fromStatuses: ['CREATED'] });
+          this.finish(next.id, next.attempt, 'fail', policy.now, {
+            error: DEADLINE_EXCEEDED,
+            fromStatuses: ['CREATED'],
+          });
           continue;
         }
         const claimed = this.db
