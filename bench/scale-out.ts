@@ -92,9 +92,8 @@ async function ourWorker(schema: string, concurrency: number, generator: NoopGen
   const worker = new TaskWorker({
     store,
     blobs: new FsBlobStore(join(dir, 'blobs')),
-    generator,
+    backends: [{ name: 'local', generator, slots: concurrency }],
     events,
-    concurrency,
     leaseMs: 30_000,
     maxAttempts: 3,
     deadlineMs: 3_600_000,

@@ -98,7 +98,8 @@ export const ConfigSchema = Type.Object({
   WORKER_CONCURRENCY: Int({
     maximum: 256,
     default: os.availableParallelism(),
-    description: 'In-process workers of serve; 0 = API only.',
+    description:
+      'Local renderer tasks run at once per process (it is CPU-bound); 0 = serve runs the API only. Remote backends are limited by <BACKEND>_MAX_CONCURRENCY and their adaptive limit instead.',
   }),
   PUBLIC_BASE_URL: Type.Optional(
     Type.String({ pattern: '^https?://', description: 'Origin used in result URLs; default http://HOST:PORT.' }),
@@ -256,8 +257,9 @@ export const ConfigSchema = Type.Object({
   GEMINI_MAX_CONCURRENCY: Int({
     minimum: 1,
     maximum: 1024,
-    default: 4,
-    description: 'Gemini calls in flight at once per worker process; more wait their turn.',
+    default: 64,
+    description:
+      'Most Gemini calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (README, "Capacity").',
   }),
   OPENAI_API_KEY: Type.Optional(
     Type.String({
@@ -280,8 +282,9 @@ export const ConfigSchema = Type.Object({
   OPENAI_MAX_CONCURRENCY: Int({
     minimum: 1,
     maximum: 1024,
-    default: 4,
-    description: 'OpenAI-compatible calls in flight at once per worker process; more wait their turn.',
+    default: 64,
+    description:
+      'Most OpenAI-compatible calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (README, "Capacity").',
   }),
 });
 

@@ -17,6 +17,12 @@ export interface UpstreamFailure {
   code: UpstreamFailureKind;
   message: string;
   transient: boolean;
+  /**
+   * The provider had no capacity for the call (429, RESOURCE_EXHAUSTED, an overloaded 503): not
+   * the task's failure. It goes back to the queue without spending an attempt, and the backend's
+   * limit comes down (DESIGN 3.5, 4).
+   */
+  capacity?: boolean;
 }
 
 const FAILURES: Record<UpstreamFailureKind, Omit<UpstreamFailure, 'code'>> = {
@@ -40,7 +46,8 @@ export function upstreamFailure(kind: UpstreamFailureKind): UpstreamFailure {
 
 /** The outcome of an HTTP error status from a provider (a reply that was not a success). */
 export function upstreamFailureOfStatus(status: number): UpstreamFailure {
-  if (status === 429) return upstreamFailure('upstream_rate_limited');
+  if (status === 429) return { ...upstreamFailure('upstream_rate_limited'), capacity: true };
+  if (status === 503) return { ...upstreamFailure('upstream_unavailable'), capacity: true };
   if (status === 408 || status >= 500) return upstreamFailure('upstream_unavailable');
   if (status === 401 || status === 403 || status === 404) return upstreamFailure('generator_unavailable');
   return upstreamFailure('upstream_rejected');

@@ -2,40 +2,30 @@ import { modelBackends, type Config, type GeneratorBackend } from '../config.js'
 import { GeminiGenerator } from './gemini-generator.js';
 import { LocalRenderer } from './local-renderer.js';
 import { OpenAiImagesGenerator } from './openai-generator.js';
-import { GenerationError, type GeneratedImage, type GenerationInput, type ImageGenerator } from './port.js';
+import type { ImageGenerator } from './port.js';
 
-/** Sends each task to the generator its model is served by. */
-export class ModelRoutedGenerator implements ImageGenerator {
-  readonly name = 'by-model';
-
-  constructor(private readonly generatorOf: ReadonlyMap<string, ImageGenerator>) {}
-
-  generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
-    const generator = this.generatorOf.get(input.model);
-    if (!generator) {
-      // A task of a model this build no longer serves: nothing can run it.
-      return Promise.reject(new GenerationError('model_unavailable', `Model ${input.model} is not served.`, false));
-    }
-    return generator.generate(input, signal);
-  }
+/** A backend this deployment uses: the catalog models it serves and its generator. */
+export interface ConfiguredBackend {
+  backend: GeneratorBackend;
+  models: string[];
+  generator: ImageGenerator;
 }
 
 /**
- * The generators of a worker process from ALPHA_PRO_BACKEND / BETA_V5_PRO_BACKEND. Models on the
- * same backend share one client, so that backend's cap on calls in flight covers them all.
+ * The backends of a worker process from ALPHA_PRO_BACKEND / BETA_V5_PRO_BACKEND. Models on the
+ * same backend share one client and one limit, since they share the provider's quota.
  */
-export function generatorFromConfig(config: Config): ImageGenerator {
-  const byBackend = new Map<GeneratorBackend, ImageGenerator>();
-  const generatorOf = new Map<string, ImageGenerator>();
+export function configuredBackends(config: Config): ConfiguredBackend[] {
+  const byBackend = new Map<GeneratorBackend, ConfiguredBackend>();
   for (const [model, backend] of Object.entries(modelBackends(config))) {
-    let generator = byBackend.get(backend);
-    if (!generator) {
-      generator = newGenerator(config, backend);
-      byBackend.set(backend, generator);
+    let configured = byBackend.get(backend);
+    if (!configured) {
+      configured = { backend, models: [], generator: newGenerator(config, backend) };
+      byBackend.set(backend, configured);
     }
-    generatorOf.set(model, generator);
+    configured.models.push(model);
   }
-  return new ModelRoutedGenerator(generatorOf);
+  return [...byBackend.values()];
 }
 
 function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator {

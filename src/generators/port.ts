@@ -37,6 +37,8 @@ export interface ImageGenerator {
 }
 
 export interface GenerationErrorDetails {
+  /** The provider refused the call for capacity (see UpstreamFailure.capacity). */
+  capacity?: boolean;
   /** The upstream asked us to wait at least this long before trying again (Retry-After). */
   retryAfterMs?: number;
   /** For the operator's log only, never shown to the client: upstream status and reason. */
@@ -51,6 +53,7 @@ export interface GenerationErrorDetails {
 export class GenerationError extends Error {
   readonly retryAfterMs?: number;
   readonly upstream?: { status?: number; reason?: string };
+  readonly capacity: boolean;
 
   constructor(
     readonly code: string,
@@ -61,6 +64,7 @@ export class GenerationError extends Error {
     super(message);
     this.name = 'GenerationError';
     this.retryAfterMs = details.retryAfterMs;
+    this.capacity = details.capacity ?? false;
     this.upstream = details.upstream;
   }
 }

@@ -38,7 +38,10 @@ export class UpstreamCalls {
 }
 
 export function generationError(failure: UpstreamFailure, details: GenerationErrorDetails = {}): GenerationError {
-  return new GenerationError(failure.code, failure.message, failure.transient, details);
+  return new GenerationError(failure.code, failure.message, failure.transient, {
+    capacity: failure.capacity,
+    ...details,
+  });
 }
 
 /** A failure to reach the provider at all (DNS, refused, reset, TLS): worth another try. */

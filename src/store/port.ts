@@ -233,8 +233,8 @@ export interface TaskExecutionStore {
    * (core/task-execution.ts claimOrder).
    */
   claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null>;
-  /** Fails (and refunds) the CREATED tasks past their deadline, whatever their model; returns how many. */
-  failTasksPastDeadline(now: Date, deadlineMs: number): Promise<number>;
+  /** Fails (and refunds) the CREATED tasks past their deadline, whatever their model; returns their ids. */
+  failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]>;
   /** Extends the lease; false when the attempt no longer owns the task (canceled or taken over). */
   renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean>;
   completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean>;

@@ -1,13 +1,13 @@
 import path from 'node:path';
 import { publicBaseUrl, type Config } from '../config.js';
-import { generatorFromConfig } from '../generators/model-backends.js';
+import { configuredBackends } from '../generators/model-backends.js';
 import type { ImageGenerator } from '../generators/port.js';
 import type { Runtime } from '../runtime.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { Housekeeper } from './housekeeper.js';
-import { TaskWorker, type WorkerLog } from './task-worker.js';
+import { TaskWorker, type WorkerBackend, type WorkerLog, type WorkerMetrics } from './task-worker.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 
 /** A webhook delivery claimed by a dispatcher is retried after this long if it never reported back. */
@@ -16,9 +16,34 @@ const WEBHOOK_CLAIM_LEASE_MS = 60_000;
 export interface BackgroundWorkOptions {
   events?: TaskEvents;
   log?: WorkerLog;
+  /** One generator for every model instead of the configured backends (tests). */
   generator?: ImageGenerator;
+  /** Local renderer slots; default WORKER_CONCURRENCY. */
   concurrency?: number;
   webhookLookup?: LookupAll;
+  metrics?: WorkerMetrics;
+}
+
+/** The adaptive limit starts here (DESIGN 4, "Capacity"), below any ceiling one would set by hand. */
+const INITIAL_REMOTE_CONCURRENCY = 4;
+
+/**
+ * The backends a worker runs, with their slots: the local renderer is CPU-bound, one task per
+ * slot of WORKER_CONCURRENCY (the cores by default); a remote backend is I/O-bound, its calls
+ * limited by an adaptive limit shared by the cluster, under <BACKEND>_MAX_CONCURRENCY.
+ */
+export function workerBackends(config: Config, localSlots = config.WORKER_CONCURRENCY): WorkerBackend[] {
+  return configuredBackends(config).map(({ backend, models, generator }): WorkerBackend => {
+    if (backend === 'local') return { name: backend, models, generator, slots: localSlots };
+    const max = backend === 'gemini' ? config.GEMINI_MAX_CONCURRENCY : config.OPENAI_MAX_CONCURRENCY;
+    return {
+      name: backend,
+      models,
+      generator,
+      slots: max,
+      sharedLimit: { initial: Math.min(INITIAL_REMOTE_CONCURRENCY, max), max },
+    };
+  });
 }
 
 /** Everything a worker runs besides HTTP: tasks, webhook deliveries and retention. */
@@ -40,10 +65,18 @@ export function buildBackgroundWork(
   const tasks = new TaskWorker({
     store: runtime.store,
     blobs: runtime.blobs,
-    generator: options.generator ?? generatorFromConfig(config),
+    backends: options.generator
+      ? [
+          {
+            name: options.generator.name,
+            generator: options.generator,
+            slots: options.concurrency ?? config.WORKER_CONCURRENCY,
+          },
+        ]
+      : workerBackends(config, options.concurrency),
     events: options.events,
     log: options.log,
-    concurrency: options.concurrency ?? config.WORKER_CONCURRENCY,
+    metrics: options.metrics,
     leaseMs: config.TASK_LEASE_MS,
     maxAttempts: config.TASK_MAX_ATTEMPTS,
     deadlineMs: config.TASK_DEADLINE_MS,

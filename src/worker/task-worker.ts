@@ -1,21 +1,46 @@
 import { createHash } from 'node:crypto';
 import type { BlobStore } from '../blobs/port.js';
+import {
+  callsAllowed,
+  type BackendLimitSettings,
+  type BackendLimitState,
+  type UpstreamOutcome,
+  type UpstreamOutcomeKind,
+} from '../core/backend-capacity.js';
+import { attemptsSpent } from '../core/task-execution.js';
 import { generationRetryDelayMs } from '../core/task-retry.js';
 import type { TaskRecord } from '../core/task.js';
-import { GenerationError, type ImageGenerator } from '../generators/port.js';
+import { GenerationError, type GenerationInput, type ImageGenerator } from '../generators/port.js';
 import { newIdAt } from '../ids.js';
 import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS } from '../services/media-service.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { GeneratedMediaInput, Store } from '../store/port.js';
-import { PollingSlots } from './polling-slots.js';
+
+/**
+ * One model backend as a worker process runs it: the models it serves, its generator, how many of
+ * its tasks this process runs at once, and for a remote backend the limit shared by the cluster.
+ */
+export interface WorkerBackend {
+  /** `local`, `gemini`, `openai`: the label of its metrics and logs. */
+  name: string;
+  /** The models whose tasks it runs; absent = every model (a single-backend worker). */
+  models?: readonly string[];
+  generator: ImageGenerator;
+  /**
+   * Its tasks this process runs at once: the cores for the CPU-bound local renderer; for a remote
+   * backend only a ceiling, since the shared limit decides (DESIGN 4, "Capacity").
+   */
+  slots: number;
+  /** A remote backend's adaptive limit on calls in flight, kept in the store for every process. */
+  sharedLimit?: BackendLimitSettings;
+}
 
 export interface TaskWorkerOptions {
   store: Store;
   blobs: BlobStore;
-  generator: ImageGenerator;
+  backends: WorkerBackend[];
   /** In-process signals; absent in a process that shares nothing with the API. */
   events?: TaskEvents;
-  concurrency: number;
   leaseMs: number;
   maxAttempts: number;
   deadlineMs: number;
@@ -26,12 +51,20 @@ export interface TaskWorkerOptions {
   now?: () => Date;
   random?: () => number;
   log?: WorkerLog;
+  metrics?: WorkerMetrics;
 }
 
 export interface WorkerLog {
   info(obj: object, msg: string): void;
   warn(obj: object, msg: string): void;
   error(obj: object, msg: string): void;
+}
+
+/** What a worker reports to Prometheus (worker-metrics.ts); absent in tests that do not look. */
+export interface WorkerMetrics {
+  upstreamCall(backend: string, outcome: UpstreamOutcomeKind, durationMs: number): void;
+  tasksInProgress(backend: string, count: number): void;
+  backendLimit(backend: string, state: BackendLimitState): void;
 }
 
 /** Why an attempt was aborted; decides what happens to the task afterwards. */
@@ -45,33 +78,55 @@ class AttemptAborted extends Error {
 
 const silentLog: WorkerLog = { info() {}, warn() {}, error() {} };
 
+/** A backend and this process's running count and known pause. */
+class BackendLane {
+  running = 0;
+  /** The shared limit as last seen, to log its changes. */
+  lastLimit: number | null = null;
+  /** Epoch ms before which no call is started (the provider asked us to wait). */
+  pausedUntil = 0;
+  constructor(readonly backend: WorkerBackend) {}
+
+  hasRoom(now: number): boolean {
+    return this.running < this.backend.slots && now >= this.pausedUntil;
+  }
+}
+
 /**
  * Claims tasks from the store and runs them: claim → generate → store images → finish, with a
- * heartbeat renewing the lease meanwhile. Runs `concurrency` slots in this process.
+ * heartbeat renewing the lease meanwhile. A task is claimed only when its backend has room for
+ * one more call (DESIGN 4, "Capacity"): a claimed task never waits for a slot, so its lease,
+ * deadline and place in the queue stay honest. One dispatch loop claims for every backend; the
+ * tasks run concurrently.
  */
 export class TaskWorker {
   private readonly now: () => Date;
   private readonly random: () => number;
   private readonly log: WorkerLog;
   private readonly inFlight = new Map<string, AbortController>();
-  private readonly slots: PollingSlots;
+  private readonly running = new Set<Promise<void>>();
+  private readonly lanes: BackendLane[];
   private unsubscribeCreated: (() => void) | null = null;
+  private loop: Promise<void> | null = null;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+  private nextDeadlineSweep = 0;
 
   constructor(private readonly options: TaskWorkerOptions) {
     this.now = options.now ?? (() => new Date());
     this.random = options.random ?? Math.random;
     this.log = options.log ?? silentLog;
-    this.slots = new PollingSlots({
-      concurrency: options.concurrency,
-      pollMs: options.pollMs,
-      runOnce: () => this.runOnce(),
-      onError: (error) => this.log.error({ err: error }, 'worker loop error'),
-    });
+    this.lanes = options.backends.map((backend) => new BackendLane(backend));
   }
 
   start(): void {
-    this.unsubscribeCreated = this.options.events?.onCreated(() => this.slots.poke()) ?? null;
-    this.slots.start();
+    this.unsubscribeCreated = this.options.events?.onCreated(() => this.poke()) ?? null;
+    this.loop = this.dispatch();
+  }
+
+  /** Looks for work at once (a task was created, or a slot came free). */
+  poke(): void {
+    this.wake?.();
   }
 
   /**
@@ -80,7 +135,10 @@ export class TaskWorker {
    */
   async stop(graceMs: number): Promise<void> {
     this.unsubscribeCreated?.();
-    const allDone = this.slots.stop();
+    this.stopping = true;
+    this.poke();
+    await this.loop;
+    const allDone = Promise.all([...this.running]).then(() => undefined);
     let timer: NodeJS.Timeout | undefined;
     const graceOver = new Promise<'grace_over'>((resolve) => {
       timer = setTimeout(() => resolve('grace_over'), graceMs);
@@ -92,21 +150,103 @@ export class TaskWorker {
     clearTimeout(timer);
   }
 
-  /** Claims and runs at most one task; false when there was nothing to do. */
+  /** Claims and runs at most one task, to its end; false when there was nothing to do. */
   async runOnce(): Promise<boolean> {
-    const { store } = this.options;
-    const task = await store.claimNextTask({
+    for (const lane of this.lanes) {
+      if (!lane.hasRoom(this.now().getTime())) continue;
+      const task = await this.claim(lane);
+      if (!task) continue;
+      lane.running += 1;
+      try {
+        await this.runTask(lane, task);
+      } finally {
+        lane.running -= 1;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  private async dispatch(): Promise<void> {
+    while (!this.stopping) {
+      let started = false;
+      try {
+        await this.sweepDeadlines();
+        for (const lane of this.lanes) {
+          while (!this.stopping && lane.hasRoom(this.now().getTime())) {
+            const task = await this.claim(lane);
+            if (!task) break;
+            started = true;
+            this.launch(lane, task);
+          }
+        }
+      } catch (error) {
+        this.log.error({ err: error }, 'worker loop error');
+      }
+      if (!started && !this.stopping) await this.sleep();
+    }
+  }
+
+  private launch(lane: BackendLane, task: TaskRecord): void {
+    lane.running += 1;
+    this.options.metrics?.tasksInProgress(lane.backend.name, lane.running);
+    const run = this.runTask(lane, task)
+      .catch((error: unknown) => this.log.error({ err: error, task_id: task.id }, 'task run error'))
+      .finally(() => {
+        lane.running -= 1;
+        this.options.metrics?.tasksInProgress(lane.backend.name, lane.running);
+        this.running.delete(run);
+        this.poke();
+      });
+    this.running.add(run);
+  }
+
+  /** Sleeps until poked, the poll interval, or the end of the earliest pause, whichever is first. */
+  private sleep(): Promise<void> {
+    const now = this.now().getTime();
+    const pauseEnds = this.lanes
+      .filter((lane) => lane.running < lane.backend.slots && lane.pausedUntil > now)
+      .map((lane) => lane.pausedUntil - now);
+    const ms = Math.min(this.options.pollMs, ...pauseEnds);
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, Math.max(1, ms));
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = () => {
+        this.wake = null;
+        done();
+      };
+    });
+  }
+
+  private claim(lane: BackendLane): Promise<TaskRecord | null> {
+    const { backend } = lane;
+    return this.options.store.claimNextTask({
       now: this.now(),
       leaseMs: this.options.leaseMs,
       maxAttempts: this.options.maxAttempts,
       deadlineMs: this.options.deadlineMs,
+      models: backend.models,
+      sharedLimit: backend.sharedLimit ? { backend: backend.name, settings: backend.sharedLimit } : undefined,
     });
-    if (!task) return false;
-    await this.runTask(task);
-    return true;
   }
 
-  private async runTask(task: TaskRecord): Promise<void> {
+  /**
+   * Tasks that wait past their deadline fail even while their backend has no room to claim them
+   * (a provider at capacity for longer than the deadline): at most once per poll interval.
+   */
+  private async sweepDeadlines(): Promise<void> {
+    const now = this.now();
+    if (now.getTime() < this.nextDeadlineSweep) return;
+    this.nextDeadlineSweep = now.getTime() + this.options.pollMs;
+    const failed = await this.options.store.failTasksPastDeadline(now, this.options.deadlineMs);
+    for (const taskId of failed) this.options.events?.taskChanged(taskId);
+    if (failed.length > 0) this.log.warn({ tasks: failed.length }, 'tasks failed past their deadline');
+  }
+
+  private async runTask(lane: BackendLane, task: TaskRecord): Promise<void> {
     const { store, events } = this.options;
     const controller = new AbortController();
     this.inFlight.set(task.id, controller);
@@ -128,7 +268,7 @@ export class TaskWorker {
     const timeout = setTimeout(() => abort('timeout'), this.options.generationTimeoutMs);
 
     try {
-      const media = await this.generateAndStore(task, controller.signal);
+      const media = await this.generateAndStore(lane, task, controller.signal);
       const completed = await store.completeTask({ taskId: task.id, attempt: task.attempt, media, now: this.now() });
       if (!completed) {
         // Fenced out: a cancel or a newer attempt decided; this attempt's images belong to no one.
@@ -146,10 +286,66 @@ export class TaskWorker {
     }
   }
 
-  private async generateAndStore(task: TaskRecord, signal: AbortSignal): Promise<GeneratedMediaInput[]> {
+  /**
+   * Calls the backend's generator and records what the call came to: in the metrics, and in the
+   * backend's shared limit (before the task leaves IN_PROGRESS, so the call still counts in flight).
+   */
+  private async callGenerator(lane: BackendLane, input: GenerationInput, signal: AbortSignal) {
+    const started = performance.now();
+    let outcome: UpstreamOutcome;
+    try {
+      const images = await lane.backend.generator.generate(input, signal);
+      outcome = { kind: 'ok', durationMs: performance.now() - started };
+      return images;
+    } catch (error) {
+      outcome = outcomeOf(error);
+      throw error;
+    } finally {
+      // An abort (cancel, shutdown, timeout) is ours, not the provider's answer.
+      if (!signal.aborted || outcome!.kind !== 'transient') await this.recordCall(lane, outcome!, started);
+    }
+  }
+
+  private async recordCall(lane: BackendLane, outcome: UpstreamOutcome, startedAt: number): Promise<void> {
+    const { backend } = lane;
+    this.options.metrics?.upstreamCall(backend.name, outcome.kind, performance.now() - startedAt);
+    if (!backend.sharedLimit) return;
+    try {
+      const before = lane.pausedUntil;
+      const state = await this.options.store.recordUpstreamCall({
+        backend: backend.name,
+        models: backend.models ?? [],
+        outcome,
+        now: this.now(),
+        settings: backend.sharedLimit,
+      });
+      lane.pausedUntil = state.pausedUntil ?? 0;
+      this.options.metrics?.backendLimit(backend.name, state);
+      const limit = callsAllowed(state);
+      if (limit !== lane.lastLimit) {
+        this.log.info(
+          { backend: backend.name, limit, was: lane.lastLimit, outcome: outcome.kind },
+          'backend limit changed',
+        );
+        lane.lastLimit = limit;
+      }
+      if (lane.pausedUntil > before && lane.pausedUntil > this.now().getTime())
+        this.log.info({ backend: backend.name, paused_ms: lane.pausedUntil - this.now().getTime() }, 'backend paused');
+    } catch (error) {
+      // The limit is bookkeeping: a store that cannot take it now must not fail the task.
+      this.log.warn({ err: error, backend: backend.name }, 'could not record the upstream call');
+    }
+  }
+
+  private async generateAndStore(
+    lane: BackendLane,
+    task: TaskRecord,
+    signal: AbortSignal,
+  ): Promise<GeneratedMediaInput[]> {
     const references = await this.loadReferences(task);
     signal.throwIfAborted();
-    const images = await this.options.generator.generate(
+    const images = await this.callGenerator(
+      lane,
       {
         model: task.model,
         prompt: task.prompt,
@@ -215,7 +411,30 @@ export class TaskWorker {
     }
 
     const failure = describeFailure(error);
-    if (failure.transient && task.attempt < this.options.maxAttempts) {
+    if (failure.capacity) {
+      // The provider had no room for it: back in the queue without spending an attempt; only its
+      // deadline can end it now (claims fail it once past; DESIGN 3.5).
+      const delay = generationRetryDelayMs(
+        task.deferredAttempts + 1,
+        this.options.retryBaseMs,
+        this.random,
+        failure.retryAfterMs,
+      );
+      await store.requeueTask({
+        taskId: task.id,
+        attempt: task.attempt,
+        runAfter: new Date(now.getTime() + delay),
+        now,
+        deferred: true,
+      });
+      const { code, upstream } = failure;
+      this.log.info(
+        { task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay },
+        'provider at capacity; task deferred without spending an attempt',
+      );
+      return;
+    }
+    if (failure.transient && attemptsSpent(task) < this.options.maxAttempts) {
       const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random, failure.retryAfterMs);
       await store.requeueTask({
         taskId: task.id,
@@ -251,15 +470,26 @@ interface FailureDescription {
   retryAfterMs?: number;
   /** A model provider's status and reason, for the operator's log only. */
   upstream?: GenerationError['upstream'];
+  /** The provider refused the call for capacity: not the task's failure. */
+  capacity?: boolean;
 }
 
 function describeFailure(error: unknown): FailureDescription {
   if (error instanceof GenerationError) {
-    const { code, message, transient, retryAfterMs, upstream } = error;
-    return { code, message, transient, internal: false, retryAfterMs, upstream };
+    const { code, message, transient, retryAfterMs, upstream, capacity } = error;
+    return { code, message, transient, internal: false, retryAfterMs, upstream, capacity };
   }
   if (error instanceof AttemptAborted) {
     return { code: 'generation_timeout', message: 'The generation took too long.', transient: true, internal: false };
   }
   return { code: 'internal_error', message: 'The generation failed on our side.', transient: true, internal: true };
+}
+
+/** What a failed generator call means for the backend's limit and metrics. */
+function outcomeOf(error: unknown): UpstreamOutcome {
+  if (error instanceof GenerationError) {
+    if (error.capacity) return { kind: 'rate_limited', retryAfterMs: error.retryAfterMs };
+    return { kind: error.transient ? 'transient' : 'permanent' };
+  }
+  return { kind: 'transient' };
 }

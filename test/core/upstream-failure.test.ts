@@ -35,6 +35,12 @@ t.test(
   },
 );
 
+t.test('429 and an overloaded 503 are refusals for capacity; other failures are not', async (t) => {
+  t.equal(upstreamFailureOfStatus(429).capacity, true);
+  t.equal(upstreamFailureOfStatus(503).capacity, true);
+  for (const status of [400, 401, 408, 500, 502, 504]) t.notOk(upstreamFailureOfStatus(status).capacity, `${status}`);
+});
+
 t.test('a retry waits at least the upstream Retry-After, and at least its own backoff', async (t) => {
   const middle = () => 0.5;
   t.equal(generationRetryDelayMs(1, 2000, middle), 2000);

@@ -47,14 +47,15 @@ export async function oneQueuedTask(t: Test) {
 export function testWorker(
   t: Test,
   deps: { store: Store; blobs: BlobStore },
-  overrides: Partial<TaskWorkerOptions> = {},
+  overrides: Partial<TaskWorkerOptions> & { generator?: ImageGenerator; concurrency?: number } = {},
 ): TaskWorker {
+  const { generator = new LocalRenderer(), concurrency = 1, ...options } = overrides;
   const worker = new TaskWorker({
     store: deps.store,
     blobs: deps.blobs,
-    generator: new LocalRenderer(),
+    // One backend serving every model, unless the test gives its own backends.
+    backends: [{ name: generator.name, generator, slots: concurrency }],
     events: new TaskEvents(),
-    concurrency: 1,
     leaseMs: 30_000,
     maxAttempts: 3,
     deadlineMs: 600_000,
@@ -63,7 +64,7 @@ export function testWorker(
     pollMs: 20,
     resultRetentionMs: 3600_000,
     random: () => 0.5,
-    ...overrides,
+    ...options,
   });
   t.teardown(() => worker.stop(0));
   return worker;

@@ -1,6 +1,6 @@
 import sharp from 'sharp';
 import t, { type Test } from 'tap';
-import { generatorFromConfig } from '../../src/generators/model-backends.js';
+import { workerBackends } from '../../src/worker/build-worker.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { buildTestApp } from '../helpers/app.js';
 import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
@@ -26,7 +26,7 @@ async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, s
   const { config } = harness;
   const worker = testWorker(t, harness, {
     events,
-    generator: generatorFromConfig(config),
+    backends: workerBackends(config, 1),
     generationTimeoutMs: config.GENERATION_TIMEOUT_MS,
     maxAttempts: config.TASK_MAX_ATTEMPTS,
   });

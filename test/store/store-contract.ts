@@ -1150,10 +1150,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const recent = newTask(accountId, { createdAt: new Date(start - HOUR + 1) });
         await store.insertTaskWithDebit(old, LIMITS);
         await store.insertTaskWithDebit(recent, LIMITS);
-        t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 1);
+        t.strictSame(await store.failTasksPastDeadline(new Date(start), HOUR), [old.id]);
         t.match(await store.getTaskById(old.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
         t.match(await store.getTaskById(recent.id), { status: 'CREATED' });
-        t.equal(await store.failTasksPastDeadline(new Date(start), HOUR), 0, 'once');
+        t.strictSame(await store.failTasksPastDeadline(new Date(start), HOUR), [], 'once');
         t.equal((await store.getAccount(accountId))?.balance, 975, 'the failed one refunded, the other still debited');
         await assertLedgerInvariant(t, store, accountId);
       },

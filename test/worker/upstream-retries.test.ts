@@ -66,7 +66,7 @@ t.test('an OpenAI 500 then success completes on the second attempt without a ref
 t.test('transient upstream failures past the attempt limit fail with the stable code and one refund', async (t) => {
   const { deps, accountId, task } = await oneQueuedTask(t);
   const upstream = await FakeUpstream.start(t);
-  upstream.replyWith(geminiReply.error(503, 'UNAVAILABLE', 'The model is overloaded. Please try again later.'));
+  upstream.replyWith(geminiReply.error(500, 'INTERNAL', 'An internal error has occurred, overloaded shard 7.'));
   const generator = new GeminiGenerator({
     apiKey: 'k',
     baseUrl: upstream.url,
@@ -82,6 +82,7 @@ t.test('transient upstream failures past the attempt limit fail with the stable 
   const failed = await deps.store.getTaskById(task.id);
   t.equal(failed?.status, 'FAILED');
   t.equal(failed?.error?.code, 'upstream_unavailable');
+  t.equal(failed?.attempt, 2);
   t.notMatch(failed?.error?.message, /overloaded/, "our message, not the provider's");
   t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);

@@ -230,19 +230,19 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     );
   }
 
-  async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<number> {
+  async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]> {
     return this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ id: string; attempt: number }>(
         `SELECT id, attempt FROM tasks WHERE status = 'CREATED' AND created_at <= $1 FOR UPDATE SKIP LOCKED`,
         [new Date(now.getTime() - deadlineMs)],
       );
-      let failed = 0;
+      const failed: string[] = [];
       for (const task of rows) {
         const finished = await finishTaskIn(tx, task.id, task.attempt, 'fail', now, {
           error: DEADLINE_EXCEEDED,
           fromStatuses: ['CREATED'],
         });
-        if (finished) failed += 1;
+        if (finished) failed.push(task.id);
       }
       return failed;
     });

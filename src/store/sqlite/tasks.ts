@@ -233,7 +233,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     }));
   }
 
-  async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<number> {
+  async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]> {
     return this.db.groupCommit(
       () => {
         // The queued tasks are a range of tasks_queue, however many finished ones the table keeps.
@@ -244,13 +244,13 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
           id: string;
           attempt: number;
         }[];
-        let failed = 0;
+        const failed: string[] = [];
         for (const task of expired) {
           const finished = this.finish(task.id, task.attempt, 'fail', now, {
             error: DEADLINE_EXCEEDED,
             fromStatuses: ['CREATED'],
           });
-          if (finished) failed += 1;
+          if (finished) failed.push(task.id);
         }
         return failed;
       },
