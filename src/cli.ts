@@ -8,6 +8,11 @@ import { openRuntime, type Runtime } from './runtime.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
 import { pino } from 'pino';
+import type { FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import { newProcessRegistry } from './http/plugins/metrics.js';
+import { buildWorkerMetricsApp } from './http/worker-metrics-app.js';
+import { PrometheusWorkerMetrics, registerQueueMetrics } from './services/capacity-metrics.js';
 import { buildBackgroundWork, type BackgroundWork } from './worker/build-worker.js';
 
 const USAGE = `Usage: imagegen <command> [options]
@@ -15,7 +20,7 @@ const USAGE = `Usage: imagegen <command> [options]
 Commands:
   serve                                   API and in-process workers (the embedded default)
   api                                     API only
-  worker                                  task worker only (WORKER_CONCURRENCY slots)
+  worker                                  task worker only (/metrics on WORKER_METRICS_PORT)
   migrate                                 bring the database schema up to date
   keys create --name N --tokens T         new account with T tokens and its first key
   keys create --account ID [--name N]     another key for an existing account
@@ -157,16 +162,25 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   }
   const { events } = runtime;
   let worker: BackgroundWork | null = null;
+  // One /metrics for the API and its in-process workers.
+  const metricsRegistry = newProcessRegistry();
   const app = await buildApp({
     config,
     store: runtime.store,
     blobs: runtime.blobs,
     mediaSigningSecret: runtime.mediaSigningSecret,
     events,
+    metricsRegistry,
     onWebhookQueued: () => worker?.webhooks.poke(),
   });
-  if (options.workers > 0)
-    worker = buildBackgroundWork(config, runtime, { events, log: app.log, concurrency: options.workers });
+  if (options.workers > 0) {
+    worker = buildBackgroundWork(config, runtime, {
+      events,
+      log: app.log,
+      concurrency: options.workers,
+      metrics: new PrometheusWorkerMetrics(metricsRegistry, backendsInUse(config)),
+    });
+  }
   await app.listen({ port: config.PORT, host: config.HOST });
   worker?.start();
   app.log.info({ workers: options.workers, model_backends: modelBackends(config) }, 'ready');
@@ -191,14 +205,43 @@ async function workerCommand(config: Config): Promise<number> {
     throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
   const runtime = await openRuntime(config, { longRunning: true });
   const log = pino({ level: config.LOG_LEVEL });
-  const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events });
+  const metricsRegistry = newProcessRegistry();
+  registerQueueMetrics(metricsRegistry, runtime.store, (error) =>
+    log.warn({ err: error }, 'queue metrics unavailable'),
+  );
+  const metrics = new PrometheusWorkerMetrics(metricsRegistry, backendsInUse(config));
+  const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events, metrics });
+  const metricsApp = await listenForMetrics(config, metricsRegistry, log);
   worker.start();
   log.info({ concurrency: config.WORKER_CONCURRENCY, model_backends: modelBackends(config) }, 'worker started');
   const signal = await shutdownSignal();
   log.info({ signal }, 'worker shutting down');
+  await metricsApp?.close();
   await worker.stop(config.SHUTDOWN_GRACE_MS);
   await runtime.close();
   return 0;
+}
+
+function backendsInUse(config: Config): string[] {
+  return [...new Set(Object.values(modelBackends(config)))];
+}
+
+/**
+ * The worker's /metrics and /healthz on WORKER_METRICS_PORT. A port already taken (several workers
+ * on one host with the default) is logged and the worker runs without them: its work matters more.
+ */
+async function listenForMetrics(config: Config, registry: Registry, log: pino.Logger): Promise<FastifyInstance | null> {
+  if (config.WORKER_METRICS_PORT === 0) return null;
+  const app = buildWorkerMetricsApp(registry);
+  try {
+    await app.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
+    log.info({ port: config.WORKER_METRICS_PORT, host: config.HOST }, 'worker metrics listening');
+    return app;
+  } catch (error) {
+    log.error({ err: error, port: config.WORKER_METRICS_PORT }, 'worker metrics not served: set WORKER_METRICS_PORT');
+    await app.close();
+    return null;
+  }
 }
 
 /** glibc's malloc with its adaptive mmap threshold (README, "Memory"); other allocators are left alone. */

@@ -27,6 +27,12 @@ const Backend = (model: string) =>
 
 export const ConfigSchema = Type.Object({
   PORT: Int({ maximum: 65535, default: 3000, description: 'Port the API listens on.' }),
+  WORKER_METRICS_PORT: Int({
+    maximum: 65535,
+    default: 9464,
+    description:
+      'Port on HOST where a `worker` process serves /metrics and /healthz (serve and api use PORT); 0 = none.',
+  }),
   HOST: Type.String({ default: '127.0.0.1', description: 'Interface the API listens on.' }),
   TRUST_PROXY: Type.Optional(
     Type.String({

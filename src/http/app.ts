@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blobs/port.js';
 import cors from '@fastify/cors';
 import { GENERATION_REQUEST_SCHEMAS } from '../../schemas/catalog.js';
@@ -24,6 +25,7 @@ import { registerBearerAuth } from './plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerMetrics } from './plugins/metrics.js';
+import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
 import { accountRoutes } from './routes/account.js';
@@ -52,6 +54,8 @@ export interface AppDependencies {
   onWebhookQueued?: () => void;
   now?: () => Date;
   logger?: boolean | object;
+  /** Prometheus registry of /metrics; `serve` shares it with its in-process workers. Default: the app's own. */
+  metricsRegistry?: Registry;
   /** Shared rate-limit counters; default: a connection to REDIS_URL when set, else process memory. */
   rateLimitRedis?: Redis | null;
 }
@@ -151,7 +155,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);
-  registerMetrics(app);
+  const metricsRegistry = registerMetrics(app, deps.metricsRegistry);
+  registerQueueMetrics(metricsRegistry, deps.store, (error) =>
+    app.log.warn({ err: error }, 'queue metrics unavailable'),
+  );
   await registerOpenApi(app, { exposeUi: true });
 
   const signer = new HmacMediaUrlSigner(

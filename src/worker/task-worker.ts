@@ -3,7 +3,6 @@ import type { BlobStore } from '../blobs/port.js';
 import {
   callsAllowed,
   type BackendLimitSettings,
-  type BackendLimitState,
   type UpstreamOutcome,
   type UpstreamOutcomeKind,
 } from '../core/backend-capacity.js';
@@ -64,7 +63,6 @@ export interface WorkerLog {
 export interface WorkerMetrics {
   upstreamCall(backend: string, outcome: UpstreamOutcomeKind, durationMs: number): void;
   tasksInProgress(backend: string, count: number): void;
-  backendLimit(backend: string, state: BackendLimitState): void;
 }
 
 /** Why an attempt was aborted; decides what happens to the task afterwards. */
@@ -320,7 +318,6 @@ export class TaskWorker {
         settings: backend.sharedLimit,
       });
       lane.pausedUntil = state.pausedUntil ?? 0;
-      this.options.metrics?.backendLimit(backend.name, state);
       const limit = callsAllowed(state);
       if (limit !== lane.lastLimit) {
         this.log.info(

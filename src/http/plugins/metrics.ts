@@ -6,9 +6,7 @@ import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client
  * (labelled by the route pattern, never the raw URL, so ids do not explode the label set).
  * Each app has its own registry, so tests that build many apps do not share counters.
  */
-export function registerMetrics(app: FastifyInstance): Registry {
-  const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+export function registerMetrics(app: FastifyInstance, registry = newProcessRegistry()): Registry {
   const duration = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'HTTP request duration by route, method and status',
@@ -37,5 +35,12 @@ export function registerMetrics(app: FastifyInstance): Registry {
     reply.type(registry.contentType);
     return registry.metrics();
   });
+  return registry;
+}
+
+/** A registry with the process's own metrics (CPU, memory, event loop). */
+export function newProcessRegistry(): Registry {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
   return registry;
 }

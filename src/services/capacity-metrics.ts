@@ -1,0 +1,88 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { MODEL_IDS } from '../../schemas/catalog.js';
+import { callsAllowed, UPSTREAM_OUTCOME_KINDS, type UpstreamOutcomeKind } from '../core/backend-capacity.js';
+import type { BackendLimitStore } from '../store/port.js';
+import type { WorkerMetrics } from '../worker/task-worker.js';
+
+/**
+ * The queue as every process that serves /metrics sees it (serve, api, worker): tasks waiting per
+ * model and each backend's current adaptive limit. Both are read from the store at scrape time,
+ * so they are the cluster's figures, whichever process is scraped.
+ */
+export function registerQueueMetrics(
+  registry: Registry,
+  store: Pick<BackendLimitStore, 'countQueuedTasks' | 'backendLimits'>,
+  onError: (error: unknown) => void,
+): void {
+  new Gauge({
+    name: 'imagegen_tasks_waiting',
+    help: 'Tasks waiting to run (CREATED), per model, for the whole cluster',
+    labelNames: ['model'] as const,
+    registers: [registry],
+    async collect() {
+      try {
+        const queued = await store.countQueuedTasks();
+        for (const model of new Set([...MODEL_IDS, ...queued.keys()])) this.set({ model }, queued.get(model) ?? 0);
+      } catch (error) {
+        // A scrape must not fail for it: the gauge keeps its last value, the error is logged.
+        onError(error);
+      }
+    },
+  });
+  new Gauge({
+    name: 'imagegen_backend_concurrency_limit',
+    help: 'Calls a remote model backend may have in flight now (its adaptive limit, shared by the cluster)',
+    labelNames: ['backend'] as const,
+    registers: [registry],
+    async collect() {
+      try {
+        for (const [backend, state] of await store.backendLimits()) this.set({ backend }, callsAllowed(state));
+      } catch (error) {
+        onError(error);
+      }
+    },
+  });
+}
+
+/** What this worker process does: its tasks in progress, its upstream calls and their durations. */
+export class PrometheusWorkerMetrics implements WorkerMetrics {
+  private readonly inProgress: Gauge<'backend'>;
+  private readonly calls: Counter<'backend' | 'outcome'>;
+  private readonly durations: Histogram<'backend'>;
+
+  constructor(registry: Registry, backends: readonly string[]) {
+    this.inProgress = new Gauge({
+      name: 'imagegen_tasks_in_progress',
+      help: 'Tasks this process is running, per backend',
+      labelNames: ['backend'] as const,
+      registers: [registry],
+    });
+    this.calls = new Counter({
+      name: 'imagegen_upstream_calls_total',
+      help: 'Generator calls by backend and outcome (ok, rate_limited, transient, permanent)',
+      labelNames: ['backend', 'outcome'] as const,
+      registers: [registry],
+    });
+    this.durations = new Histogram({
+      name: 'imagegen_generation_duration_seconds',
+      help: 'Duration of successful generator calls, per backend',
+      labelNames: ['backend'] as const,
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120],
+      registers: [registry],
+    });
+    // Every series exists from the start, so that rates and alerts see zeros rather than gaps.
+    for (const backend of backends) {
+      this.inProgress.set({ backend }, 0);
+      for (const outcome of UPSTREAM_OUTCOME_KINDS) this.calls.inc({ backend, outcome }, 0);
+    }
+  }
+
+  upstreamCall(backend: string, outcome: UpstreamOutcomeKind, durationMs: number): void {
+    this.calls.inc({ backend, outcome });
+    if (outcome === 'ok') this.durations.observe({ backend }, durationMs / 1000);
+  }
+
+  tasksInProgress(backend: string, count: number): void {
+    this.inProgress.set({ backend }, count);
+  }
+}
