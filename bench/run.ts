@@ -25,7 +25,9 @@
  *
  * Scenarios: create, read (guard rails), dispatch, long-poll, download, list, upload, upload-s3
  * (the same burst with blobs in S3: s3rver in a process of its own), renderer,
- * upload-photos (bench/upload-memory-photos.ts), scale-out (bench/scale-out.ts, PostgreSQL);
+ * upload-photos (bench/upload-memory-photos.ts), scale-out (bench/scale-out.ts, PostgreSQL),
+ * capacity (bench/scenarios/capacity.ts: a loopback provider of fixed capacity, embedded and 2
+ * workers on PostgreSQL);
  * on request only: create-idem, create-i2i (the create's guard rail with an Idempotency-Key, and
  * with 8 image references).
  */
@@ -64,13 +66,20 @@ import {
   type ServiceRuntime,
 } from './lib/processes.js';
 import { s3rverEnv, TEST_BUCKET } from '../test/helpers/s3.js';
-import { photoUploadSection, s3UploadSection, scaleOutSection, type S3UploadReport } from './lib/sections.js';
+import {
+  capacitySection,
+  photoUploadSection,
+  s3UploadSection,
+  scaleOutSection,
+  type S3UploadReport,
+} from './lib/sections.js';
 import { runScaleOutBench } from './scale-out.js';
 import type { PhotoUploadReport } from './upload-memory-photos.js';
 import { BUDGETS, writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { CREATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 import type { ScenarioContext } from './scenarios/context.js';
+import { capacityScenario } from './scenarios/capacity.js';
 import { dispatchScenario } from './scenarios/dispatch.js';
 import { downloadScenario } from './scenarios/download.js';
 import { longPollScenario } from './scenarios/long-poll.js';
@@ -89,6 +98,7 @@ const ALL_SCENARIOS = [
   'upload-photos',
   'renderer',
   'scale-out',
+  'capacity',
 ] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
 
@@ -187,6 +197,8 @@ const scenarioContext: ScenarioContext = {
   stop,
   log,
   quick: flags.quick,
+  runtime,
+  workDir: work,
 };
 
 try {
@@ -217,6 +229,7 @@ try {
     log('scale-out on PostgreSQL beside graphile-worker (bench/scale-out.ts)');
     report.sections.push(scaleOutSection(await runScaleOutBench((line) => log(`  ${line}`))));
   }
+  if (selected.has('capacity')) report.sections.push(capacitySection(await capacityScenario(scenarioContext)));
 
   await stopAll();
   report.finishedAt = new Date().toISOString();

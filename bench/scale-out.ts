@@ -25,6 +25,7 @@ import { encodeCursor } from '../src/store/cursor.js';
 import { TaskEvents } from '../src/services/task-events.js';
 import { PostgresStore } from '../src/store/postgres/postgres-store.js';
 import { TaskWorker } from '../src/worker/task-worker.js';
+import { DATABASE_URL, urlFor, withSchema } from './lib/postgres.js';
 
 export interface ScaleOutRow {
   scenario: string;
@@ -36,7 +37,6 @@ export interface ScaleOutRow {
   budget: string;
 }
 
-const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const CLI = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 const DISPATCH_SAMPLES = 200;
 const DISPATCH_GAP_MS = 20;
@@ -51,25 +51,6 @@ const LIST_ROUND_SECONDS = 4;
 const percentile = (sorted: number[], p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
-
-/** A schema of the bench's own, dropped at the end. */
-async function withSchema<T>(fn: (schema: string) => Promise<T>): Promise<T> {
-  const schema = `bench_${Date.now().toString(36)}_${Math.floor(Math.random() * 1e6)}`;
-  const admin = new pg.Client({ connectionString: DATABASE_URL });
-  await admin.connect();
-  try {
-    return await fn(schema);
-  } finally {
-    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await admin.end();
-  }
-}
-
-const urlFor = (schema: string) => {
-  const url = new URL(DATABASE_URL);
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  return url.toString();
-};
 
 /** A generator that makes no image work: one 1×1 PNG, so a task still stores a result row and blob. */
 class NoopGenerator implements ImageGenerator {

@@ -199,3 +199,60 @@ export async function startReference(logFile: string, staticRoot?: string): Prom
     readyPath: '/healthz',
   });
 }
+
+/** A process without a port of its own (a `worker`): SIGTERM, then wait for a clean exit. */
+export interface ChildProcessHandle {
+  name: string;
+  pid: number;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/**
+ * `imagegen worker` with env, ready once it has logged "worker started" (env must keep LOG_LEVEL
+ * at info or below for that); its output goes to logFile.
+ */
+export async function startWorkerProcess(options: ServiceStartOptions): Promise<ChildProcessHandle> {
+  const cli = cliCommand(options.runtime, options.root);
+  const child = spawn(cli.command, [...cli.args, 'worker'], {
+    cwd: REPO_ROOT,
+    env: options.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = createWriteStream(options.logFile);
+  child.stderr!.pipe(log, { end: false });
+  const exit = once(child, 'exit');
+  let output = '';
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${options.name} did not log "worker started" within 60 s: ${output.slice(-2000)}`));
+    }, 60_000);
+    child.stdout!.setEncoding('utf8');
+    child.stdout!.on('data', (chunk: string) => {
+      log.write(chunk);
+      if (output.length < 100_000) output += chunk;
+      if (output.includes('"msg":"worker started"')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    void exit.then(() => {
+      clearTimeout(timer);
+      reject(new Error(`${options.name} exited before it was ready: ${output.slice(-2000)}`));
+    });
+  });
+  return {
+    name: options.name,
+    pid: child.pid!,
+    child,
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exit;
+      clearTimeout(timer);
+      log.end();
+    },
+  };
+}

@@ -165,6 +165,10 @@ export const BUDGETS = {
   downloadShare: 0.7,
   listFlatShare: 0.8,
   concurrentUploadRssMiB: 150,
+  /** Capacity at a provider's limit: makespan / N·L/C, 429s / calls, the small accounts' last completion / the run. */
+  capacityMakespanRatio: 1.15,
+  capacity429Share: 0.1,
+  capacitySmallShare: 0.4,
 } as const;
 
 const pct = (r: number | null) => (r === null || Number.isNaN(r) ? '–' : `${(r * 100).toFixed(0)} %`);

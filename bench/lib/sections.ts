@@ -1,6 +1,7 @@
 import type { ScaleOutRow } from '../scale-out.js';
+import type { CapacityResult } from '../scenarios/capacity.js';
 import type { PhotoUploadReport } from '../upload-memory-photos.js';
-import type { BudgetCheck, ReportSection } from './report.js';
+import { BUDGETS, type BudgetCheck, type ReportSection } from './report.js';
 
 /** DESIGN 5's upload row for real photos (issue 24): growth at the peak, and RSS a minute later. */
 export function photoUploadSection(report: PhotoUploadReport): ReportSection {
@@ -93,4 +94,56 @@ export function scaleOutSection(rows: ScaleOutRow[]): ReportSection {
     ),
   ];
   return { title: 'Scale-out on PostgreSQL', budgets, lines };
+}
+
+/**
+ * DESIGN 5's capacity rows (bench/scenarios/capacity.ts), per setup: makespan against the provider's
+ * own limit N·L/C, the provider's 429 share, the small accounts' last completion as a share of the
+ * run, and the tasks that did not complete.
+ */
+export function capacitySection(results: CapacityResult[]): ReportSection {
+  const pct = (share: number) => `${(share * 100).toFixed(1)} %`;
+  const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  const budgets: BudgetCheck[] = results.flatMap((r) => [
+    {
+      budget: `Capacity at a provider's limit, ${r.setup}: makespan`,
+      target: `≤ ${BUDGETS.capacityMakespanRatio} × N·L/C`,
+      measured: `${r.makespanRatio.toFixed(2)} × (${s(r.makespanMs)} against ${s(r.providerLimitMs)})`,
+      met: r.makespanRatio <= BUDGETS.capacityMakespanRatio,
+    },
+    {
+      budget: `Capacity at a provider's limit, ${r.setup}: 429s`,
+      target: `≤ ${BUDGETS.capacity429Share * 100} % of the provider's calls`,
+      measured: `${pct(r.share429)} (${r.rateLimited} of ${r.calls} calls; at most ${r.peakInFlight} in flight)`,
+      met: r.share429 <= BUDGETS.capacity429Share,
+    },
+    {
+      budget: `Capacity at a provider's limit, ${r.setup}: the small accounts' worst wait`,
+      target: `their last task done within ${BUDGETS.capacitySmallShare * 100} % of the run`,
+      measured: `${pct(r.smallWorstShare)} (${s(r.smallWorstMs)} of ${s(r.makespanMs)})`,
+      met: r.smallWorstShare <= BUDGETS.capacitySmallShare,
+    },
+    {
+      budget: `Capacity at a provider's limit, ${r.setup}: tasks not completed`,
+      target: '0',
+      measured: `${r.notCompleted} of ${r.tasks} (${JSON.stringify(r.byStatus)}${Object.keys(r.refusedCreates).length ? `, creates refused ${JSON.stringify(r.refusedCreates)}` : ''})`,
+      met: r.notCompleted === 0,
+    },
+  ]);
+  const first = results[0];
+  const lines = [
+    `A loopback provider (\`test/helpers/capacity-provider.ts\`) that serves ${first?.capacity} calls at once, ${first?.latencyMs} ms each,`,
+    "and answers any call beyond that at once with Gemini's 429 `RESOURCE_EXHAUSTED` and a `RetryInfo` of 1 s;",
+    `\`alpha-pro\` on \`gemini\`. ${first?.tasks} tasks: one account creates ${first?.burstTasks} at once, then ${first?.smallAccounts} other accounts`,
+    `${first?.smallTasks} each; every task long-polled until it ends. The service runs with its defaults for everything that`,
+    "decides capacity. Makespan: the first create sent → the last task's `completed_at`; N·L/C is the provider's own limit.",
+    '',
+    '| setup | makespan | N·L/C | ratio | calls | 429s | peak in flight | small accounts done at | statuses |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---|',
+    ...results.map(
+      (r) =>
+        `| ${r.setup} | ${s(r.makespanMs)} | ${s(r.providerLimitMs)} | ${r.makespanRatio.toFixed(2)} | ${r.calls} | ${r.rateLimited} (${pct(r.share429)}) | ${r.peakInFlight} | ${s(r.smallWorstMs)} (${pct(r.smallWorstShare)}) | ${JSON.stringify(r.byStatus)} |`,
+    ),
+  ];
+  return { title: "Capacity at a provider's limit", budgets, lines };
 }

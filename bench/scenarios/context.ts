@@ -1,5 +1,5 @@
 import type { Pool } from 'undici';
-import type { ChildServer } from '../lib/processes.js';
+import type { ChildServer, ServiceRuntime } from '../lib/processes.js';
 import { CREATE_PATH, textToImage } from '../lib/requests.js';
 
 /** What bench/run.ts gives a scenario module: services to start and stop, and its log. */
@@ -12,6 +12,10 @@ export interface ScenarioContext {
   stop(server: ChildServer): Promise<void>;
   log(line: string): void;
   quick: boolean;
+  /** How the service is run (dist or tsx), for a scenario that starts processes of its own. */
+  runtime: ServiceRuntime;
+  /** A directory of the run's own, removed at its end: data dirs and logs. */
+  workDir: string;
 }
 
 export interface BenchService {

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { photoUploadSection, s3UploadSection, scaleOutSection } from '../../bench/lib/sections.js';
+import { capacitySection, photoUploadSection, s3UploadSection, scaleOutSection } from '../../bench/lib/sections.js';
+import type { CapacityResult } from '../../bench/scenarios/capacity.js';
 
 /** How the scale-out and real-photo results become rows of BENCHMARKS.md's budget table. */
 
@@ -80,3 +81,55 @@ t.test('the S3 upload burst is met only with every upload stored and RSS growth 
   t.equal(refused.met, false, 'an upload that was not stored spends no memory');
   t.match(refused.measured, 'statuses');
 });
+
+t.test(
+  'capacity rows: makespan ≤ 1.15 × N·L/C, 429s ≤ 10 %, small accounts within 40 %, every task completed',
+  async (t) => {
+    const result = (overrides: Partial<CapacityResult>): CapacityResult => ({
+      setup: 'embedded',
+      capacity: 8,
+      latencyMs: 500,
+      tasks: 400,
+      burstTasks: 340,
+      smallAccounts: 3,
+      smallTasks: 20,
+      providerLimitMs: 25_000,
+      makespanMs: 28_000,
+      makespanRatio: 1.12,
+      calls: 420,
+      ok: 400,
+      rateLimited: 20,
+      share429: 20 / 420,
+      peakInFlight: 8,
+      smallWorstMs: 7_000,
+      smallWorstShare: 0.25,
+      byStatus: { COMPLETED: 400 },
+      notCompleted: 0,
+      refusedCreates: {},
+      ...overrides,
+    });
+    const section = capacitySection([
+      result({}),
+      result({
+        setup: 'cluster',
+        makespanMs: 30_000,
+        makespanRatio: 1.2,
+        rateLimited: 50,
+        share429: 50 / 450,
+        smallWorstMs: 12_000,
+        smallWorstShare: 0.4,
+        byStatus: { COMPLETED: 399, FAILED: 1 },
+        notCompleted: 1,
+      }),
+    ]);
+    t.same(
+      section.budgets.map((b) => b.met),
+      [true, true, true, true, false, false, true, false],
+    );
+    t.equal(
+      section.lines.filter((line) => /^\| (embedded|cluster) \|/.test(line)).length,
+      2,
+      'one table row per setup',
+    );
+  },
+);
