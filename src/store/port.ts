@@ -193,7 +193,8 @@ export interface ClaimPolicy {
   /**
    * A backend whose calls are limited for the whole cluster (DESIGN 4, "Capacity"): a task is
    * claimed only while the backend is not paused and its tasks in progress (tasks of `models`)
-   * leave room under its shared limit (core/backend-capacity.ts admitsCall).
+   * leave room under its shared limit (core/backend-capacity.ts admitsCall). A task counts as a
+   * call in flight from its claim until recordUpstreamCall reports the call's end.
    */
   sharedLimit?: { backend: string; settings: BackendLimitSettings };
 }
@@ -207,6 +208,8 @@ export interface BackendLimitStore {
   /** Applies one upstream call's outcome to the backend's limit; returns the new state. */
   recordUpstreamCall(input: {
     backend: string;
+    /** The attempt whose call ended: from now on it holds none of the backend's capacity. */
+    task: { id: string; attempt: number };
     /** The models the backend serves: their tasks in progress are its calls in flight. */
     models: readonly string[];
     outcome: UpstreamOutcome;

@@ -288,7 +288,7 @@ export class TaskWorker {
    * Calls the backend's generator and records what the call came to: in the metrics, and in the
    * backend's shared limit (before the task leaves IN_PROGRESS, so the call still counts in flight).
    */
-  private async callGenerator(lane: BackendLane, input: GenerationInput, signal: AbortSignal) {
+  private async callGenerator(lane: BackendLane, task: TaskRecord, input: GenerationInput, signal: AbortSignal) {
     const started = performance.now();
     let outcome: UpstreamOutcome;
     try {
@@ -300,11 +300,16 @@ export class TaskWorker {
       throw error;
     } finally {
       // An abort (cancel, shutdown, timeout) is ours, not the provider's answer.
-      if (!signal.aborted || outcome!.kind !== 'transient') await this.recordCall(lane, outcome!, started);
+      if (!signal.aborted || outcome!.kind !== 'transient') await this.recordCall(lane, task, outcome!, started);
     }
   }
 
-  private async recordCall(lane: BackendLane, outcome: UpstreamOutcome, startedAt: number): Promise<void> {
+  private async recordCall(
+    lane: BackendLane,
+    task: TaskRecord,
+    outcome: UpstreamOutcome,
+    startedAt: number,
+  ): Promise<void> {
     const { backend } = lane;
     this.options.metrics?.upstreamCall(backend.name, outcome.kind, performance.now() - startedAt);
     if (!backend.sharedLimit) return;
@@ -312,12 +317,15 @@ export class TaskWorker {
       const before = lane.pausedUntil;
       const state = await this.options.store.recordUpstreamCall({
         backend: backend.name,
+        task: { id: task.id, attempt: task.attempt },
         models: backend.models ?? [],
         outcome,
         now: this.now(),
         settings: backend.sharedLimit,
       });
       lane.pausedUntil = state.pausedUntil ?? 0;
+      // The call's slot is free for the cluster now, while this task stores its result.
+      this.poke();
       const limit = callsAllowed(state);
       if (limit !== lane.lastLimit) {
         this.log.info(
@@ -343,6 +351,7 @@ export class TaskWorker {
     signal.throwIfAborted();
     const images = await this.callGenerator(
       lane,
+      task,
       {
         model: task.model,
         prompt: task.prompt,

@@ -3,6 +3,7 @@ import { TASK_STATUSES } from '../../schemas/resources.js';
 import { DomainError } from '../../src/core/errors.js';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
+import type { UpstreamOutcome } from '../../src/core/backend-capacity.js';
 import type { ClaimPolicy, GeneratedMediaInput, Store, StoredResponse, TaskListQuery } from '../../src/store/port.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import type { StoreAdapterUnderTest } from '../helpers/store.js';
@@ -1064,40 +1065,38 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal((await store.claimNextTask(policy(now, { models: ['alpha-pro'] })))?.id, tasks[0].id);
     });
 
-    t.test("a backend's shared limit bounds its tasks in progress, and its pause stops claims", async (t) => {
-      const { store } = await queued(t, 4);
+    t.test("a backend's shared limit bounds its calls in flight, and a refusal lowers it", async (t) => {
+      const { store } = await queued(t, 5);
       const settings = { initial: 2, max: 8 };
       const limited = (now: Date) =>
         policy(now, { models: ['alpha-pro'], sharedLimit: { backend: 'gemini', settings } });
+      const record = (task: TaskRecord, outcome: UpstreamOutcome, now: number) =>
+        store.recordUpstreamCall({
+          backend: 'gemini',
+          task: { id: task.id, attempt: task.attempt },
+          models: ['alpha-pro'],
+          outcome,
+          now: new Date(now),
+          settings,
+        });
       const start = Date.now();
-      t.ok(await store.claimNextTask(limited(new Date(start))));
-      const second = await store.claimNextTask(limited(new Date(start)));
-      t.ok(second);
-      t.equal(await store.claimNextTask(limited(new Date(start))), null, 'two in progress: the limit is full');
-      t.ok(await store.claimNextTask(policy(new Date(start))), 'a claim without the limit is not held back');
+      const first = (await store.claimNextTask(limited(new Date(start))))!;
+      const second = (await store.claimNextTask(limited(new Date(start))))!;
+      t.ok(first && second);
+      t.equal(await store.claimNextTask(limited(new Date(start))), null, 'two calls in flight: the limit is full');
 
-      // A success while the limit is full and work waits: slow start grows the limit by one.
-      let state = await store.recordUpstreamCall({
-        backend: 'gemini',
-        models: ['alpha-pro'],
-        outcome: { kind: 'ok', durationMs: 400 },
-        now: new Date(start + 10),
-        settings,
-      });
+      // A success while the limit is full and work waits: slow start grows the limit by one, and the
+      // call that ended holds no slot while its task stores the result.
+      let state = await record(first, { kind: 'ok', durationMs: 400 }, start + 10);
       t.equal(state.limit, 3);
-      t.equal(await store.claimNextTask(limited(new Date(start + 10))), null, 'three in progress of three');
-      await store.completeTask({ taskId: second!.id, attempt: 1, media: [], now: new Date(start + 20) });
-      t.ok(await store.claimNextTask(limited(new Date(start + 20))), 'a finished task makes room');
+      t.ok(await store.claimNextTask(limited(new Date(start + 10))));
+      t.ok(await store.claimNextTask(limited(new Date(start + 10))));
+      t.equal(await store.claimNextTask(limited(new Date(start + 10))), null, 'three calls in flight of three');
 
-      state = await store.recordUpstreamCall({
-        backend: 'gemini',
-        models: ['alpha-pro'],
-        outcome: { kind: 'rate_limited', retryAfterMs: 1000 },
-        now: new Date(start + 30),
-        settings,
-      });
+      state = await record(second, { kind: 'rate_limited', retryAfterMs: 1000 }, start + 30);
       t.match(state, { limit: 2, pausedUntil: start + 1030, slowStart: false });
       t.same((await store.backendLimits()).get('gemini'), state, 'the state is kept for every process');
+      t.ok(await store.claimNextTask(policy(new Date(start + 30))), 'a claim of another backend is not held back');
     });
 
     t.test('paused: no claim before the pause ends, even with room', async (t) => {
@@ -1106,6 +1105,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const start = Date.now();
       await store.recordUpstreamCall({
         backend: 'openai',
+        task: { id: 'none', attempt: 1 },
         models: ['alpha-pro'],
         outcome: { kind: 'rate_limited', retryAfterMs: 2000 },
         now: new Date(start),

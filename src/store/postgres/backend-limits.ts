@@ -28,7 +28,7 @@ async function lockedStateOf(tx: Tx, backend: string, settings: BackendLimitSett
 
 async function loadOf(tx: Tx, models: readonly string[], now: Date): Promise<BackendLoad> {
   const { rows } = await tx.query<{ in_flight: number; waiting: boolean }>(
-    `SELECT (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND model = ANY($1::text[])) AS in_flight,
+    `SELECT (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND calling AND model = ANY($1::text[])) AS in_flight,
             EXISTS (SELECT 1 FROM tasks WHERE status = 'CREATED' AND run_after <= $2 AND model = ANY($1::text[])) AS waiting`,
     [models, now],
   );
@@ -56,6 +56,10 @@ export class PostgresBackendLimits implements BackendLimitStore {
         const state = await lockedStateOf(tx, input.backend, input.settings);
         const load = await loadOf(tx, input.models, input.now);
         const next = afterUpstreamCall(state, input.outcome, load, input.now.getTime(), input.settings);
+        await tx.query("UPDATE tasks SET calling = false WHERE id = $1 AND attempt = $2 AND status = 'IN_PROGRESS'", [
+          input.task.id,
+          input.task.attempt,
+        ]);
         await tx.query('UPDATE backend_limits SET state = $2, updated_at = $3 WHERE backend = $1', [
           input.backend,
           JSON.stringify(next),

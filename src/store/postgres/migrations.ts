@@ -189,6 +189,7 @@ export const POSTGRES_MIGRATIONS: string[] = [
   -- spend no attempt; the queue serves accounts in turn, by their queued and running tasks; each
   -- remote backend's adaptive limit is kept here for every worker process.
   ALTER TABLE tasks ADD COLUMN deferred_attempts integer NOT NULL DEFAULT 0;
+  ALTER TABLE tasks ADD COLUMN calling boolean NOT NULL DEFAULT false;
   CREATE INDEX tasks_queued_by_account ON tasks(account_id, id) WHERE status = 'CREATED';
   CREATE INDEX tasks_in_progress_by_account ON tasks(account_id) WHERE status = 'IN_PROGRESS';
   CREATE TABLE backend_limits (

@@ -157,7 +157,7 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
             continue;
           }
           const claimed = await tx.query<TaskRow>(
-            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = $2, started_at = coalesce(started_at, $3)
+            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, calling = true, lease_expires_at = $2, started_at = coalesce(started_at, $3)
            WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
             [next.id, new Date(now.getTime() + policy.leaseMs), now],
           );

@@ -26,7 +26,7 @@ function stateOf(db: SqliteDatabase, backend: string, settings: BackendLimitSett
 function loadOf(db: SqliteDatabase, models: readonly string[], now: number): BackendLoad {
   const { sql, params } = modelsCondition(models);
   const inFlight = db
-    .statement(`SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND ${sql}`)
+    .statement(`SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND calling = 1 AND ${sql}`)
     .pluck()
     .get(...params) as number;
   const waiting =
@@ -55,6 +55,9 @@ export class SqliteBackendLimits implements BackendLimitStore {
     return this.db.writeUnsynced(() => {
       const state = stateOf(this.db, input.backend, input.settings);
       const next = afterUpstreamCall(state, input.outcome, loadOf(this.db, input.models, now), now, input.settings);
+      this.db
+        .statement("UPDATE tasks SET calling = 0 WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
+        .run(input.task.id, input.task.attempt);
       this.db
         .statement(
           `INSERT INTO backend_limits (backend, state, updated_at) VALUES (?, ?, ?)

@@ -231,6 +231,9 @@ export const SQLITE_MIGRATIONS: string[] = [
   -- Capacity (DESIGN 3.5, 4). A claim refused by the provider for capacity goes back to the queue
   -- without spending one of the task's attempts: deferred_attempts counts those claims.
   ALTER TABLE tasks ADD COLUMN deferred_attempts INTEGER NOT NULL DEFAULT 0;
+  -- 1 from the claim until the attempt's upstream call ends: a backend's calls in flight are its
+  -- tasks in progress that are still calling (storing a result holds no provider slot).
+  ALTER TABLE tasks ADD COLUMN calling INTEGER NOT NULL DEFAULT 0;
   -- The queue serves accounts in turn: the accounts with queued tasks, each one's oldest runnable
   -- task, and each one's tasks in progress are all ranges of (status, account_id, id).
   DROP INDEX tasks_queue;

@@ -187,7 +187,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
         }
         const claimed = this.db
           .statement(
-            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
+            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, calling = 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
                WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
           )
           .get(now + policy.leaseMs, now, next.id) as TaskRecordRow;
