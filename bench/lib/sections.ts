@@ -138,11 +138,13 @@ export function capacitySection(results: CapacityResult[]): ReportSection {
     `${first?.smallTasks} each; every task long-polled until it ends. The service runs with its defaults for everything that`,
     "decides capacity. Makespan: the first create sent → the last task's `completed_at`; N·L/C is the provider's own limit.",
     '',
-    '| setup | makespan | N·L/C | ratio | calls | 429s | peak in flight | small accounts done at | statuses |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---|',
+    "Provider busy: calls answered × L over C × makespan. After the answer: the provider's image → the task's `completed_at`.",
+    '',
+    '| setup | makespan | N·L/C | ratio | calls | 429s | peak in flight | provider busy | after the answer p50 / max | small accounts done at | statuses |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
     ...results.map(
       (r) =>
-        `| ${r.setup} | ${s(r.makespanMs)} | ${s(r.providerLimitMs)} | ${r.makespanRatio.toFixed(2)} | ${r.calls} | ${r.rateLimited} (${pct(r.share429)}) | ${r.peakInFlight} | ${s(r.smallWorstMs)} (${pct(r.smallWorstShare)}) | ${JSON.stringify(r.byStatus)} |`,
+        `| ${r.setup} | ${s(r.makespanMs)} | ${s(r.providerLimitMs)} | ${r.makespanRatio.toFixed(2)} | ${r.calls} | ${r.rateLimited} (${pct(r.share429)}) | ${r.peakInFlight} | ${pct(r.utilisation)} | ${r.afterAnswerMs.p50} / ${r.afterAnswerMs.max} ms | ${s(r.smallWorstMs)} (${pct(r.smallWorstShare)}) | ${JSON.stringify(r.byStatus)} |`,
     ),
   ];
   return { title: "Capacity at a provider's limit", budgets, lines };

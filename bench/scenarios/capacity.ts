@@ -21,6 +21,7 @@ import {
   providerLimitMs,
   runCapacityScenario,
   scenarioFigures,
+  serviceOverhead,
   type CapacityScenario,
   type ScenarioAccount,
 } from '../../test/helpers/capacity-scenario.js';
@@ -47,6 +48,10 @@ export interface CapacityResult {
   peakInFlight: number;
   smallWorstMs: number;
   smallWorstShare: number;
+  /** Calls answered × L / (C × makespan): how much of the provider's capacity the run used. */
+  utilisation: number;
+  /** The provider's answer → the task's completed_at: the service's own work per task. */
+  afterAnswerMs: { p50: number; max: number };
   byStatus: Record<string, number>;
   /** Tasks not COMPLETED (failed, canceled, or not terminal when the run was given up), and creates refused. */
   notCompleted: number;
@@ -208,6 +213,7 @@ function resultOf(
     peakInFlight: provider.peakInFlight,
     smallWorstMs: figures.smallWorstMs,
     smallWorstShare: figures.smallWorstShare,
+    ...serviceOverhead(run, provider, figures.makespanMs),
     byStatus: figures.byStatus,
     notCompleted: figures.tasks - (figures.byStatus.COMPLETED ?? 0) + refused,
     refusedCreates: run.refusedCreates,

@@ -103,6 +103,8 @@ t.test(
       peakInFlight: 8,
       smallWorstMs: 7_000,
       smallWorstShare: 0.25,
+      utilisation: 0.9,
+      afterAnswerMs: { p50: 20, max: 80 },
       byStatus: { COMPLETED: 400 },
       notCompleted: 0,
       refusedCreates: {},

@@ -29,6 +29,8 @@ export interface CapacityScenario {
 
 export interface TaskOutcome {
   account: string;
+  /** The prompt it was created with (the provider's call log has it too). */
+  prompt: string;
   taskId: string;
   /** Terminal status, or the last status seen when the run was given up. */
   status: string;
@@ -75,18 +77,19 @@ export async function runCapacityScenario(scenario: CapacityScenario): Promise<S
   const giveUpAt = Date.now() + scenario.giveUpAfterMs;
 
   const create = async (account: ScenarioAccount, index: number): Promise<TaskOutcome | null> => {
+    const body = { ...scenario.body, prompt: `account ${account.name} task ${index}` };
     const sentAt = Date.now();
     const response = await fetch(`${origin()}/api/v1/images/generations`, {
       method: 'POST',
       headers: { authorization: `Bearer ${account.key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ ...scenario.body, prompt: `account ${account.name} task ${index}` }),
+      body: JSON.stringify(body),
     });
     const parsed = (await response.json()) as { data: TaskData };
     if (response.status !== 202) {
       refusedCreates[response.status] = (refusedCreates[response.status] ?? 0) + 1;
       return null;
     }
-    return outcomeOf(account.name, sentAt, parsed.data);
+    return outcomeOf(account.name, body.prompt, sentAt, parsed.data);
   };
   const createAll = async (account: ScenarioAccount) =>
     (await Promise.all(Array.from({ length: account.tasks }, (_, i) => create(account, i)))).filter(
@@ -115,14 +118,15 @@ async function untilTerminal(task: TaskOutcome, key: string, origin: string, giv
     const parsed = (await response.json()) as { data: TaskData };
     if (response.status !== 200)
       throw new Error(`GET task ${task.taskId}: ${response.status} ${JSON.stringify(parsed)}`);
-    current = outcomeOf(task.account, task.sentAt, parsed.data);
+    current = outcomeOf(task.account, task.prompt, task.sentAt, parsed.data);
   }
   return current;
 }
 
-function outcomeOf(account: string, sentAt: number, data: TaskData): TaskOutcome {
+function outcomeOf(account: string, prompt: string, sentAt: number, data: TaskData): TaskOutcome {
   return {
     account,
+    prompt,
     taskId: data.task_id,
     status: data.status,
     errorCode: data.error?.code ?? null,
@@ -168,12 +172,14 @@ export function assertCapacityBounds(
   const { capacity, latencyMs } = provider.options;
   const limitMs = providerLimitMs(run.tasks.length, latencyMs, capacity);
   const share429 = provider.rateLimited / Math.max(1, provider.calls.length);
+  const { afterAnswerMs, utilisation } = serviceOverhead(run, provider, figures.makespanMs);
   t.comment(
     `makespan ${figures.makespanMs} ms = ${(figures.makespanMs / limitMs).toFixed(2)} × N·L/C (${limitMs} ms); ` +
       `provider: ${provider.calls.length} calls, ${provider.ok} ok, ${provider.rateLimited} 429 ` +
       `(${(share429 * 100).toFixed(1)} %), peak ${provider.peakInFlight} in flight; ` +
       `small accounts' last completion at ${figures.smallWorstMs} ms (${(figures.smallWorstShare * 100).toFixed(0)} % of the run); ` +
-      `statuses ${JSON.stringify(figures.byStatus)}`,
+      `statuses ${JSON.stringify(figures.byStatus)}; provider busy ${(utilisation * 100).toFixed(0)} % of C × makespan; ` +
+      `provider's answer → completed_at p50 ${afterAnswerMs.p50} ms, max ${afterAnswerMs.max} ms`,
   );
   t.same(run.refusedCreates, {}, 'every create was accepted');
   t.equal(figures.unfinished, 0, 'every task reached a terminal state before the run was given up');
@@ -184,4 +190,27 @@ export function assertCapacityBounds(
     figures.smallWorstShare <= 0.4,
     `every small account's task done within 40 % of the run (${figures.smallWorstMs} of ${figures.makespanMs} ms)`,
   );
+}
+
+/**
+ * Where a run's time went, for reading a failed bound: the share of the provider's capacity used
+ * (calls answered × L over C × makespan), and how long after the provider's image the task was
+ * COMPLETED (the service's own work per task).
+ */
+export function serviceOverhead(
+  run: ScenarioRun,
+  provider: CapacityProvider,
+  makespanMs: number,
+): { utilisation: number; afterAnswerMs: { p50: number; max: number } } {
+  const { capacity, latencyMs } = provider.options;
+  const answeredAt = new Map<string, number>();
+  for (const call of provider.calls) if (call.outcome === 'ok') answeredAt.set(call.prompt, call.answeredAt!);
+  const after = run.tasks
+    .filter((task) => task.completedAt !== null && answeredAt.has(task.prompt))
+    .map((task) => task.completedAt! - answeredAt.get(task.prompt)!)
+    .sort((a, b) => a - b);
+  return {
+    utilisation: (provider.ok * latencyMs) / (Math.max(1, capacity) * makespanMs),
+    afterAnswerMs: { p50: after[Math.floor(after.length / 2)] ?? Number.NaN, max: after.at(-1) ?? Number.NaN },
+  };
 }
