@@ -7,13 +7,16 @@
  * - slow start: until the provider first refuses a call, each successful call made while the
  *   limit was full adds one (the limit doubles per round trip), so a large quota is found fast;
  * - multiplicative decrease: a capacity refusal cuts the limit by a quarter (and by one at least:
- *   the refused call was beyond what the provider takes), at most once per
+ *   the refused call was beyond what the provider takes), and to no more than the calls the
+ *   provider was holding for us then (a slow start that doubled past the provider's capacity in
+ *   one round trip lands on it, not on three quarters of its overshoot); at most once per
  *   typical call duration, since the refusals of one overshoot arrive together. A provider
  *   refuses at once the first call beyond its capacity, so the limit at a refusal is about one
  *   above it: no deeper cut is needed, even out of slow start;
  * - additive increase: after a refusal, each successful call made while the limit was full adds
  *   1/limit (one per round trip) back up to just below the limit that was refused, then only a
- *   sixth of that around it (probing a known ceiling slowly is what keeps refusals rare), and
+ *   thirtieth of that around it: each probe of a known ceiling costs a refusal and, when the
+ *   provider asks for one, a pause of the whole backend, so it is made rarely; and
  *   1/limit again once past it (the provider takes more than it did);
  * - a provider's Retry-After (or RetryInfo retryDelay) pauses the backend's new calls that long.
  *
@@ -69,7 +72,7 @@ export const UPSTREAM_OUTCOME_KINDS: readonly UpstreamOutcomeKind[] = ['ok', 'ra
 const MIN_LIMIT = 1;
 const DECREASE = 0.75;
 /** How much slower the limit grows near the limit last refused. */
-const PROBE_SLOWDOWN = 6;
+const PROBE_SLOWDOWN = 30;
 /** Weight of the newest call in the moving average of call durations. */
 const DURATION_WEIGHT = 0.2;
 
@@ -119,16 +122,27 @@ export function afterUpstreamCall(
         outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0
           ? Math.max(state.pausedUntil ?? 0, now + outcome.retryAfterMs)
           : state.pausedUntil;
+      // The provider refused with our other calls in flight: it takes at most that many (it may
+      // serve others too). The refused call is itself among load.inFlight.
+      const taken = load.inFlight >= 1 ? Math.max(MIN_LIMIT, load.inFlight - 1) : Number.POSITIVE_INFINITY;
       const window = state.typicalCallMs ?? 0;
       const sameOvershoot = state.decreasedAt !== null && now - state.decreasedAt < window;
-      if (sameOvershoot) return { ...state, pausedUntil };
+      if (sameOvershoot) {
+        // The other refusals of one overshoot narrow the estimate without cutting again.
+        return {
+          ...state,
+          pausedUntil,
+          limit: Math.min(state.limit, taken),
+          refusedAt: Math.min(state.refusedAt ?? state.limit, taken + 1),
+        };
+      }
       return {
         ...state,
         pausedUntil,
         slowStart: false,
         decreasedAt: now,
-        refusedAt: state.limit,
-        limit: Math.max(MIN_LIMIT, Math.min(state.limit * DECREASE, state.limit - 1)),
+        refusedAt: Math.min(state.limit, taken + 1),
+        limit: Math.max(MIN_LIMIT, Math.min(state.limit * DECREASE, state.limit - 1, taken)),
       };
     }
     case 'transient':

@@ -108,6 +108,7 @@ export class TaskWorker {
   private loop: Promise<void> | null = null;
   private stopping = false;
   private wake: (() => void) | null = null;
+  private poked = false;
   private nextDeadlineSweep = 0;
 
   constructor(private readonly options: TaskWorkerOptions) {
@@ -124,6 +125,9 @@ export class TaskWorker {
 
   /** Looks for work at once (a task was created, or a slot came free). */
   poke(): void {
+    // Remembered when the loop is not asleep (it is claiming): the next sleep returns at once, so
+    // a slot freed during a claim that found the limit full is not left idle for a poll interval.
+    this.poked = true;
     this.wake?.();
   }
 
@@ -168,6 +172,7 @@ export class TaskWorker {
   private async dispatch(): Promise<void> {
     while (!this.stopping) {
       let started = false;
+      this.poked = false;
       try {
         await this.sweepDeadlines();
         for (const lane of this.lanes) {
@@ -201,6 +206,7 @@ export class TaskWorker {
 
   /** Sleeps until poked, the poll interval, or the end of the earliest pause, whichever is first. */
   private sleep(): Promise<void> {
+    if (this.poked) return Promise.resolve();
     const now = this.now().getTime();
     const pauseEnds = this.lanes
       .filter((lane) => lane.running < lane.backend.slots && lane.pausedUntil > now)

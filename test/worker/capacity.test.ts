@@ -9,9 +9,10 @@ import { testStoreAdapter } from '../helpers/store.js';
  * Issue 28, "Must show": the real CLI `serve` with its defaults in front of a loopback provider of
  * fixed capacity C and latency L that refuses every call beyond C at once, as Gemini (429
  * RESOURCE_EXHAUSTED with RetryInfo) and as an OpenAI-compatible API (429 rate_limit_exceeded with
- * retry-after) do. 120 tasks: one account creates 96 at once, then three others 8 each. The
- * provider's own limit is N·L/C; the service must come within 1.5 × of it, with at most 25 % of its
- * calls refused, none of the tasks failed, and the small accounts not queued behind the burst.
+ * retry-after) do. 120 tasks: one account creates 96 at once, then three others 8 each. Every task
+ * completes (none fails), at most 25 % of the provider's calls are refused, and the small accounts
+ * are not queued behind the burst. How near the run comes to the provider's own limit N·L/C is
+ * printed and judged by the bench (scenario capacity), not by a wall-clock bound here.
  * The store is TEST_STORE's (npm test runs this file on SQLite and again on PostgreSQL).
  */
 
