@@ -56,6 +56,11 @@ export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): 
   return [...candidates].sort((a, b) => a.inProgress - b.inProgress || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
+/** Tasks created at or before this instant are past their deadline at `now` (isPastDeadline). */
+export function deadlineCutoff(now: Date, deadlineMs: number): Date {
+  return new Date(now.getTime() - deadlineMs);
+}
+
 /** Whether a task created at createdAt may no longer start at now: it fails instead of running. */
 export function isPastDeadline(createdAt: Date, now: Date, deadlineMs: number): boolean {
   return createdAt.getTime() + deadlineMs <= now.getTime();

@@ -4,6 +4,7 @@ import {
   admitsAnotherActiveTask,
   claimOrder,
   countsAsActive,
+  deadlineCutoff,
   DEADLINE_EXCEEDED,
   isPastDeadline,
   webhookEventFor,
@@ -231,10 +232,16 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   }
 
   async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]> {
+    const cutoff = deadlineCutoff(now, deadlineMs);
+    // Read first: most sweeps find nothing, and they need no transaction then.
+    const found = await this.db.query("SELECT 1 FROM tasks WHERE status = 'CREATED' AND created_at <= $1 LIMIT 1", [
+      cutoff,
+    ]);
+    if (found.rowCount === 0) return [];
     return this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ id: string; attempt: number }>(
         `SELECT id, attempt FROM tasks WHERE status = 'CREATED' AND created_at <= $1 FOR UPDATE SKIP LOCKED`,
-        [new Date(now.getTime() - deadlineMs)],
+        [cutoff],
       );
       const failed: string[] = [];
       for (const task of rows) {

@@ -5,6 +5,7 @@ import {
   admitsAnotherActiveTask,
   claimOrder,
   countsAsActive,
+  deadlineCutoff,
   DEADLINE_EXCEEDED,
   isPastDeadline,
   webhookEventFor,
@@ -234,18 +235,16 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
   }
 
   async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]> {
+    // Read first: most sweeps find nothing, and they must not cost a durable commit.
+    const expiredStatement = this.db.statement(
+      "SELECT id, attempt FROM tasks WHERE status = 'CREATED' AND created_at <= ?",
+    );
+    const cutoff = deadlineCutoff(now, deadlineMs).getTime();
+    if (expiredStatement.all(cutoff).length === 0) return [];
     return this.db.groupCommit(
       () => {
-        // The queued tasks are a range of tasks_queue, however many finished ones the table keeps.
-        const expired = this.db
-          .statement("SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED'")
-          .all()
-          .filter((t) => isPastDeadline(new Date((t as { created_at: number }).created_at), now, deadlineMs)) as {
-          id: string;
-          attempt: number;
-        }[];
         const failed: string[] = [];
-        for (const task of expired) {
+        for (const task of expiredStatement.all(cutoff) as { id: string; attempt: number }[]) {
           const finished = this.finish(task.id, task.attempt, 'fail', now, {
             error: DEADLINE_EXCEEDED,
             fromStatuses: ['CREATED'],
