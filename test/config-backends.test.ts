@@ -25,8 +25,8 @@ t.test('a backend per model, with its settings and defaults', async (t) => {
   });
   t.same(modelBackends(config), { 'alpha-pro': 'gemini', 'beta-v5-pro': 'openai' });
   t.equal(config.GEMINI_MODEL, 'gemini-3-pro-image-preview');
-  t.equal(config.GEMINI_MAX_CONCURRENCY, 4);
-  t.equal(config.OPENAI_MAX_CONCURRENCY, 4);
+  t.equal(config.GEMINI_MAX_CONCURRENCY, 64, 'a ceiling: the working limit adapts below it');
+  t.equal(config.OPENAI_MAX_CONCURRENCY, 64);
   t.equal(config.GEMINI_BASE_URL, undefined);
 });
 
