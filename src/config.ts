@@ -5,6 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
 import type { ModelId } from '../schemas/catalog.js';
 import { assertValidBlobKey } from './blobs/port.js';
+import { OPENAI_IMAGE_SIZES_PATTERN } from './core/size-plan.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -292,6 +293,13 @@ export const ConfigSchema = Type.Object({
     description:
       'Most OpenAI-compatible calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (README, "Capacity").',
   }),
+  OPENAI_IMAGE_SIZES: Type.Optional(
+    Type.String({
+      pattern: OPENAI_IMAGE_SIZES_PATTERN,
+      description:
+        'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
+    }),
+  ),
 });
 
 export type Config = Static<typeof ConfigSchema>;
