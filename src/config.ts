@@ -5,7 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
 import type { ModelId } from '../schemas/catalog.js';
 import { assertValidBlobKey } from './blobs/port.js';
-import { OPENAI_IMAGE_SIZES_PATTERN } from './core/size-plan.js';
+import { parseOpenAiImageSizes } from './core/size-plan.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -295,7 +295,6 @@ export const ConfigSchema = Type.Object({
   }),
   OPENAI_IMAGE_SIZES: Type.Optional(
     Type.String({
-      pattern: OPENAI_IMAGE_SIZES_PATTERN,
       description:
         'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
     }),
@@ -328,6 +327,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
   if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
+  if (config.OPENAI_IMAGE_SIZES !== undefined) {
+    try {
+      parseOpenAiImageSizes(config.OPENAI_IMAGE_SIZES);
+    } catch (error) {
+      throw new ConfigError(
+        `Invalid environment variable OPENAI_IMAGE_SIZES=${JSON.stringify(config.OPENAI_IMAGE_SIZES)}: ${(error as Error).message}`,
+      );
+    }
+  }
   checkBackendSettings(config);
   checkBlobStoreSettings(config);
   return config;

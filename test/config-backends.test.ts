@@ -59,3 +59,16 @@ t.test('the messages never echo a key', async (t) => {
   });
   t.notMatch(message, /secret/);
 });
+
+t.test('OPENAI_IMAGE_SIZES: exact or a list of WIDTHxHEIGHT, anything else stops the start', async (t) => {
+  t.equal(loadConfig({}).OPENAI_IMAGE_SIZES, undefined, 'unset: by the model name');
+  t.equal(loadConfig({ OPENAI_IMAGE_SIZES: 'exact' }).OPENAI_IMAGE_SIZES, 'exact');
+  t.equal(loadConfig({ OPENAI_IMAGE_SIZES: '1024x1024, 1344x768' }).OPENAI_IMAGE_SIZES, '1024x1024, 1344x768');
+  for (const bad of ['auto', '1024', '1024x1024,', '0x512', '1024*1024', 'exact,1024x1024']) {
+    t.equal(
+      configError({ OPENAI_IMAGE_SIZES: bad }),
+      `Invalid environment variable OPENAI_IMAGE_SIZES=${JSON.stringify(bad)}: expected exact or comma-separated WIDTHxHEIGHT sizes, e.g. 1024x1024,1536x1024,1024x1536`,
+      bad,
+    );
+  }
+});

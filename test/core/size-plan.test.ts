@@ -58,22 +58,26 @@ t.test('every catalog cell on every known Gemini model sends an imageConfig the 
   t.not(geminiImageConfigRefusal('gemini-2.5-flash-image', { aspectRatio: '1:1', imageSize: '1K' }), null);
 });
 
-t.test('a fixed list: the nearest aspect ratio, then the largest within the target, else the largest', async (t) => {
-  const gpt = [size(1024, 1024), size(1536, 1024), size(1024, 1536)];
-  t.same(nearestAcceptedSize(size(1264, 848), gpt), size(1536, 1024), '3:2 → landscape');
-  t.same(nearestAcceptedSize(size(3168, 1344), gpt), size(1536, 1024), '21:9 → landscape');
-  t.same(nearestAcceptedSize(size(928, 1152), gpt), size(1024, 1536), '4:5 is nearer 2:3 than 1:1');
-  t.same(nearestAcceptedSize(size(1152, 928), gpt), size(1536, 1024), '5:4 is nearer 3:2 than 1:1');
-  t.same(nearestAcceptedSize(size(4096, 4096), gpt), size(1024, 1024));
-  const dallE2 = [size(256, 256), size(512, 512), size(1024, 1024)];
-  t.same(nearestAcceptedSize(size(1024, 1024), dallE2), size(1024, 1024), 'the largest within the target');
-  t.same(nearestAcceptedSize(size(600, 600), dallE2), size(512, 512), 'not larger than the target');
-  t.same(nearestAcceptedSize(size(200, 200), dallE2), size(1024, 1024), 'all larger: the largest');
-  t.same(nearestAcceptedSize(size(5504, 3072), dallE2), size(1024, 1024));
-  const dallE3 = [size(1024, 1024), size(1792, 1024), size(1024, 1792)];
-  t.same(nearestAcceptedSize(size(1376, 768), dallE3), size(1792, 1024));
-  t.same(nearestAcceptedSize(size(768, 1376), dallE3), size(1024, 1792));
-});
+t.test(
+  'a fixed list: the nearest aspect ratio, then the largest with no more pixels than the target, else the largest',
+  async (t) => {
+    const gpt = [size(1024, 1024), size(1536, 1024), size(1024, 1536)];
+    t.same(nearestAcceptedSize(size(1264, 848), gpt), size(1536, 1024), '3:2 → landscape');
+    t.same(nearestAcceptedSize(size(3168, 1344), gpt), size(1536, 1024), '21:9 → landscape');
+    t.same(nearestAcceptedSize(size(928, 1152), gpt), size(1024, 1536), '4:5 is nearer 2:3 than 1:1');
+    t.same(nearestAcceptedSize(size(1152, 928), gpt), size(1536, 1024), '5:4 is nearer 3:2 than 1:1');
+    t.same(nearestAcceptedSize(size(4096, 4096), gpt), size(1024, 1024));
+    const dallE2 = [size(256, 256), size(512, 512), size(1024, 1024)];
+    t.same(nearestAcceptedSize(size(1024, 1024), dallE2), size(1024, 1024), 'the largest within the target');
+    t.same(nearestAcceptedSize(size(600, 600), dallE2), size(512, 512), 'not larger than the target');
+    t.same(nearestAcceptedSize(size(200, 200), dallE2), size(1024, 1024), 'all larger: the largest');
+    t.same(nearestAcceptedSize(size(5504, 3072), dallE2), size(1024, 1024));
+    t.same(nearestAcceptedSize(size(1264, 848), dallE2), size(1024, 1024), 'no more pixels, though taller');
+    const dallE3 = [size(1024, 1024), size(1792, 1024), size(1024, 1792)];
+    t.same(nearestAcceptedSize(size(1376, 768), dallE3), size(1792, 1024));
+    t.same(nearestAcceptedSize(size(768, 1376), dallE3), size(1024, 1792));
+  },
+);
 
 t.test('gpt-image-2: the catalog size itself when it fits, else scaled into the limits', async (t) => {
   const rule = openAiSizeRule('gpt-image-2');
@@ -97,6 +101,6 @@ t.test('OPENAI_IMAGE_SIZES overrides the model name; unknown names send the exac
   });
   t.same(plannedSize(size(1376, 768), openAiSizeRule('flux-pro', '1024x1024,1344x768,768x1344')), size(1344, 768));
   for (const bad of ['', 'auto', '1024', '1024x', '0x1024', '1024x1024,', '1024*1024', 'exact,1024x1024']) {
-    t.throws(() => parseOpenAiImageSizes(bad), /OPENAI_IMAGE_SIZES must be "exact" or comma-separated/, bad);
+    t.throws(() => parseOpenAiImageSizes(bad), /^expected exact or comma-separated WIDTHxHEIGHT sizes/, bad);
   }
 });
