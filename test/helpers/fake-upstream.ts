@@ -91,6 +91,13 @@ export class FakeUpstream {
         body: Buffer.concat(chunks),
       };
       this.requests.push(request);
+      res.on('close', () => {
+        this.hanging.delete(res);
+        if (!res.writableFinished) {
+          this.abandoned += 1;
+          this.notify(this.abandonWaiters, this.abandoned);
+        }
+      });
       // What the real provider would refuse is refused, whatever the script says (the script is not consumed).
       const refusal = await providerRefusal(request);
       if (refusal) {
@@ -99,13 +106,6 @@ export class FakeUpstream {
         this.notify(this.waiters, this.requests.length);
         return;
       }
-      res.on('close', () => {
-        this.hanging.delete(res);
-        if (!res.writableFinished) {
-          this.abandoned += 1;
-          this.notify(this.abandonWaiters, this.abandoned);
-        }
-      });
       const reply = this.script[Math.min(this.served, this.script.length - 1)] ?? {
         status: 500,
         json: { error: 'no reply scripted' },

@@ -19,13 +19,13 @@ import { geminiReply, openAiReply } from './provider-replies.js';
  * of ten ratios; imageSize 1K, 2K or 4K, taken by Gemini 3 Pro Image and Gemini 3.1 Flash Image
  * only. A refused value is 400 google.rpc.Status {error: {code: 400, message, status: 'INVALID_ARGUMENT'}}.
  */
-export const OPENAI_FIXED_SIZES: Record<string, string[]> = {
+const OPENAI_FIXED_SIZES: Record<string, string[]> = {
   'dall-e-2': ['256x256', '512x512', '1024x1024'],
   'dall-e-3': ['1024x1024', '1792x1024', '1024x1792'],
   'gpt-image': ['1024x1024', '1024x1536', '1536x1024', 'auto'],
 };
 
-export const GEMINI_ASPECT_RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
+const GEMINI_ASPECT_RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
 const GEMINI_MODELS_WITH_IMAGE_SIZE = /^gemini-3(\.1-flash|-pro)-image/;
 
 /** Why OpenAI would refuse `size` for `model`, or null when it takes it. */
