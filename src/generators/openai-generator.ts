@@ -55,7 +55,7 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       n: 1,
       size: `${size.width}x${size.height}`,
       // GPT image models always answer in base64 and refuse the parameter; others default to URLs.
-      ...(this.options.model.startsWith('gpt-image') ? {} : { response_format: 'b64_json' as const }),
+      ...(/^(gpt-image|chatgpt-image)-/.test(this.options.model) ? {} : { response_format: 'b64_json' as const }),
     };
     const response = await this.calls.run(
       signal,

@@ -80,6 +80,16 @@ t.test('text-to-image is one images.generate; gpt-image-2 is asked for the catal
   });
 });
 
+t.test('GPT image models are not sent response_format, which they refuse', async (t) => {
+  for (const model of ['gpt-image-1', 'chatgpt-image-latest']) {
+    const { upstream, generator } = await setup(t, { model });
+    upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+    await generator.generate(input(), live());
+    t.equal(JSON.parse(upstream.requests[0].body.toString()).response_format, undefined, model);
+    t.equal(upstream.refused.length, 0);
+  }
+});
+
 t.test('models other than GPT image ones are asked for b64_json', async (t) => {
   const { upstream, generator } = await setup(t, { model: 'flux-pro' });
   upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));

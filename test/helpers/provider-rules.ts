@@ -15,6 +15,9 @@ import { geminiReply, openAiReply } from './provider-replies.js';
  * …", type: 'invalid_request_error', param: 'size', code: 'invalid_value'}}. Other model names
  * stand for compatible providers that take any WIDTHxHEIGHT.
  *
+ * The GPT image models also refuse `response_format` (they always answer in base64): 400
+ * {…, param: 'response_format', code: 'unknown_parameter'}.
+ *
  * Gemini API imageConfig (https://ai.google.dev/gemini-api/docs/image-generation): aspectRatio one
  * of ten ratios; imageSize 1K, 2K or 4K, taken by Gemini 3 Pro Image and Gemini 3.1 Flash Image
  * only. A refused value is 400 google.rpc.Status {error: {code: 400, message, status: 'INVALID_ARGUMENT'}}.
@@ -57,6 +60,18 @@ export function openAiSizeRefusal(model: string, size: unknown): JsonReply | nul
     return supported.includes(value) ? null : invalidSize(value, supported.map((s) => `'${s}'`).join(', '));
   }
   return /^\d+x\d+$/.test(value) || value === 'auto' ? null : invalidSize(value, 'WIDTHxHEIGHT');
+}
+
+/** The GPT image models always answer in base64 and refuse `response_format`. */
+export function openAiResponseFormatRefusal(model: string, responseFormat: unknown): JsonReply | null {
+  if (responseFormat === undefined || responseFormat === null) return null;
+  if (!/^(gpt-image-|chatgpt-image-)/.test(model)) return null;
+  return openAiReply.error(400, {
+    message: "Unknown parameter: 'response_format'.",
+    type: 'invalid_request_error',
+    param: 'response_format',
+    code: 'unknown_parameter',
+  });
 }
 
 function invalidSize(value: string, supported: string): JsonReply {
@@ -113,16 +128,21 @@ export async function providerRefusal(request: {
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
     if (OPENAI_PATHS.has(path)) {
-      let fields: { model?: unknown; size?: unknown };
+      let fields: { model?: unknown; size?: unknown; response_format?: unknown };
       if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
         const form = await new Response(new Uint8Array(request.body), {
           headers: { 'content-type': String(request.headers['content-type']) },
         }).formData();
-        fields = { model: form.get('model'), size: form.get('size') ?? undefined };
+        fields = {
+          model: form.get('model'),
+          size: form.get('size') ?? undefined,
+          response_format: form.get('response_format') ?? undefined,
+        };
       } else {
         fields = JSON.parse(request.body.toString('utf8')) as typeof fields;
       }
-      return openAiSizeRefusal(String(fields.model ?? ''), fields.size);
+      const model = String(fields.model ?? '');
+      return openAiResponseFormatRefusal(model, fields.response_format) ?? openAiSizeRefusal(model, fields.size);
     }
   } catch {
     return null;
