@@ -26,7 +26,8 @@ cache=${IMAGEGEN_NODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/imagegen-service/no
 mkdir -p "$cache"
 
 # The newest release of the line the registry knows (sort -V: the registry lists versions in no useful order).
-version=$(npm view "$pkg@$line" version --json 2>/dev/null </dev/null \
+# From / : this project's own devEngines would refuse the machine's older Node running npm here.
+version=$(cd / && npm view "$pkg@$line" version --json 2>/dev/null </dev/null \
   | tr -d '[]", ' | grep -E "^$line\.[0-9]+\.[0-9]+$" | sort -V | tail -n 1 || true)
 if [ -z "$version" ]; then
   version=$(ls "$cache" 2>/dev/null | grep -E "^$line\.[0-9]+\.[0-9]+$" | sort -V | tail -n 1 || true)
