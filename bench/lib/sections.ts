@@ -85,7 +85,7 @@ export function scaleOutSection(rows: ScaleOutRow[]): ReportSection {
       met: verdict(row),
     }));
   const lines = [
-    "On the machine's PostgreSQL, beside graphile-worker 0.16 on the same database in the same run (`bench/scale-out.ts`).",
+    "On the machine's PostgreSQL, beside graphile-worker 0.18 on the same database in the same run (`bench/scale-out.ts`).",
     '',
     '| scenario | ours | graphile-worker / reference | ratio (> 1 = ours better) | budget |',
     '|---|---|---|---|---|',

@@ -44,6 +44,8 @@ export class GeminiGenerator implements ImageGenerator {
     this.client = new GoogleGenAI({
       vertexai: false,
       apiKey: options.apiKey,
+      // The image models (previews) are documented on v1beta; SDK 3 defaults to v1.
+      apiVersion: 'v1beta',
       // No SDK retries: a retry is a task requeue, which frees the worker slot while it waits.
       httpOptions: options.baseUrl ? { baseUrl: options.baseUrl } : {},
     });
