@@ -222,17 +222,16 @@ async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
           tasks.slice(i, i + 50).map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 1e9 })),
         );
       let completed = 0;
-      let finish: () => void = () => {};
-      const done = new Promise<void>((resolve) => (finish = resolve));
+      const done = Promise.withResolvers<void>();
       const complete = store.completeTask.bind(store);
       store.completeTask = async (input) => {
         const ok = await complete(input);
-        if (ok && ++completed === NOOP_TASKS) finish();
+        if (ok && ++completed === NOOP_TASKS) done.resolve();
         return ok;
       };
       const start = performance.now();
       worker.start();
-      await done;
+      await done.promise;
       return NOOP_TASKS / ((performance.now() - start) / 1000);
     } finally {
       await worker.stop(5000);
@@ -255,11 +254,10 @@ async function graphileNoopThroughput(concurrency: number): Promise<number> {
     );
     await client.end();
     let completed = 0;
-    let finish: () => void = () => {};
-    const done = new Promise<void>((resolve) => (finish = resolve));
+    const done = Promise.withResolvers<void>();
     // Listened to before the runner starts: it may finish jobs before run() resolves.
     const events: WorkerEvents = new EventEmitter();
-    events.on('job:success', () => ++completed === NOOP_TASKS && finish());
+    events.on('job:success', () => ++completed === NOOP_TASKS && done.resolve());
     const start = performance.now();
     const runner = await runGraphileWorker({
       connectionString: DATABASE_URL,
@@ -271,7 +269,7 @@ async function graphileNoopThroughput(concurrency: number): Promise<number> {
       events,
       taskList: { noop: async () => {} },
     });
-    await done;
+    await done.promise;
     const perSecond = NOOP_TASKS / ((performance.now() - start) / 1000);
     await runner.stop();
     await utils.release();
