@@ -20,6 +20,12 @@ t.test('CI runs exactly the README test command', async (t) => {
   t.ok(ci.includes(`'${command}'`), '.ci/run runs it');
 });
 
+t.test('CI runs it on Node.js 24, then 26, through scripts/with-node.sh, as the README tells developers', async (t) => {
+  t.ok(ci.includes('for line in 24 26'), 'both LTS lines, 24 first');
+  t.ok(ci.includes(`scripts/with-node.sh "$line" bash -c 'npm ci && npm test'`), 'through scripts/with-node.sh');
+  t.ok(readme.includes('scripts/with-node.sh 24 npm ci && scripts/with-node.sh 24 npm test'), 'the README shows how');
+});
+
 t.test('the README table of sizes asked of each OpenAI model is the size plan', async (t) => {
   const models = ['gpt-image-2', 'gpt-image-1', 'dall-e-3', 'dall-e-2'];
   const format = (size: { width: number; height: number }) => `${size.width}×${size.height}`;
