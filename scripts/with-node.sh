@@ -43,8 +43,11 @@ if [ ! -x "$dir/bin/node" ]; then
   (cd "$tmp" && npm pack "$pkg@$version" --silent </dev/null >/dev/null)
   tar -xzf "$tmp"/*.tgz -C "$tmp"
   [ -x "$tmp/package/bin/node" ] || { echo "with-node: $pkg@$version has no bin/node" >&2; exit 1; }
-  rm -rf "$dir"
-  mv "$tmp/package" "$dir"   # atomic on one filesystem: a concurrent run sees all of it or none
+  if [ -e "$dir" ] && [ ! -x "$dir/bin/node" ]; then rm -rf "$dir"; fi   # a broken leftover
+  # One rename on one filesystem: a concurrent run sees all of it or none; if another run got there
+  # first, its copy (maybe in use) stays and this one is dropped.
+  mv -T "$tmp/package" "$dir" 2>/dev/null || [ -x "$dir/bin/node" ] \
+    || { echo "with-node: could not place Node.js $version in $dir" >&2; exit 1; }
   rm -rf "$tmp"
   trap - EXIT
 fi
