@@ -14,6 +14,7 @@ import {
   AUTHENTICATED_CODES,
   BEARER_SECURITY,
   apiEmpty,
+  apiHeaders,
   canonicalId,
   problemResponses,
   uuidParam,
@@ -43,6 +44,7 @@ const StreamHeaders = Type.Object({
   'last-event-id': Type.Optional(
     Type.String({
       maxLength: 64,
+      pattern: '^[\\x20-\\x7e]*$',
       description:
         'The `id` of the last event received (a browser sends it when it reconnects): only later changes are sent.',
     }),
@@ -110,9 +112,16 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
         response: {
           200: {
             description: 'The event stream; never compressed or cached.',
+            headers: apiHeaders(),
             content: {
               'text/event-stream': {
-                schema: { type: 'string', maxLength: 2_147_483_647, description: EVENTS_DESCRIPTION },
+                schema: {
+                  type: 'string',
+                  // Lines of `field: value` (id, event, data, retry), `: comment`, or blank.
+                  pattern: '^(((id|event|data|retry)?:[^\\n]*)?\\n)*$',
+                  maxLength: 2_147_483_647,
+                  description: EVENTS_DESCRIPTION,
+                },
                 example: EVENT_STREAM_EXAMPLE,
               },
             },
