@@ -90,8 +90,13 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
   app,
   { tasks, signer, now, streamSlots, taskDeadlineMs },
 ) => {
-  const shuttingDown = new AbortController();
-  app.addHook('preClose', async () => shuttingDown.abort());
+  // Each open stream's stop; at shutdown every one is stopped (a reconnect event, then the end).
+  const open = new Set<AbortController>();
+  let shuttingDown = false;
+  app.addHook('preClose', async () => {
+    shuttingDown = true;
+    for (const stream of open) stream.abort();
+  });
 
   app.get(
     '/images/generations/:task_id/events',
@@ -163,9 +168,10 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
       if ('refused' in slot)
         throw new DomainError('too_many_streams', 'This API key has as many event streams open as it may; close one.');
 
-      const disconnected = new AbortController();
-      const stop = AbortSignal.any([disconnected.signal, shuttingDown.signal]);
-      reply.raw.once('close', () => disconnected.abort());
+      const stop = new AbortController();
+      open.add(stop);
+      const closed = new Promise<void>((resolve) => reply.raw.once('close', resolve));
+      void closed.then(() => stop.abort());
       // Proxies must neither buffer nor compress the stream (@fastify/sse sets X-Accel-Buffering: no).
       reply.header('cache-control', 'no-cache, no-transform');
       // At once, even when a resumed stream has nothing to send yet: the client sees it is open.
@@ -175,7 +181,7 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
       const send = (message: SSEMessage) => {
         message.retry = retryHint;
         retryHint = undefined;
-        return sendUnlessStalled(reply, message, disconnected.signal);
+        return sendUnlessStalled(reply, message, closed);
       };
       try {
         for (;;) {
@@ -192,14 +198,14 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
             }
           }
           const left = endsAt - Date.now();
-          if (stop.aborted || left <= 0) {
-            const reason = shuttingDown.signal.aborted ? 'shutdown' : 'deadline';
-            if (!disconnected.signal.aborted) await send({ event: 'reconnect', data: { reason } });
+          if (stop.signal.aborted || left <= 0) {
+            await send({ event: 'reconnect', data: { reason: shuttingDown ? 'shutdown' : 'deadline' } });
             return;
           }
-          task = await tasks.waitForNextStep(owner, taskId, lastSeen ?? -1, left, stop);
+          task = await tasks.waitForNextStep(owner, taskId, lastSeen ?? -1, left, stop.signal);
         }
       } finally {
+        open.delete(stop);
         slot.release();
       }
     },
@@ -210,21 +216,14 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
  * Sends one event, or drops the connection of a reader that has left more than a few events
  * unread (the socket is not being drained): false when the stream is over either way.
  */
-async function sendUnlessStalled(
-  reply: FastifyReply,
-  message: SSEMessage,
-  disconnected: AbortSignal,
-): Promise<boolean> {
-  if (disconnected.aborted || !reply.sse.isConnected) return false;
+async function sendUnlessStalled(reply: FastifyReply, message: SSEMessage, closed: Promise<void>): Promise<boolean> {
+  if (!reply.sse.isConnected) return false;
   if (reply.raw.writableLength > STALLED_READER_BYTES) {
     reply.raw.destroy();
     return false;
   }
   // @fastify/sse waits for 'drain' when the socket buffer is full, and a reader that went away
   // never drains it: the close ends the wait too.
-  const closed = new Promise<void>((resolve) =>
-    disconnected.addEventListener('abort', () => resolve(), { once: true }),
-  );
   await Promise.race([reply.sse.send(message), closed]);
-  return !disconnected.aborted;
+  return reply.sse.isConnected;
 }
