@@ -98,6 +98,28 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
     for (const stream of open) stream.abort();
   });
 
+  /**
+   * Who reads the stream: the signature of the task's stream_url (any account's task, counted
+   * against that account) or the Bearer key (the key's account's task, counted against the key).
+   */
+  const readerOf = async (
+    query: { expires?: string; signature?: string },
+    caller: Caller | null,
+    taskId: string,
+    at: Date,
+  ): Promise<{ owner: string | null; task: TaskRecord; slotKey: string }> => {
+    const signed = signedUrlExpiry(query, at, (expires, signature) =>
+      signer.verifyStream(taskId, expires, signature, at),
+    );
+    if (signed !== null) {
+      const task = await tasks.getBySignedUrl(taskId);
+      return { owner: null, task, slotKey: `account:${task.accountId}` };
+    }
+    // Auth let this route through without a key so that signed URLs work; without a signature the key is required.
+    if (!caller) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use the stream_url.');
+    return { owner: caller.accountId, task: await tasks.get(caller.accountId, taskId), slotKey: `key:${caller.keyId}` };
+  };
+
   app.get(
     '/images/generations/:task_id/events',
     {
@@ -141,32 +163,21 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
     async (request, reply) => {
       const at = now();
       const taskId = canonicalId(request.params.task_id);
-      const signedUntil = signedUrlExpiry(request.query, at, (expires, signature) =>
-        signer.verifyStream(taskId, expires, signature, at),
-      );
-      let owner: string | null;
-      let task: TaskRecord;
-      let slotKey: string;
-      if (signedUntil !== null) {
-        owner = null;
-        task = await tasks.getBySignedUrl(taskId);
-        // No key came with the request: a signed URL's streams count against the task's account.
-        slotKey = `account:${task.accountId}`;
-      } else {
-        // Auth let this route through without a key so that signed URLs work; without a signature the key is required.
-        const caller = request.caller as Caller | null;
-        if (!caller)
-          throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use the stream_url.');
-        owner = caller.accountId;
-        task = await tasks.get(owner, taskId);
-        slotKey = `key:${caller.keyId}`;
-      }
+      const {
+        owner,
+        task: found,
+        slotKey,
+      } = await readerOf(request.query, request.caller as Caller | null, taskId, at);
+      let task = found;
 
       let lastSeen = parseLastEventId(request.headers['last-event-id']);
       if (nextStreamEvent(task, lastSeen) === 'done') return reply.code(204).send();
       const slot = streamSlots.acquire(slotKey);
       if ('refused' in slot)
-        throw new DomainError('too_many_streams', 'This API key has as many event streams open as it may; close one.');
+        throw new DomainError(
+          'too_many_streams',
+          'As many event streams are open as this API key (or, through stream URLs, its account) may hold; close one.',
+        );
 
       const stop = new AbortController();
       open.add(stop);
