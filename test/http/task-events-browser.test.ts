@@ -2,16 +2,13 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { chromium } from 'playwright-core';
 import sharp from 'sharp';
 import t from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { buildTestApp } from '../helpers/app.js';
+import { CHROMIUM, launchChromium } from '../helpers/chromium.js';
 import { freePort } from '../helpers/processes.js';
 import { GatedGenerator, testWorker } from '../helpers/worker.js';
-
-/** Debian's chromium (`apt-get install -y chromium`; .ci/run installs it when it is missing). */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 /**
  * A page such as a customer's site would serve: it is handed a task's stream_url (no key), opens
@@ -60,12 +57,7 @@ t.test(
     });
     const task = created.json().data;
 
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
-    t.teardown(() => browser.close());
+    const browser = await launchChromium(t);
     const page = await browser.newPage({ viewport: { width: 400, height: 400 } });
     // Only the two loopback servers are ever contacted (the test network rule).
     await page.route('**/*', (route) => {
