@@ -187,6 +187,8 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
       reply.header('cache-control', 'no-cache, no-transform');
       // At once, even when a resumed stream has nothing to send yet: the client sees it is open.
       reply.sse.sendHeaders(200);
+      // writeHead only queues the head until the first write; a resumed stream may write nothing for minutes.
+      reply.raw.flushHeaders();
       const endsAt = task.createdAt.getTime() + taskDeadlineMs;
       let retryHint: number | undefined = STREAM_RETRY_MS;
       const send = (message: SSEMessage) => {
