@@ -142,6 +142,17 @@ export const ConfigSchema = Type.Object({
     default: 10,
     description: 'Uploads in flight at once per API key and process; more get 429 with Retry-After.',
   }),
+  SSE_MAX_STREAMS_PER_KEY: Int({
+    minimum: 1,
+    default: 100,
+    description:
+      'Task event streams open at once per API key (or, through signed URLs, per account) and process; more get 429.',
+  }),
+  SSE_HEARTBEAT_MS: Int({
+    minimum: 100,
+    default: 15_000,
+    description: 'A task event stream sends a comment this often, so proxies and the idle timeout keep it open.',
+  }),
   HTTP_HEADERS_TIMEOUT_MS: Int({
     minimum: 100,
     default: 20_000,
