@@ -19,7 +19,10 @@ t.test('CI runs exactly the README test command, on Node.js 24 and then 26', asy
   t.ok(readme.includes(`\`\`\`sh\n${command}\n\`\`\``), 'the README shows it');
   t.ok(ci.includes(`readme_test_command='${command}'`), '.ci/run runs it');
   t.ok(ci.includes('for line in 24 26'), 'both LTS lines, 24 first');
-  t.ok(readme.includes('```sh\nscripts/with-node.sh 24 npm ci && scripts/with-node.sh 24 npm start\n```'), 'and starts with it');
+  t.ok(
+    readme.includes('```sh\nscripts/with-node.sh 24 npm ci && scripts/with-node.sh 24 npm start\n```'),
+    'and starts with it',
+  );
 });
 
 t.test('the README table of sizes asked of each OpenAI model is the size plan', async (t) => {
