@@ -1384,6 +1384,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1608,6 +1610,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1753,6 +1757,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1976,6 +1982,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2155,6 +2163,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2457,6 +2467,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2582,6 +2594,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2699,6 +2713,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2841,6 +2857,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3048,6 +3066,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3190,6 +3210,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3368,6 +3390,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3607,6 +3631,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3724,6 +3750,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3879,6 +3907,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4007,6 +4037,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4187,6 +4219,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
