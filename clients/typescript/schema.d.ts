@@ -2350,6 +2350,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
