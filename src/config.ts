@@ -175,6 +175,13 @@ export const ConfigSchema = Type.Object({
     description:
       'Uploads decoded and re-encoded at once per process (each uses about its own size in memory); more wait their turn.',
   }),
+  READY_MIN_FREE_MB: Int({
+    minimum: 0,
+    maximum: 1_048_576,
+    default: 256,
+    description:
+      '/readyz answers 503 (disk failing) while DATA_DIR (database, files, upload spool) has less free space than this.',
+  }),
   RESULT_RETENTION_HOURS: Int({
     minimum: 1,
     default: 30 * 24,

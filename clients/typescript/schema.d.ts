@@ -32,8 +32,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Readiness: the store and the blob storage answer
-         * @description 200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.
+         * Readiness: the node can accept work
+         * @description 200 when the store and the blob storage answer and the disk has room, 503 naming the failing dependency otherwise (a load balancer sends the node no traffic meanwhile). Redis down is `rate_limits: degraded`, still 200. Needs no key.
          */
         get: operations["readiness"];
         put?: never;
@@ -1127,9 +1127,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         status: "ok" | "unavailable";
-                        /** @description Each dependency (`store`, `blobs`) and its state. */
+                        /** @description Each dependency (`store`, `blobs`, `disk`, `rate_limits`) and its state; `degraded` is served without (Redis: rate limits fail open) and does not make the node unready. */
                         checks?: {
-                            [key: string]: "ok" | "failing";
+                            [key: string]: "ok" | "degraded" | "failing";
                         };
                     };
                 };
@@ -1198,9 +1198,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         status: "ok" | "unavailable";
-                        /** @description Each dependency (`store`, `blobs`) and its state. */
+                        /** @description Each dependency (`store`, `blobs`, `disk`, `rate_limits`) and its state; `degraded` is served without (Redis: rate limits fail open) and does not make the node unready. */
                         checks?: {
-                            [key: string]: "ok" | "failing";
+                            [key: string]: "ok" | "degraded" | "failing";
                         };
                     };
                 };
@@ -1252,9 +1252,9 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         status: "ok" | "unavailable";
-                        /** @description Each dependency (`store`, `blobs`) and its state. */
+                        /** @description Each dependency (`store`, `blobs`, `disk`, `rate_limits`) and its state; `degraded` is served without (Redis: rate limits fail open) and does not make the node unready. */
                         checks?: {
-                            [key: string]: "ok" | "failing";
+                            [key: string]: "ok" | "degraded" | "failing";
                         };
                     };
                 };

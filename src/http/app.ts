@@ -28,6 +28,7 @@ import { registerMetrics } from './plugins/metrics.js';
 import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
+import { type DependencyCheck, DiskSpace, pingCheck, registerDependencyMetrics } from '../services/readiness.js';
 import { accountRoutes } from './routes/account.js';
 import { generationRoutes } from './routes/generations.js';
 import { taskEventRoutes } from './routes/task-events.js';
@@ -64,6 +65,8 @@ export interface AppDependencies {
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
+/** After a write found the disk full, /readyz says so for this long (DiskSpace). */
+const DISK_FULL_REMEMBERED_MS = 60_000;
 
 /**
  * One info line per request, when it ends. Fastify's default writes two, serialising the request
@@ -156,7 +159,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
-  registerErrorHandling(app);
+  // A write that found the disk full makes /readyz fail for a while (DiskSpace).
+  const diskSpace = new DiskSpace({
+    path: deps.config.DATA_DIR,
+    minFreeBytes: deps.config.READY_MIN_FREE_MB * 1024 * 1024,
+    fullForMs: DISK_FULL_REMEMBERED_MS,
+    now,
+  });
+  registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });
   const metricsRegistry = registerMetrics(app, deps.metricsRegistry);
   registerQueueMetrics(metricsRegistry, deps.store, (error) =>
     app.log.warn({ err: error }, 'queue metrics unavailable'),
@@ -200,8 +210,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     if (removed) app.log.info({ removed }, 'upload spool files of dead processes removed');
   });
 
-  await app.register(healthRoutes, { readinessChecks: { store: () => deps.store.ping(), blobs: () => blobs.ping() } });
-
   const config = deps.config;
   let rateLimitRedis = deps.rateLimitRedis ?? null;
   if (deps.rateLimitRedis === undefined && config.REDIS_URL) {
@@ -213,6 +221,16 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     });
     rateLimitRedis = redis;
   }
+  const sharedCounters = rateLimitRedis;
+  const readinessChecks: Record<string, DependencyCheck> = {
+    store: pingCheck(() => deps.store.ping()),
+    blobs: pingCheck(() => blobs.ping()),
+    disk: diskSpace.check,
+    // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
+    rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
+  };
+  await app.register(healthRoutes, { readinessChecks });
+  registerDependencyMetrics(metricsRegistry, readinessChecks);
   const idempotency = new IdempotencyService({ store: deps.store, now });
 
   await app.register(

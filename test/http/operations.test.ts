@@ -17,13 +17,6 @@ t.test('GET /metrics serves Prometheus text with per-route latency, without auth
   t.match(response.body, /process_cpu_user_seconds_total/);
 });
 
-t.test('GET /readyz checks the store and the blob storage', async (t) => {
-  const { app } = await buildTestApp(t);
-  const response = await app.inject({ url: '/readyz' });
-  t.equal(response.statusCode, 200);
-  t.same(response.json(), { status: 'ok', checks: { store: 'ok', blobs: 'ok' } });
-});
-
 t.test('GET /readyz is 503 naming the failing dependency', async (t) => {
   const { app, store } = await buildTestApp(t);
   await store.close();

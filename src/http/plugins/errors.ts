@@ -26,10 +26,11 @@ const DEPENDENCY_DETAIL =
  * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
  * (DESIGN 3.7). 5xx bodies say nothing about the cause; the log has it with the request id.
  */
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFull?: () => void } = {}): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
     const dependency = dependencyFailureOf(error);
     if (dependency) {
+      if (dependency === 'storage_full') hooks.onStorageFull?.();
       // Not a bug: a dependency is away or full. The client is told to come back; the cause stays here.
       request.log.warn({ err: error, dependency }, 'request failed: a dependency is unavailable');
       sendProblem(request, reply, 'unavailable', DEPENDENCY_DETAIL);

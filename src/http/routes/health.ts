@@ -2,11 +2,11 @@ import rateLimit from '@fastify/rate-limit';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
+import { checkReadiness, type DependencyCheck } from '../../services/readiness.js';
 import { NO_SECURITY, RATE_LIMIT_HEADERS, plainResponse, problemResponses } from '../route-schemas.js';
 
 export interface HealthRoutesOptions {
-  /** Each check throws when its dependency is unusable. */
-  readinessChecks: Record<string, () => Promise<void>>;
+  readinessChecks: Record<string, DependencyCheck>;
 }
 
 /**
@@ -20,8 +20,9 @@ const Health = Type.Object(
   {
     status: StringEnum(['ok', 'unavailable']),
     checks: Type.Optional(
-      Type.Record(Type.String({ maxLength: 32, pattern: '^[a-z]+$' }), StringEnum(['ok', 'failing']), {
-        description: 'Each dependency (`store`, `blobs`) and its state.',
+      Type.Record(Type.String({ maxLength: 32, pattern: '^[a-z_]+$' }), StringEnum(['ok', 'degraded', 'failing']), {
+        description:
+          'Each dependency (`store`, `blobs`, `disk`, `rate_limits`) and its state; `degraded` is served without (Redis: rate limits fail open) and does not make the node unready.',
         maxProperties: 16,
       }),
     ),
@@ -56,9 +57,9 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       schema: {
         operationId: 'readiness',
         tags: ['operations'],
-        summary: 'Readiness: the store and the blob storage answer',
+        summary: 'Readiness: the node can accept work',
         description:
-          '200 when the store and the blob storage answer, 503 naming the failing one otherwise. Needs no key.',
+          '200 when the store and the blob storage answer and the disk has room, 503 naming the failing dependency otherwise (a load balancer sends the node no traffic meanwhile). Redis down is `rate_limits: degraded`, still 200. Needs no key.',
         security: NO_SECURITY,
         response: {
           200: plainResponse(Health, 'Ready: every dependency answers.', RATE_LIMIT_HEADERS),
@@ -68,18 +69,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       },
     },
     async (request, reply) => {
-      const checks: Record<string, 'ok' | 'failing'> = {};
-      let ready = true;
-      for (const [name, check] of Object.entries(readinessChecks)) {
-        try {
-          await check();
-          checks[name] = 'ok';
-        } catch (error) {
-          request.log.warn({ err: error, check: name }, 'readiness check failed');
-          checks[name] = 'failing';
-          ready = false;
-        }
-      }
+      const { ready, checks, causes } = await checkReadiness(readinessChecks);
+      for (const [check, err] of Object.entries(causes)) request.log.warn({ err, check }, 'readiness check failed');
       if (!ready) return reply.code(503).type('application/json').send({ status: 'unavailable', checks });
       return { status: 'ok' as const, checks };
     },
