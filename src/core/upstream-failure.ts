@@ -11,6 +11,7 @@ export type UpstreamFailureKind =
   | 'upstream_invalid_image'
   | 'upstream_rate_limited'
   | 'upstream_unavailable'
+  | 'upstream_quota_exhausted'
   | 'generator_unavailable';
 
 export interface UpstreamFailure {
@@ -23,6 +24,11 @@ export interface UpstreamFailure {
    * limit comes down (DESIGN 3.5, 4).
    */
   capacity?: boolean;
+  /**
+   * At most this many attempts of the task end in this failure before it is final (fewer than
+   * TASK_MAX_ATTEMPTS): a reply without an image is worth one more try, not every try.
+   */
+  maxAttempts?: number;
 }
 
 const FAILURES: Record<UpstreamFailureKind, Omit<UpstreamFailure, 'code'>> = {
@@ -31,11 +37,17 @@ const FAILURES: Record<UpstreamFailureKind, Omit<UpstreamFailure, 'code'>> = {
     transient: false,
   },
   upstream_rejected: { message: 'The model rejected this request as invalid.', transient: false },
-  upstream_no_image: { message: 'The model returned no image for this request.', transient: false },
+  // NO_IMAGE, OTHER, an image-less STOP: another call usually brings the image, so one more try.
+  upstream_no_image: { message: 'The model returned no image for this request.', transient: true, maxAttempts: 2 },
   // A broken image in an otherwise good reply is the provider's fault: another try may succeed.
   upstream_invalid_image: { message: 'The model returned an image that could not be decoded.', transient: true },
   upstream_rate_limited: { message: 'The model is busy; the generation could not be run in time.', transient: true },
   upstream_unavailable: { message: 'The model is unavailable; the generation could not be run.', transient: true },
+  // A quota that will not come back within the task's deadline (per day): waiting would only hold the tokens.
+  upstream_quota_exhausted: {
+    message: "The model's usage quota is used up and will not be restored in time for this task.",
+    transient: false,
+  },
   // Our credentials, quota or model name were refused: retrying cannot help until an operator acts.
   generator_unavailable: { message: 'The model backend is not available. Try again later.', transient: false },
 };
@@ -73,4 +85,108 @@ export function durationMs(value: unknown): number | undefined {
   if (typeof value !== 'string') return undefined;
   const match = /^(\d+(?:\.\d+)?)s$/.exec(value.trim());
   return match ? Math.round(Number(match[1]) * 1000) : undefined;
+}
+
+/**
+ * A Go-style duration as OpenAI's x-ratelimit-reset-requests / -tokens carry it ("1s", "6m0s",
+ * "20ms", "1h2m3.5s"): milliseconds, or undefined when unreadable.
+ */
+export function goDurationMs(value: string | null | undefined): number | undefined {
+  const text = value?.trim();
+  if (!text || !/^(\d+(\.\d+)?(h|ms|m|s))+$/.test(text)) return undefined;
+  const unitMs = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 } as const;
+  let total = 0;
+  for (const [, amount, , unit] of text.matchAll(/(\d+(\.\d+)?)(h|ms|m|s)/g)) {
+    total += Number(amount) * unitMs[unit as keyof typeof unitMs];
+  }
+  return Math.round(total);
+}
+
+/**
+ * OpenAI's rate-limit headers (https://platform.openai.com/docs/guides/rate-limits, "Rate limits in
+ * headers") as a Retry-After: the reset of each limit whose remaining count is 0; the later one
+ * when both are. Undefined when neither is exhausted or a reset is unreadable.
+ */
+export function rateLimitResetMs(header: (name: string) => string | null | undefined): number | undefined {
+  let wait: number | undefined;
+  for (const limit of ['requests', 'tokens']) {
+    if (header(`x-ratelimit-remaining-${limit}`)?.trim() !== '0') continue;
+    const reset = goDurationMs(header(`x-ratelimit-reset-${limit}`));
+    if (reset !== undefined) wait = Math.max(wait ?? 0, reset);
+  }
+  return wait;
+}
+
+/** google.rpc.Status, the error body of the Gemini API (and every Google API). */
+export interface GoogleRpcStatus {
+  code?: unknown;
+  message?: unknown;
+  status?: unknown;
+  details?: unknown;
+}
+
+/**
+ * ErrorInfo reasons that mean our own key or project was refused (google.rpc.ErrorInfo as the
+ * Gemini API sends it with 400 INVALID_ARGUMENT, 403 PERMISSION_DENIED): an operator must act.
+ */
+const OPERATOR_ERROR_REASONS = new Set([
+  'API_KEY_INVALID',
+  'API_KEY_EXPIRED',
+  'API_KEY_SERVICE_BLOCKED',
+  'API_KEY_HTTP_REFERRER_BLOCKED',
+  'API_KEY_IP_ADDRESS_BLOCKED',
+  'SERVICE_DISABLED',
+  'BILLING_DISABLED',
+  'CONSUMER_SUSPENDED',
+  'CONSUMER_INVALID',
+]);
+
+/**
+ * A Gemini API failure from its status and body (https://ai.google.dev/gemini-api/docs/troubleshooting):
+ * - an ErrorInfo reason naming our key or project (API_KEY_INVALID comes as 400 INVALID_ARGUMENT),
+ *   or FAILED_PRECONDITION (billing not enabled, the free tier not offered in the region) →
+ *   `generator_unavailable`;
+ * - a 429 whose QuotaFailure names a per-day quota → `upstream_quota_exhausted`; one whose limit is
+ *   0 (the project's tier has no quota for the model: billing must be enabled) →
+ *   `generator_unavailable`. Neither comes back within a task's deadline, so neither is retried;
+ * - otherwise by status (`upstreamFailureOfStatus`).
+ */
+export function googleFailure(httpStatus: number, body: GoogleRpcStatus | undefined): UpstreamFailure {
+  const ofType = (type: string) => googleDetails(body, type);
+  const reason = googleErrorInfoReason(body);
+  if (reason !== undefined && OPERATOR_ERROR_REASONS.has(reason)) return upstreamFailure('generator_unavailable');
+  if (body?.status === 'FAILED_PRECONDITION') return upstreamFailure('generator_unavailable');
+  if (httpStatus === 429) {
+    const violations = ofType('QuotaFailure').flatMap((d) => (Array.isArray(d.violations) ? d.violations : []));
+    const quota = violations as { quotaId?: unknown; quotaValue?: unknown }[];
+    const message = typeof body?.message === 'string' ? body.message : '';
+    if (quota.some((v) => String(v?.quotaValue) === '0') || /\blimit: 0\b/.test(message))
+      return upstreamFailure('generator_unavailable');
+    if (quota.some((v) => typeof v?.quotaId === 'string' && /PerDay/i.test(v.quotaId)))
+      return upstreamFailure('upstream_quota_exhausted');
+  }
+  return upstreamFailureOfStatus(httpStatus);
+}
+
+/** google.rpc.RetryInfo.retryDelay in a Status's details (the Gemini API puts it in its 429s). */
+export function googleRetryDelayMs(body: GoogleRpcStatus | undefined): number | undefined {
+  return durationMs(googleDetails(body, 'RetryInfo')[0]?.retryDelay);
+}
+
+/** The google.rpc.ErrorInfo reason of a Status (API_KEY_INVALID, …), if any. */
+export function googleErrorInfoReason(body: GoogleRpcStatus | undefined): string | undefined {
+  const reason = googleDetails(body, 'ErrorInfo')[0]?.reason;
+  return typeof reason === 'string' ? reason : undefined;
+}
+
+/** The details of one google.rpc type (ErrorInfo, QuotaFailure, RetryInfo, …) in a Status. */
+function googleDetails(body: GoogleRpcStatus | undefined, type: string): Record<string, unknown>[] {
+  const details = Array.isArray(body?.details) ? (body.details as unknown[]) : [];
+  return details.filter(
+    (d): d is Record<string, unknown> =>
+      typeof d === 'object' &&
+      d !== null &&
+      typeof (d as { '@type'?: unknown })['@type'] === 'string' &&
+      (d as { '@type': string })['@type'].endsWith(`google.rpc.${type}`),
+  );
 }

@@ -1,6 +1,13 @@
 import { ApiError, GoogleGenAI, type GenerateContentResponse, type Part } from '@google/genai';
 import { geminiImageConfig } from '../core/size-plan.js';
-import { durationMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
+import {
+  googleErrorInfoReason,
+  googleFailure,
+  googleRetryDelayMs,
+  retryAfterMs,
+  upstreamFailure,
+  type GoogleRpcStatus,
+} from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
 import { generationError, networkFailure, referenceContentType, UpstreamCalls } from './upstream-call.js';
@@ -15,8 +22,8 @@ export interface GeminiGeneratorOptions {
 
 /**
  * Finish reasons and prompt block reasons that mean the provider's policy refused the request or
- * its image (FinishReason / BlockedReason of the Gemini API). Any other reply without an image is
- * `upstream_no_image`.
+ * its image (FinishReason / BlockedReason of the Gemini API). Any other reply without an image
+ * (NO_IMAGE, IMAGE_OTHER, OTHER, a STOP with text only) is `upstream_no_image`, tried once more.
  */
 const POLICY_FINISH_REASONS = new Set([
   'SAFETY',
@@ -110,32 +117,21 @@ function firstImage(response: GenerateContentResponse): string {
 
 function classifyGeminiError(error: unknown, retryAfterHeader: string | null) {
   if (!(error instanceof ApiError)) return networkFailure(error);
-  const failure = upstreamFailureOfStatus(error.status);
   const body = parseErrorBody(error.message);
-  const waitMs = retryAfterMs(retryAfterHeader, new Date()) ?? retryDelayOf(body);
-  const reason = typeof body?.error?.status === 'string' ? body.error.status : undefined;
+  const failure = googleFailure(error.status, body);
+  const waitMs = retryAfterMs(retryAfterHeader, new Date()) ?? googleRetryDelayMs(body);
+  const reason =
+    [body?.status, googleErrorInfoReason(body)].filter((r) => typeof r === 'string').join(' ') || undefined;
   return generationError(failure, { retryAfterMs: waitMs, upstream: { status: error.status, reason } });
 }
 
-interface GoogleErrorBody {
-  error?: { status?: unknown; details?: { '@type'?: unknown; retryDelay?: unknown }[] };
-}
-
-/** ApiError's message is the JSON error body (google.rpc.Status) the API answered with. */
-function parseErrorBody(message: string): GoogleErrorBody | undefined {
+/** ApiError's message is the JSON error body ({error: google.rpc.Status}) the API answered with. */
+function parseErrorBody(message: string): GoogleRpcStatus | undefined {
   try {
-    const parsed: unknown = JSON.parse(message);
-    return typeof parsed === 'object' && parsed !== null ? (parsed as GoogleErrorBody) : undefined;
+    const parsed = JSON.parse(message) as { error?: unknown } | null;
+    const status = typeof parsed === 'object' && parsed !== null ? parsed.error : undefined;
+    return typeof status === 'object' && status !== null ? (status as GoogleRpcStatus) : undefined;
   } catch {
     return undefined;
   }
-}
-
-/** google.rpc.RetryInfo, which the Gemini API puts in the details of its 429s. */
-function retryDelayOf(body: GoogleErrorBody | undefined): number | undefined {
-  const details = Array.isArray(body?.error?.details) ? body.error.details : [];
-  const retryInfo = details.find(
-    (d) => typeof d?.['@type'] === 'string' && d['@type'].endsWith('google.rpc.RetryInfo'),
-  );
-  return durationMs(retryInfo?.retryDelay);
 }

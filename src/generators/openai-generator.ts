@@ -1,7 +1,7 @@
 import OpenAI, { APIConnectionError, APIError, toFile } from 'openai';
 import type { ImagesResponse } from 'openai/resources/images';
 import { openAiSizeRule, plannedSize, type OpenAiSizeRule } from '../core/size-plan.js';
-import { retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
+import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
 import { generationError, networkFailure, referenceContentType, UpstreamCalls } from './upstream-call.js';
@@ -93,10 +93,12 @@ function classifyOpenAiError(error: unknown) {
   if (code && POLICY_ERROR_CODES.has(code)) return generationError(upstreamFailure('content_policy'), { upstream });
   if (code && QUOTA_ERROR_CODES.has(code))
     return generationError(upstreamFailure('generator_unavailable'), { upstream });
-  const retryAfterMillis = Number(error.headers?.get('retry-after-ms'));
+  const header = (name: string) => error.headers?.get(name);
+  const retryAfterMillis = Number(header('retry-after-ms'));
+  // Retry-After first; else the reset of an exhausted x-ratelimit-* limit counts as one.
   const waitMs =
     Number.isFinite(retryAfterMillis) && retryAfterMillis > 0
       ? retryAfterMillis
-      : retryAfterMs(error.headers?.get('retry-after'), new Date());
+      : (retryAfterMs(header('retry-after'), new Date()) ?? rateLimitResetMs(header));
   return generationError(upstreamFailureOfStatus(error.status), { retryAfterMs: waitMs, upstream });
 }

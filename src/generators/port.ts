@@ -43,6 +43,8 @@ export interface GenerationErrorDetails {
   retryAfterMs?: number;
   /** For the operator's log only, never shown to the client: upstream status and reason. */
   upstream?: { status?: number; reason?: string };
+  /** At most this many attempts end in this failure before it is final (UpstreamFailure.maxAttempts). */
+  maxAttempts?: number;
 }
 
 /**
@@ -54,6 +56,7 @@ export class GenerationError extends Error {
   readonly retryAfterMs?: number;
   readonly upstream?: { status?: number; reason?: string };
   readonly capacity: boolean;
+  readonly maxAttempts?: number;
 
   constructor(
     readonly code: string,
@@ -66,5 +69,6 @@ export class GenerationError extends Error {
     this.retryAfterMs = details.retryAfterMs;
     this.capacity = details.capacity ?? false;
     this.upstream = details.upstream;
+    this.maxAttempts = details.maxAttempts;
   }
 }

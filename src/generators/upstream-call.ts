@@ -40,6 +40,7 @@ export class UpstreamCalls {
 export function generationError(failure: UpstreamFailure, details: GenerationErrorDetails = {}): GenerationError {
   return new GenerationError(failure.code, failure.message, failure.transient, {
     capacity: failure.capacity,
+    maxAttempts: failure.maxAttempts,
     ...details,
   });
 }

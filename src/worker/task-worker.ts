@@ -7,7 +7,7 @@ import {
   type UpstreamOutcome,
   type UpstreamOutcomeKind,
 } from '../core/backend-capacity.js';
-import { afterDependencyFailure, attemptsSpent } from '../core/task-execution.js';
+import { afterDependencyFailure, attemptsSpent, DEADLINE_EXCEEDED, isPastDeadline } from '../core/task-execution.js';
 import { generationRetryDelayMs } from '../core/task-retry.js';
 import type { TaskRecord } from '../core/task.js';
 import { type GeneratedImage, GenerationError, type GenerationInput, type ImageGenerator } from '../generators/port.js';
@@ -513,6 +513,21 @@ export class TaskWorker {
     }
 
     const failure = describeFailure(error);
+    if (
+      (failure.capacity || failure.transient) &&
+      failure.retryAfterMs !== undefined &&
+      isPastDeadline(task.createdAt, new Date(now.getTime() + failure.retryAfterMs), this.options.deadlineMs)
+    ) {
+      // The provider asks for a wait past the task's deadline (a quota reset hours away): failed now
+      // as the deadline would fail it, refunded, rather than holding the client's tokens until then.
+      await store.failTask({ taskId: task.id, attempt: task.attempt, error: DEADLINE_EXCEEDED, now });
+      const { code, upstream, retryAfterMs } = failure;
+      this.log.warn(
+        { task_id: task.id, attempt: task.attempt, code, upstream, retry_after_ms: retryAfterMs },
+        'task failed: the provider asks for a wait past its deadline',
+      );
+      return;
+    }
     if (failure.capacity) {
       // The provider had no room for it: back in the queue without spending an attempt; only its
       // deadline can end it now (claims fail it once past; DESIGN 3.5).
@@ -527,7 +542,10 @@ export class TaskWorker {
       );
       return;
     }
-    if (failure.transient && attemptsSpent(task) < this.options.maxAttempts) {
+    if (
+      failure.transient &&
+      attemptsSpent(task) < Math.min(this.options.maxAttempts, failure.maxAttempts ?? Infinity)
+    ) {
       const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random, failure.retryAfterMs);
       await store.requeueTask({
         taskId: task.id,
@@ -565,12 +583,14 @@ interface FailureDescription {
   upstream?: GenerationError['upstream'];
   /** The provider refused the call for capacity: not the task's failure. */
   capacity?: boolean;
+  /** At most this many attempts end in this failure (GenerationError.maxAttempts). */
+  maxAttempts?: number;
 }
 
 function describeFailure(error: unknown): FailureDescription {
   if (error instanceof GenerationError) {
-    const { code, message, transient, retryAfterMs, upstream, capacity } = error;
-    return { code, message, transient, internal: false, retryAfterMs, upstream, capacity };
+    const { code, message, transient, retryAfterMs, upstream, capacity, maxAttempts } = error;
+    return { code, message, transient, internal: false, retryAfterMs, upstream, capacity, maxAttempts };
   }
   if (error instanceof AttemptAborted) {
     return { code: 'generation_timeout', message: 'The generation took too long.', transient: true, internal: false };

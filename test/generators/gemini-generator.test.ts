@@ -189,11 +189,11 @@ t.test('a blocked image (finishReason IMAGE_SAFETY) is content_policy', async (t
   t.match(await rejection(generator.generate(input(), live())), { code: 'content_policy', transient: false });
 });
 
-t.test('a reply without an image is a permanent upstream_no_image failure without the model text', async (t) => {
+t.test('a reply without an image is upstream_no_image, worth one more try, without the model text', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(geminiReply.textOnly());
   const error = await rejection(generator.generate(input(), live()));
-  t.match(error, { code: 'upstream_no_image', transient: false });
+  t.match(error, { code: 'upstream_no_image', transient: true, maxAttempts: 2 });
   t.notMatch((error as Error).message, /sk-secret/);
 });
 
@@ -245,15 +245,18 @@ t.test('500 is transient, and the next call succeeds', async (t) => {
   t.equal(upstream.requests.length, 2, 'no hidden SDK retries');
 });
 
-t.test('400 INVALID_ARGUMENT is a permanent upstream_rejected; 403 is generator_unavailable', async (t) => {
-  const { upstream, generator } = await setup(t);
-  upstream.replyWith(
-    geminiReply.error(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.'),
-    geminiReply.error(403, 'PERMISSION_DENIED', 'API key not valid.'),
-  );
-  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rejected', transient: false });
-  t.match(await rejection(generator.generate(input(), live())), { code: 'generator_unavailable', transient: false });
-});
+t.test(
+  '400 INVALID_ARGUMENT is a permanent upstream_rejected; 403 is generator_unavailable (more: provider-failures.test.ts)',
+  async (t) => {
+    const { upstream, generator } = await setup(t);
+    upstream.replyWith(
+      geminiReply.error(400, 'INVALID_ARGUMENT', 'Request contains an invalid argument.'),
+      geminiReply.error(403, 'PERMISSION_DENIED', 'API key not valid.'),
+    );
+    t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_rejected', transient: false });
+    t.match(await rejection(generator.generate(input(), live())), { code: 'generator_unavailable', transient: false });
+  },
+);
 
 t.test('an unreachable upstream is transient upstream_unavailable', async (t) => {
   const { upstream } = await setup(t);

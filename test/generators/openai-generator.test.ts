@@ -263,10 +263,14 @@ t.test('500 is transient, and the next call succeeds', async (t) => {
   t.equal(upstream.requests.length, 2, 'no hidden SDK retries');
 });
 
-t.test('a reply without an image is a permanent upstream_no_image failure', async (t) => {
+t.test('a reply without an image is upstream_no_image, worth one more try', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(openAiReply.empty());
-  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image', transient: false });
+  t.match(await rejection(generator.generate(input(), live())), {
+    code: 'upstream_no_image',
+    transient: true,
+    maxAttempts: 2,
+  });
 });
 
 t.test('an unreachable upstream is transient upstream_unavailable', async (t) => {

@@ -235,7 +235,9 @@ export class CapacityProvider {
             quotaMetric: 'generativelanguage.googleapis.com/generate_content_paid_tier_requests',
             quotaId: 'GenerateRequestsPerMinutePerProjectPerModel',
             quotaDimensions: { location: 'global', model: 'gemini-3-pro-image' },
-            quotaValue: String(this.options.capacity),
+            // A busy provider names a positive limit: quotaValue 0 is Gemini's "no quota for this model
+            // on this tier", which an operator must fix (decision 0011, issue 35), not a wait.
+            quotaValue: String(Math.max(1, this.options.capacity)),
           },
         ],
       },

@@ -7,6 +7,7 @@ import { FakeUpstream, type JsonReply, pngBase64 } from '../helpers/fake-upstrea
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
+import { GEMINI_FAILURES } from '../helpers/provider-failures.js';
 import { geminiReply, openAiReply } from '../helpers/provider-replies.js';
 import { testWorker } from '../helpers/worker.js';
 
@@ -278,3 +279,44 @@ t.test(
     }
   },
 );
+
+const documented = (name: string) => GEMINI_FAILURES.find((row) => row.name === name)!;
+
+t.test('a bad Gemini key fails the task at once with generator_unavailable, refunded, one call', async (t) => {
+  const h = await setup(t);
+  h.upstream.replyWith(documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply);
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'with a revoked key' });
+  const task = await awaitTerminal(h, taskId);
+  t.equal(task.status, 'FAILED');
+  t.match(task.error, { code: 'generator_unavailable' });
+  t.notMatch(JSON.stringify(task.error), /API key/, 'the provider text is not shown');
+  t.equal(h.upstream.requests.length, 1);
+  t.equal(await refundsOf(h, taskId), 1);
+  t.equal((await h.store.getAccount(h.accountId))?.balance, 1000);
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('a per-day Gemini quota fails the task within seconds, one call, refunded', async (t) => {
+  const h = await setup(t);
+  h.upstream.replyWith(documented('a per-day quota: 429 with a QuotaFailure naming a PerDay quota').reply);
+  const started = Date.now();
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'one too many today' });
+  const task = await awaitTerminal(h, taskId);
+  t.equal(task.status, 'FAILED');
+  t.match(task.error, { code: 'upstream_quota_exhausted' });
+  t.ok(Date.now() - started < 5_000, 'within seconds');
+  t.equal(h.upstream.requests.length, 1);
+  t.equal(await refundsOf(h, taskId), 1);
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('Gemini NO_IMAGE then an image: the task completes, not refunded', async (t) => {
+  const h = await setup(t);
+  h.upstream.replyWith(documented('finishReason NO_IMAGE').reply, geminiReply.image(await pngBase64(1024, 1024)));
+  const taskId = await create(h, { model: 'alpha-pro', prompt: 'second time lucky' });
+  const task = await awaitTerminal(h, taskId);
+  t.equal(task.status, 'COMPLETED');
+  t.equal(h.upstream.requests.length, 2);
+  t.equal(await refundsOf(h, taskId), 0);
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});

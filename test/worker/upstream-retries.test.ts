@@ -3,6 +3,7 @@ import { GeminiGenerator } from '../../src/generators/gemini-generator.js';
 import { OpenAiImagesGenerator } from '../../src/generators/openai-generator.js';
 import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { GEMINI_FAILURES } from '../helpers/provider-failures.js';
 import { geminiReply, openAiReply } from '../helpers/provider-replies.js';
 import { oneQueuedTask, testWorker } from '../helpers/worker.js';
 
@@ -132,3 +133,94 @@ t.test(
     t.notMatch(log, /project 123456/);
   },
 );
+
+function geminiGenerator(url: string) {
+  return new GeminiGenerator({ apiKey: 'k', baseUrl: url, model: 'gemini-3-pro-image-preview', maxConcurrency: 1 });
+}
+
+t.test('NO_IMAGE then an image: the second attempt completes, without a refund', async (t) => {
+  const { deps, accountId, task } = await oneQueuedTask(t);
+  const upstream = await FakeUpstream.start(t);
+  const noImage = GEMINI_FAILURES.find((row) => row.name === 'finishReason NO_IMAGE')!;
+  upstream.replyWith(noImage.reply, geminiReply.image(await pngBase64(1024, 1024)));
+  let clock = Date.now();
+  const worker = testWorker(t, deps, {
+    generator: geminiGenerator(upstream.url),
+    retryBaseMs: 1_000,
+    now: () => new Date(clock),
+  });
+
+  await worker.runOnce();
+  clock += 2_000;
+  await worker.runOnce();
+  const done = await deps.store.getTaskById(task.id);
+  t.equal(done?.status, 'COMPLETED');
+  t.equal(upstream.requests.length, 2);
+  t.equal((await deps.store.ledgerTotals(accountId)).refund, 0);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+t.test('a reply without an image is tried once more, not up to TASK_MAX_ATTEMPTS', async (t) => {
+  const { deps, accountId, task } = await oneQueuedTask(t);
+  const upstream = await FakeUpstream.start(t);
+  upstream.replyWith(GEMINI_FAILURES.find((row) => row.name === 'finishReason OTHER')!.reply);
+  let clock = Date.now();
+  const worker = testWorker(t, deps, {
+    generator: geminiGenerator(upstream.url),
+    maxAttempts: 5,
+    retryBaseMs: 1_000,
+    now: () => new Date(clock),
+  });
+
+  for (let run = 0; run < 4; run++) {
+    await worker.runOnce();
+    clock += 60_000;
+  }
+  const failed = await deps.store.getTaskById(task.id);
+  t.equal(failed?.status, 'FAILED');
+  t.equal(failed?.error?.code, 'upstream_no_image');
+  t.equal(upstream.requests.length, 2, 'two calls, not five');
+  t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
+
+for (const row of [
+  'a per-day quota: 429 with a QuotaFailure naming a PerDay quota',
+  'an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID',
+]) {
+  t.test(`${row}: failed at once, one call, refunded`, async (t) => {
+    const { deps, accountId, task } = await oneQueuedTask(t);
+    const upstream = await FakeUpstream.start(t);
+    const failure = GEMINI_FAILURES.find((r) => r.name === row)!;
+    upstream.replyWith(failure.reply);
+    const worker = testWorker(t, deps, { generator: geminiGenerator(upstream.url), retryBaseMs: 1 });
+
+    await worker.runOnce();
+    const failed = await deps.store.getTaskById(task.id);
+    t.equal(failed?.status, 'FAILED');
+    t.equal(failed?.error?.code, failure.expect.code);
+    t.equal(upstream.requests.length, 1);
+    t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+    await assertLedgerInvariant(t, deps.store, accountId);
+  });
+}
+
+t.test('a Retry-After past the task deadline fails the task at once instead of deferring it', async (t) => {
+  const { deps, accountId, task } = await oneQueuedTask(t);
+  const upstream = await FakeUpstream.start(t);
+  // A per-minute quota by its QuotaFailure, but the provider asks for an hour: the deadline is 10 minutes.
+  upstream.replyWith(
+    geminiReply.error(429, 'RESOURCE_EXHAUSTED', 'Resource has been exhausted.', undefined, [
+      { '@type': 'type.googleapis.com/google.rpc.RetryInfo', retryDelay: '3600s' },
+    ]),
+  );
+  const worker = testWorker(t, deps, { generator: geminiGenerator(upstream.url), retryBaseMs: 1, deadlineMs: 600_000 });
+
+  await worker.runOnce();
+  const failed = await deps.store.getTaskById(task.id);
+  t.equal(failed?.status, 'FAILED');
+  t.equal(failed?.error?.code, 'deadline_exceeded', 'what its deadline would have made of it, an hour early');
+  t.equal(upstream.requests.length, 1);
+  t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+  await assertLedgerInvariant(t, deps.store, accountId);
+});
