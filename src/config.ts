@@ -317,6 +317,12 @@ export const ConfigSchema = Type.Object({
         'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
     }),
   ),
+  OPENAI_MODEL_FAMILY: Type.Optional(
+    Type.Union([Type.Literal('gpt-image'), Type.Literal('dall-e'), Type.Literal('other')], {
+      description:
+        'Which parameters the OpenAI-compatible model takes, when its name does not say (an Azure deployment): gpt-image, dall-e or other; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
+    }),
+  ),
 });
 
 export type Config = Static<typeof ConfigSchema>;

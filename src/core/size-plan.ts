@@ -51,10 +51,42 @@ const OPENAI_MODEL_RULES: readonly [prefix: string, rule: OpenAiSizeRule][] = [
 
 const SIZE_LIST = /^\s*[1-9][0-9]{0,4}x[1-9][0-9]{0,4}(\s*,\s*[1-9][0-9]{0,4}x[1-9][0-9]{0,4})*\s*$/;
 
-/** The rule for `model`: OPENAI_IMAGE_SIZES when set, else what the model's name says. */
-export function openAiSizeRule(model: string, configured?: string): OpenAiSizeRule {
+/**
+ * The OpenAI images API model families, which take different parameters: the GPT image models
+ * always answer in base64 and refuse `response_format`; the DALL·E models and compatible providers
+ * take it (and default to URLs). Only the GPT image models take `stream`.
+ */
+export type OpenAiModelFamily = 'gpt-image' | 'dall-e' | 'other';
+
+/**
+ * The model's name without a router's provider prefix (`openai/gpt-image-1` → `gpt-image-1`), as
+ * the family and size rules read it.
+ */
+function modelBaseName(model: string): string {
+  return model.slice(model.lastIndexOf('/') + 1);
+}
+
+/**
+ * OPENAI_MODEL_FAMILY when set (an Azure deployment's name says nothing), else by the model's name,
+ * a router's `provider/` prefix aside.
+ */
+export function openAiModelFamily(model: string, configured?: OpenAiModelFamily): OpenAiModelFamily {
+  if (configured !== undefined) return configured;
+  const name = modelBaseName(model);
+  if (/^(gpt-image|chatgpt-image)-/.test(name)) return 'gpt-image';
+  if (name.startsWith('dall-e-')) return 'dall-e';
+  return 'other';
+}
+
+/**
+ * The rule for `model`: OPENAI_IMAGE_SIZES when set, else what the model's name says; a name that
+ * says nothing of a model configured as a GPT image model gets the sizes every one of them takes.
+ */
+export function openAiSizeRule(model: string, configured?: string, family?: OpenAiModelFamily): OpenAiSizeRule {
   if (configured !== undefined) return parseOpenAiImageSizes(configured);
-  return OPENAI_MODEL_RULES.find(([prefix]) => model.startsWith(prefix))?.[1] ?? { kind: 'exact' };
+  const name = modelBaseName(model);
+  const known = OPENAI_MODEL_RULES.find(([prefix]) => name.startsWith(prefix))?.[1];
+  return known ?? (family === 'gpt-image' ? GPT_IMAGE_SIZES : { kind: 'exact' });
 }
 
 /** OPENAI_IMAGE_SIZES: `exact`, or comma-separated WIDTHxHEIGHT; throws on anything else. */

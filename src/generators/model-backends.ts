@@ -46,6 +46,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         model: required(config.OPENAI_IMAGE_MODEL, 'OPENAI_IMAGE_MODEL'),
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,
         imageSizes: config.OPENAI_IMAGE_SIZES,
+        family: config.OPENAI_MODEL_FAMILY,
       });
   }
 }

@@ -1,8 +1,15 @@
 import OpenAI, { APIConnectionError, APIError, toFile } from 'openai';
 import type { ImagesResponse } from 'openai/resources/images';
-import { openAiSizeRule, plannedSize, type OpenAiSizeRule } from '../core/size-plan.js';
+import {
+  openAiModelFamily,
+  openAiSizeRule,
+  plannedSize,
+  type OpenAiModelFamily,
+  type OpenAiSizeRule,
+} from '../core/size-plan.js';
 import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
+import { downloadResult } from './image-download.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
 import { generationError, networkFailure, referenceContentType, UpstreamCalls } from './upstream-call.js';
 
@@ -14,6 +21,8 @@ export interface OpenAiImagesGeneratorOptions {
   maxConcurrency: number;
   /** OPENAI_IMAGE_SIZES: `exact` or WIDTHxHEIGHT,…; unset = what the model's name says (src/core/size-plan.ts). */
   imageSizes?: string;
+  /** OPENAI_MODEL_FAMILY: which parameters the model takes; unset = what its name says. */
+  family?: OpenAiModelFamily;
 }
 
 /** Error codes of OpenAI's images API for a prompt or image its moderation refused. */
@@ -33,9 +42,11 @@ export class OpenAiImagesGenerator implements ImageGenerator {
   private readonly client: OpenAI;
   private readonly calls: UpstreamCalls;
   private readonly sizeRule: OpenAiSizeRule;
+  private readonly family: OpenAiModelFamily;
 
   constructor(private readonly options: OpenAiImagesGeneratorOptions) {
-    this.sizeRule = openAiSizeRule(options.model, options.imageSizes);
+    this.family = openAiModelFamily(options.model, options.family);
+    this.sizeRule = openAiSizeRule(options.model, options.imageSizes, this.family);
     this.client = new OpenAI({
       apiKey: options.apiKey,
       baseURL: options.baseUrl,
@@ -55,13 +66,14 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       n: 1,
       size: `${size.width}x${size.height}`,
       // GPT image models always answer in base64 and refuse the parameter; others default to URLs.
-      ...(/^(gpt-image|chatgpt-image)-/.test(this.options.model) ? {} : { response_format: 'b64_json' as const }),
+      // No `stream`: non-streaming is every model's default, and only GPT image models take it.
+      ...(this.family === 'gpt-image' ? {} : { response_format: 'b64_json' as const }),
     };
     const response = await this.calls.run(
       signal,
       async (): Promise<ImagesResponse> => {
         if (input.references.length === 0) {
-          const body = { ...common, stream: false } as OpenAI.ImageGenerateParamsNonStreaming;
+          const body: OpenAI.ImageGenerateParamsNonStreaming = common;
           return this.client.images.generate(body, { signal });
         }
         const image = await Promise.all(
@@ -70,17 +82,21 @@ export class OpenAiImagesGenerator implements ImageGenerator {
             return toFile(bytes, `reference-${i + 1}.${EXTENSION_OF[type]}`, { type });
           }),
         );
-        const body = { ...common, image, stream: false } as OpenAI.ImageEditParamsNonStreaming;
+        const body: OpenAI.ImageEditParamsNonStreaming = { ...common, image };
         return this.client.images.edit(body, { signal });
       },
       classifyOpenAiError,
     );
-    const data = response.data?.find((item) => typeof item.b64_json === 'string' && item.b64_json.length > 0);
-    if (!data?.b64_json) {
-      throw generationError(upstreamFailure('upstream_no_image'), { upstream: { reason: 'no b64_json in data' } });
+    // Base64, or a URL (compatible providers that ignore response_format): downloaded, bounded.
+    const data = response.data?.find((item) => Boolean(item.b64_json) || Boolean(item.url));
+    if (!data) {
+      throw generationError(upstreamFailure('upstream_no_image'), { upstream: { reason: 'no image in data' } });
     }
+    const bytes = data.b64_json
+      ? Buffer.from(data.b64_json, 'base64')
+      : await downloadResult(data.url!, this.options.baseUrl, signal);
     signal.throwIfAborted();
-    return [await toExactSizePng(Buffer.from(data.b64_json, 'base64'), input.width, input.height)];
+    return [await toExactSizePng(bytes, input.width, input.height)];
   }
 }
 

@@ -3,6 +3,7 @@ import { MODEL_CATALOG } from '../../schemas/catalog.js';
 import {
   geminiImageConfig,
   nearestAcceptedSize,
+  openAiModelFamily,
   openAiSizeRule,
   parseOpenAiImageSizes,
   plannedSize,
@@ -103,4 +104,16 @@ t.test('OPENAI_IMAGE_SIZES overrides the model name; unknown names send the exac
   for (const bad of ['', 'auto', '1024', '1024x', '0x1024', '1024x1024,', '1024*1024', 'exact,1024x1024']) {
     t.throws(() => parseOpenAiImageSizes(bad), /^expected exact or comma-separated WIDTHxHEIGHT sizes/, bad);
   }
+});
+
+t.test('the OpenAI model family: by name (a router prefix aside), or as configured', async (t) => {
+  t.equal(openAiModelFamily('gpt-image-1'), 'gpt-image');
+  t.equal(openAiModelFamily('chatgpt-image-latest'), 'gpt-image');
+  t.equal(openAiModelFamily('openai/gpt-image-1'), 'gpt-image');
+  t.equal(openAiModelFamily('dall-e-3'), 'dall-e');
+  t.equal(openAiModelFamily('flux-pro'), 'other');
+  t.equal(openAiModelFamily('prod-images', 'gpt-image'), 'gpt-image');
+  t.same(openAiSizeRule('openai/gpt-image-1'), openAiSizeRule('gpt-image-1'));
+  t.same(openAiSizeRule('prod-images', undefined, 'gpt-image'), openAiSizeRule('gpt-image-1'));
+  t.same(openAiSizeRule('prod-images'), { kind: 'exact' });
 });

@@ -22,7 +22,15 @@ const input = (overrides: Partial<GenerationInput> = {}): GenerationInput => ({
   ...overrides,
 });
 
-async function setup(t: Test, options: { model?: string; maxConcurrency?: number; imageSizes?: string } = {}) {
+async function setup(
+  t: Test,
+  options: {
+    model?: string;
+    maxConcurrency?: number;
+    imageSizes?: string;
+    family?: 'gpt-image' | 'dall-e' | 'other';
+  } = {},
+) {
   const upstream = await FakeUpstream.start(t);
   const generator = new OpenAiImagesGenerator({
     apiKey: API_KEY,
@@ -30,6 +38,7 @@ async function setup(t: Test, options: { model?: string; maxConcurrency?: number
     model: options.model ?? 'gpt-image-2',
     maxConcurrency: options.maxConcurrency ?? 4,
     imageSizes: options.imageSizes,
+    family: options.family,
   });
   return { upstream, generator };
 }
@@ -76,18 +85,68 @@ t.test('text-to-image is one images.generate; gpt-image-2 is asked for the catal
     prompt: 'a tin robot reading a newspaper',
     n: 1,
     size: '1264x848',
-    stream: false,
   });
 });
 
-t.test('GPT image models are not sent response_format, which they refuse', async (t) => {
-  for (const model of ['gpt-image-1', 'chatgpt-image-latest']) {
+t.test('GPT image models are not sent response_format, which they refuse, whatever their name', async (t) => {
+  for (const model of ['gpt-image-1', 'chatgpt-image-latest', 'openai/gpt-image-1']) {
     const { upstream, generator } = await setup(t, { model });
     upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
     await generator.generate(input(), live());
     t.equal(JSON.parse(upstream.requests[0].body.toString()).response_format, undefined, model);
     t.equal(upstream.refused.length, 0);
   }
+});
+
+t.test('a deployment whose name says nothing is a GPT image model by OPENAI_MODEL_FAMILY', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'prod-images', family: 'gpt-image' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  await generator.generate(input(), live());
+  t.same(JSON.parse(upstream.requests[0].body.toString()), {
+    model: 'prod-images',
+    prompt: 'a tin robot reading a newspaper',
+    n: 1,
+    size: '1536x1024',
+  });
+});
+
+t.test('DALL·E is asked for b64_json and never sent stream, which it refuses', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'dall-e-3' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1792, 1024)));
+  await generator.generate(input(), live());
+  const body = JSON.parse(upstream.requests[0].body.toString());
+  t.match(body, { model: 'dall-e-3', response_format: 'b64_json', size: '1792x1024' });
+  t.notOk('stream' in body);
+  t.equal(upstream.refused.length, 0);
+});
+
+t.test('a url reply is downloaded from the provider and resized like base64', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'flux-pro' });
+  const url = upstream.serveFile('/files/result-1.png', Buffer.from(await pngBase64(1264, 848), 'base64'));
+  upstream.replyWith(openAiReply.url(url));
+  const [image] = await generator.generate(input(), live());
+  t.same([image.width, image.height, image.resizedFrom], [1264, 848, undefined]);
+  t.equal(upstream.downloads, 1);
+});
+
+t.test('a url to another http origin is not fetched: upstream_no_image', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'flux-pro' });
+  const elsewhere = await FakeUpstream.start(t);
+  const url = elsewhere.serveFile('/x.png', Buffer.from(await pngBase64(64, 64), 'base64'));
+  upstream.replyWith(openAiReply.url(url.replace('127.0.0.1', 'localhost')), openAiReply.url('file:///etc/passwd'));
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image' });
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image' });
+  t.equal(elsewhere.downloads, 0);
+});
+
+t.test('a url download is bounded in size', async (t) => {
+  const { downloadResult } = await import('../../src/generators/image-download.js');
+  const upstream = await FakeUpstream.start(t);
+  const url = upstream.serveFile('/big.png', Buffer.alloc(2048));
+  const error = await rejection(downloadResult(url, upstream.url, live(), { maxBytes: 1024, timeoutMs: 5000 }));
+  t.match(error, { code: 'upstream_invalid_image', transient: true });
+  const missing = await rejection(downloadResult(`${upstream.url}/none.png`, upstream.url, live()));
+  t.match(missing, { code: 'upstream_unavailable', transient: true });
 });
 
 t.test('models other than GPT image ones are asked for b64_json', async (t) => {

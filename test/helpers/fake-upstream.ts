@@ -40,6 +40,10 @@ export class FakeUpstream {
   private waiters: { count: number; resolve: () => void }[] = [];
   private abandonWaiters: { count: number; resolve: () => void }[] = [];
   private readonly hanging = new Set<http.ServerResponse>();
+  /** Result files served on GET (a provider's `url` replies), by path; not recorded as requests. */
+  private readonly files = new Map<string, { bytes: Buffer; contentType: string }>();
+  /** GETs of served files. */
+  downloads = 0;
 
   private constructor(
     private readonly server: http.Server,
@@ -80,7 +84,20 @@ export class FakeUpstream {
     this.hanging.clear();
   }
 
+  /** Serves `bytes` on GET `path` (an image URL the provider names in its reply); returns its URL. */
+  serveFile(path: string, bytes: Buffer, contentType = 'image/png'): string {
+    this.files.set(path, { bytes, contentType });
+    return `${this.url}${path}`;
+  }
+
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
+    const file = req.method === 'GET' ? this.files.get(req.url ?? '') : undefined;
+    if (file) {
+      this.downloads += 1;
+      res.writeHead(200, { 'content-type': file.contentType, 'content-length': file.bytes.length });
+      res.end(file.bytes);
+      return;
+    }
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', async () => {

@@ -95,6 +95,10 @@ export const openAiReply = {
       },
     };
   },
+  /** The image as a URL (DALL·E's and many compatible providers' default; OpenAI's are valid 60 minutes). */
+  url(url: string): JsonReply {
+    return { status: 200, json: { created: 1_763_900_000, data: [{ url, revised_prompt: null }] } };
+  },
   /** A reply without an image (e.g. a compatible provider that filtered its output silently). */
   empty(): JsonReply {
     return { status: 200, json: { created: 1_763_900_000, data: [] } };

@@ -16,7 +16,7 @@ import { geminiReply, openAiReply } from './provider-replies.js';
  * stand for compatible providers that take any WIDTHxHEIGHT.
  *
  * The GPT image models also refuse `response_format` (they always answer in base64): 400
- * {…, param: 'response_format', code: 'unknown_parameter'}.
+ * {…, param: 'response_format', code: 'unknown_parameter'}; the DALL·E models refuse `stream` alike.
  *
  * Gemini API imageConfig (https://ai.google.dev/gemini-api/docs/image-generation): aspectRatio one
  * of ten ratios; imageSize 1K, 2K or 4K, taken by Gemini 3 Pro Image and Gemini 3.1 Flash Image
@@ -62,14 +62,30 @@ export function openAiSizeRefusal(model: string, size: unknown): JsonReply | nul
   return /^\d+x\d+$/.test(value) || value === 'auto' ? null : invalidSize(value, 'WIDTHxHEIGHT');
 }
 
+/** A GPT image model, by name (a router's `provider/` prefix aside). */
+const isGptImageModel = (model: string) => /^(gpt-image-|chatgpt-image-)/.test(model.slice(model.lastIndexOf('/') + 1));
+
 /** The GPT image models always answer in base64 and refuse `response_format`. */
 export function openAiResponseFormatRefusal(model: string, responseFormat: unknown): JsonReply | null {
   if (responseFormat === undefined || responseFormat === null) return null;
-  if (!/^(gpt-image-|chatgpt-image-)/.test(model)) return null;
+  return isGptImageModel(model) ? unknownParameter('response_format') : null;
+}
+
+/**
+ * `stream` is taken by the GPT image models only ("This parameter is only supported for the GPT
+ * image models", the images API reference as the `openai` SDK documents it); the DALL·E models
+ * refuse it.
+ */
+export function openAiStreamRefusal(model: string, stream: unknown): JsonReply | null {
+  if (stream === undefined || stream === null) return null;
+  return model.startsWith('dall-e-') ? unknownParameter('stream') : null;
+}
+
+function unknownParameter(param: string): JsonReply {
   return openAiReply.error(400, {
-    message: "Unknown parameter: 'response_format'.",
+    message: `Unknown parameter: '${param}'.`,
     type: 'invalid_request_error',
-    param: 'response_format',
+    param,
     code: 'unknown_parameter',
   });
 }
@@ -128,7 +144,7 @@ export async function providerRefusal(request: {
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
     if (OPENAI_PATHS.has(path)) {
-      let fields: { model?: unknown; size?: unknown; response_format?: unknown };
+      let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown };
       if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
         const form = await new Response(new Uint8Array(request.body), {
           headers: { 'content-type': String(request.headers['content-type']) },
@@ -137,12 +153,17 @@ export async function providerRefusal(request: {
           model: form.get('model'),
           size: form.get('size') ?? undefined,
           response_format: form.get('response_format') ?? undefined,
+          stream: form.get('stream') ?? undefined,
         };
       } else {
         fields = JSON.parse(request.body.toString('utf8')) as typeof fields;
       }
       const model = String(fields.model ?? '');
-      return openAiResponseFormatRefusal(model, fields.response_format) ?? openAiSizeRefusal(model, fields.size);
+      return (
+        openAiResponseFormatRefusal(model, fields.response_format) ??
+        openAiStreamRefusal(model, fields.stream) ??
+        openAiSizeRefusal(model, fields.size)
+      );
     }
   } catch {
     return null;
