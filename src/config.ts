@@ -317,6 +317,13 @@ export const ConfigSchema = Type.Object({
         'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
     }),
   ),
+  MAX_UPSCALE: Type.Number({
+    minimum: 1,
+    maximum: 16,
+    default: 2,
+    description:
+      'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused (README, "Connect a model").',
+  }),
   OPENAI_MODEL_FAMILY: Type.Optional(
     Type.Union([Type.Literal('gpt-image'), Type.Literal('dall-e'), Type.Literal('other')], {
       description:

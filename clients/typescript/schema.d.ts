@@ -995,7 +995,7 @@ export interface components {
              * @description Stable machine-readable error code.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams";
+            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "resolution_unavailable";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
             /** @description The field errors; the first one found is reported. */

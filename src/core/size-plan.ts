@@ -1,3 +1,5 @@
+import { PIXEL_SIZES, type AspectRatio } from '../../schemas/pixel-sizes.js';
+
 /**
  * What to ask a model provider for, so that it accepts the call (issue 33). Pure: the adapters
  * send the planned request, then `toExactSizePng` scales and centre-crops the reply to the
@@ -175,4 +177,42 @@ export function geminiImageConfig(
   const sizes = GEMINI_IMAGE_SIZE_FAMILIES.find(([prefix]) => model.startsWith(prefix))?.[1] ?? [];
   const imageSize = sizes.find((s) => s === resolution);
   return imageSize ? { aspectRatio, imageSize } : { aspectRatio };
+}
+
+/** What a configured backend makes of a catalog cell, as far as the plan knows it. */
+export type BackendSizePlan =
+  | { backend: 'local' }
+  | { backend: 'gemini'; model: string }
+  | { backend: 'openai'; rule: OpenAiSizeRule };
+
+/**
+ * The size the backend generates natively for a catalog cell: the local renderer and a Gemini
+ * model that takes imageSize make the cell itself; another Gemini model makes its default 1K of
+ * the ratio (Gemini's 1K table is the catalog's 1K row); an OpenAI-images model, the planned size
+ * (the cell itself for `exact`).
+ */
+export function nativeSize(
+  plan: BackendSizePlan,
+  cell: { aspectRatio: string; resolution: string; width: number; height: number },
+): Size {
+  const target = size(cell.width, cell.height);
+  switch (plan.backend) {
+    case 'local':
+      return target;
+    case 'gemini': {
+      if (geminiImageConfig(plan.model, cell.aspectRatio, cell.resolution).imageSize) return target;
+      const oneK = PIXEL_SIZES[cell.aspectRatio as AspectRatio]?.['1K'];
+      return oneK ? size(oneK[0], oneK[1]) : target;
+    }
+    case 'openai':
+      return plannedSize(target, plan.rule);
+  }
+}
+
+/**
+ * The linear factor by which an image of `from` is enlarged to cover `to` (scale to cover, then
+ * centre-crop, as toExactSizePng does); at most 1 means no enlargement.
+ */
+export function upscaleFactor(from: Size, to: Size): number {
+  return Math.max(to.width / from.width, to.height / from.height);
 }

@@ -12,6 +12,7 @@ export type UpstreamFailureKind =
   | 'upstream_rate_limited'
   | 'upstream_unavailable'
   | 'upstream_quota_exhausted'
+  | 'upscale_exceeded'
   | 'generator_unavailable';
 
 export interface UpstreamFailure {
@@ -46,6 +47,11 @@ const FAILURES: Record<UpstreamFailureKind, Omit<UpstreamFailure, 'code'>> = {
   // A quota that will not come back within the task's deadline (per day): waiting would only hold the tokens.
   upstream_quota_exhausted: {
     message: "The model's usage quota is used up and will not be restored in time for this task.",
+    transient: false,
+  },
+  // The reply is smaller than the resolution sold by more than MAX_UPSCALE: not passed off as it.
+  upscale_exceeded: {
+    message: 'The model returned an image too small for this resolution; it was not enlarged to pass as it.',
     transient: false,
   },
   // Our credentials, quota or model name were refused: retrying cannot help until an operator acts.

@@ -1,4 +1,5 @@
 import sharp, { type Metadata } from 'sharp';
+import { upscaleFactor } from '../core/size-plan.js';
 import { upstreamFailure } from '../core/upstream-failure.js';
 import { GenerationError, RESULT_PNG_OPTIONS, type GeneratedImage } from './port.js';
 
@@ -10,8 +11,15 @@ const UPSTREAM_MAX_INPUT_PIXELS = 8192 * 8192;
  * Keeps the exact-size promise (DESIGN 3.2) for an image a model returned: at the catalog size
  * and in PNG it is kept byte for byte; in another format it is re-encoded to PNG; at another size
  * it is scaled to cover the catalog size and centre-cropped to it, and the result says from what.
+ * An image that would have to be enlarged by more than `maxUpscale` (MAX_UPSCALE) is refused:
+ * `upscale_exceeded`, final.
  */
-export async function toExactSizePng(bytes: Buffer, width: number, height: number): Promise<GeneratedImage> {
+export async function toExactSizePng(
+  bytes: Buffer,
+  width: number,
+  height: number,
+  maxUpscale = Number.POSITIVE_INFINITY,
+): Promise<GeneratedImage> {
   let metadata: Metadata;
   try {
     metadata = await sharp(bytes, { limitInputPixels: UPSTREAM_MAX_INPUT_PIXELS }).metadata();
@@ -19,6 +27,15 @@ export async function toExactSizePng(bytes: Buffer, width: number, height: numbe
     throw invalidImage();
   }
   const sameSize = metadata.width === width && metadata.height === height;
+  if (!sameSize && metadata.width && metadata.height) {
+    const factor = upscaleFactor({ width: metadata.width, height: metadata.height }, { width, height });
+    if (factor > maxUpscale) {
+      const failure = upstreamFailure('upscale_exceeded');
+      throw new GenerationError(failure.code, failure.message, failure.transient, {
+        upstream: { reason: `reply ${metadata.width}x${metadata.height} would need ${factor.toFixed(2)}x` },
+      });
+    }
+  }
   if (sameSize && metadata.format === 'png') return { bytes, contentType: 'image/png', width, height };
   try {
     const pipeline = sharp(bytes, { limitInputPixels: UPSTREAM_MAX_INPUT_PIXELS });

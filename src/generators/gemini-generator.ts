@@ -18,6 +18,8 @@ export interface GeminiGeneratorOptions {
   baseUrl?: string;
   model: string;
   maxConcurrency: number;
+  /** MAX_UPSCALE: the largest enlargement of a reply to the catalog size; unset = no limit. */
+  maxUpscale?: number;
 }
 
 /**
@@ -91,7 +93,7 @@ export class GeminiGenerator implements ImageGenerator {
     );
     const image = firstImage(response);
     signal.throwIfAborted();
-    return [await toExactSizePng(Buffer.from(image, 'base64'), input.width, input.height)];
+    return [await toExactSizePng(Buffer.from(image, 'base64'), input.width, input.height, this.options.maxUpscale)];
   }
 }
 

@@ -38,6 +38,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         baseUrl: config.GEMINI_BASE_URL,
         model: config.GEMINI_MODEL,
         maxConcurrency: config.GEMINI_MAX_CONCURRENCY,
+        maxUpscale: config.MAX_UPSCALE,
       });
     case 'openai':
       return new OpenAiImagesGenerator({
@@ -47,6 +48,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,
         imageSizes: config.OPENAI_IMAGE_SIZES,
         family: config.OPENAI_MODEL_FAMILY,
+        maxUpscale: config.MAX_UPSCALE,
       });
   }
 }

@@ -19,6 +19,8 @@ export interface OpenAiImagesGeneratorOptions {
   baseUrl?: string;
   model: string;
   maxConcurrency: number;
+  /** MAX_UPSCALE: the largest enlargement of a reply to the catalog size; unset = no limit. */
+  maxUpscale?: number;
   /** OPENAI_IMAGE_SIZES: `exact` or WIDTHxHEIGHT,…; unset = what the model's name says (src/core/size-plan.ts). */
   imageSizes?: string;
   /** OPENAI_MODEL_FAMILY: which parameters the model takes; unset = what its name says. */
@@ -96,7 +98,7 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       ? Buffer.from(data.b64_json, 'base64')
       : await downloadResult(data.url!, this.options.baseUrl, signal);
     signal.throwIfAborted();
-    return [await toExactSizePng(bytes, input.width, input.height)];
+    return [await toExactSizePng(bytes, input.width, input.height, this.options.maxUpscale)];
   }
 }
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { backendSizePlans, upscaleCheck } from '../generators/backend-size-plan.js';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -185,6 +186,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     maxActiveTasks: deps.config.MAX_ACTIVE_TASKS,
     crossProcessPollMs: deps.config.LONG_POLL_FALLBACK_MS,
     webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
+    resolutionCheck: upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE),
   });
 
   releaseImageCaches();

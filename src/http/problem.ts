@@ -16,6 +16,7 @@ export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string 
   invalid_media_reference: { status: 422, title: 'Invalid media reference' },
   invalid_image: { status: 422, title: 'Invalid image' },
   idempotency_key_reused: { status: 422, title: 'Idempotency key reused' },
+  resolution_unavailable: { status: 422, title: 'Resolution unavailable' },
   rate_limited: { status: 429, title: 'Rate limited' },
   too_many_active_tasks: { status: 429, title: 'Too many active tasks' },
   too_many_streams: { status: 429, title: 'Too many open event streams' },

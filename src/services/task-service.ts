@@ -17,6 +17,11 @@ export interface TaskServiceOptions {
   /** How often a long-poll re-reads the store, for changes made by other processes. */
   crossProcessPollMs: number;
   webhookPolicy: WebhookUrlPolicy;
+  /** Whether the model's backend makes a cell without enlarging it past MAX_UPSCALE; unset = always. */
+  resolutionCheck?: (
+    model: string,
+    cell: { aspectRatio: string; resolution: string; width: number; height: number },
+  ) => { native: { width: number; height: number }; factor: number; allowed: boolean };
 }
 
 /** Task use cases: the steps around the pure core that need the store and the clock. */
@@ -30,6 +35,7 @@ export class TaskService {
    */
   async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
     const priced = priceRequest(request.model, request.parameters);
+    this.assertResolutionServed(request.model, priced);
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     const now = this.options.now();
     const references = imageReferencesOf(request);
@@ -48,7 +54,9 @@ export class TaskService {
   async prepare(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
     const now = this.options.now();
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
-    return createTask(request, { accountId, now, newId: () => newIdAt(now) });
+    const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
+    this.assertResolutionServed(request.model, task);
+    return task;
   }
 
   /**
@@ -151,6 +159,28 @@ export class TaskService {
 
   list(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     return this.options.store.listTasks(accountId, query);
+  }
+
+  /**
+   * A cell the configured backend would make only by enlarging a smaller image past MAX_UPSCALE is
+   * refused before any charge (the price is per resolution; DESIGN 3.2).
+   */
+  private assertResolutionServed(
+    model: string,
+    priced: { parameters: { aspect_ratio: string; resolution: string }; width: number; height: number },
+  ): void {
+    const check = this.options.resolutionCheck?.(model, {
+      aspectRatio: priced.parameters.aspect_ratio,
+      resolution: priced.parameters.resolution,
+      width: priced.width,
+      height: priced.height,
+    });
+    if (!check || check.allowed) return;
+    const { resolution } = priced.parameters;
+    const detail = `${model} makes ${check.native.width}x${check.native.height} here; ${resolution} (${priced.width}x${priced.height}) would enlarge it ${check.factor.toFixed(2)}x, more than this service allows. Choose a lower resolution.`;
+    throw new DomainError('resolution_unavailable', detail, [
+      { pointer: '/parameters/resolution', location: 'body', code: 'resolution_unavailable', detail },
+    ]);
   }
 
   private async assertWebhookUrlAllowed(url: string): Promise<void> {

@@ -3,10 +3,12 @@ import { MODEL_CATALOG } from '../../schemas/catalog.js';
 import {
   geminiImageConfig,
   nearestAcceptedSize,
+  nativeSize,
   openAiModelFamily,
   openAiSizeRule,
   parseOpenAiImageSizes,
   plannedSize,
+  upscaleFactor,
 } from '../../src/core/size-plan.js';
 import { geminiImageConfigRefusal, openAiSizeRefusal } from '../helpers/provider-rules.js';
 
@@ -116,4 +118,22 @@ t.test('the OpenAI model family: by name (a router prefix aside), or as configur
   t.same(openAiSizeRule('openai/gpt-image-1'), openAiSizeRule('gpt-image-1'));
   t.same(openAiSizeRule('prod-images', undefined, 'gpt-image'), openAiSizeRule('gpt-image-1'));
   t.same(openAiSizeRule('prod-images'), { kind: 'exact' });
+});
+
+t.test('what a backend makes natively, and the enlargement a cell would need', async (t) => {
+  const cell = (aspectRatio: string, resolution: string, width: number, height: number) => ({
+    aspectRatio,
+    resolution,
+    width,
+    height,
+  });
+  const wide2K = cell('21:9', '2K', 3168, 1344);
+  t.same(nativeSize({ backend: 'local' }, wide2K), size(3168, 1344));
+  t.same(nativeSize({ backend: 'gemini', model: 'gemini-3-pro-image-preview' }, wide2K), size(3168, 1344));
+  t.same(nativeSize({ backend: 'gemini', model: 'gemini-2.5-flash-image' }, wide2K), size(1584, 672), 'its 1K');
+  t.same(nativeSize({ backend: 'openai', rule: openAiSizeRule('gpt-image-1') }, wide2K), size(1536, 1024));
+  t.same(nativeSize({ backend: 'openai', rule: openAiSizeRule('flux-pro') }, wide2K), size(3168, 1344));
+  t.equal(upscaleFactor(size(1536, 1024), size(3168, 1344)), 3168 / 1536);
+  t.equal(upscaleFactor(size(1584, 672), size(3168, 1344)), 2);
+  t.ok(upscaleFactor(size(4096, 4096), size(1024, 1024)) < 1, 'a reduction');
 });

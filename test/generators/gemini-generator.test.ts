@@ -310,3 +310,19 @@ t.test('a call waiting for a slot leaves the queue when aborted, without sending
   await first;
   t.equal(upstream.requests.length, 1, 'the aborted call never reached the provider');
 });
+
+t.test('a reply that would need more than maxUpscale is refused, not enlarged: upscale_exceeded, final', async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  const generator = new GeminiGenerator({
+    apiKey: API_KEY,
+    baseUrl: upstream.url,
+    model: 'gemini-3-pro-image-preview',
+    maxConcurrency: 1,
+    maxUpscale: 2,
+  });
+  // 2752×1536 from 1024²: ×2.69.
+  upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)), geminiReply.image(await pngBase64(1376, 768)));
+  t.match(await rejection(generator.generate(input(), live())), { code: 'upscale_exceeded', transient: false });
+  const [image] = await generator.generate(input(), live());
+  t.same(image.resizedFrom, { width: 1376, height: 768 }, '×2 is allowed');
+});

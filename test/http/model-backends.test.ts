@@ -265,6 +265,8 @@ t.test(
         const h = await setup(t, (url) => ({
           OPENAI_API_KEY: 'sk-e2e',
           OPENAI_BASE_URL: `${url}/v1`,
+          // An operator who accepts enlargements up to 4× (the default, 2, refuses two of these: below).
+          MAX_UPSCALE: '4',
           ...c.env,
         }));
         h.upstream.replyWith(await c.reply());
@@ -320,3 +322,65 @@ t.test('Gemini NO_IMAGE then an image: the task completes, not refunded', async 
   t.equal(await refundsOf(h, taskId), 0);
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
+
+t.test('a cell the backend would enlarge past MAX_UPSCALE is refused before any charge', async (t) => {
+  const h = await setup(t, (url) => ({
+    BETA_V5_PRO_BACKEND: 'openai',
+    OPENAI_API_KEY: 'sk-e2e',
+    OPENAI_BASE_URL: `${url}/v1`,
+    OPENAI_IMAGE_MODEL: 'gpt-image-1',
+  }));
+  const refused = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: h.auth,
+    payload: { model: 'beta-v5-pro', prompt: 'a wide harbour', parameters: { aspect_ratio: '21:9', resolution: '2K' } },
+  });
+  t.equal(refused.statusCode, 422);
+  t.match(refused.json(), {
+    code: 'resolution_unavailable',
+    errors: [{ pointer: '/parameters/resolution', code: 'resolution_unavailable' }],
+  });
+  t.equal((await h.store.getAccount(h.accountId))?.balance, 1000, 'nothing charged');
+  t.equal(h.upstream.requests.length, 0);
+  const estimate = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/estimates',
+    headers: h.auth,
+    payload: { model: 'beta-v5-pro', prompt: 'a wide harbour', parameters: { aspect_ratio: '21:9', resolution: '2K' } },
+  });
+  t.equal(estimate.statusCode, 422, 'an estimate promises nothing a create refuses');
+  const oneK = await create(h, {
+    model: 'beta-v5-pro',
+    prompt: 'a wide harbour',
+    parameters: { aspect_ratio: '21:9' },
+  });
+  t.ok(oneK, '1K of the same ratio is taken');
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test(
+  'a backend that answers 1024² to a 2K 21:9 task: FAILED upscale_exceeded, refunded, not completed',
+  async (t) => {
+    // A compatible model said to take any size: the plan cannot know it, the reply tells.
+    const h = await setup(t, (url) => ({
+      BETA_V5_PRO_BACKEND: 'openai',
+      OPENAI_API_KEY: 'sk-e2e',
+      OPENAI_BASE_URL: `${url}/v1`,
+      OPENAI_IMAGE_MODEL: 'flux-pro',
+    }));
+    h.upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
+    const taskId = await create(h, {
+      model: 'beta-v5-pro',
+      prompt: 'a wide harbour',
+      parameters: { aspect_ratio: '21:9', resolution: '2K' },
+    });
+    const task = await awaitTerminal(h, taskId);
+    t.equal(task.status, 'FAILED');
+    t.match(task.error, { code: 'upscale_exceeded' });
+    t.equal(h.upstream.requests.length, 1, 'not retried');
+    t.equal(await refundsOf(h, taskId), 1);
+    t.equal((await h.store.getAccount(h.accountId))?.balance, 1000);
+    await assertLedgerInvariant(t, h.store, h.accountId);
+  },
+);

@@ -1,0 +1,45 @@
+import { modelBackends, type Config, type GeneratorBackend } from '../config.js';
+import {
+  nativeSize,
+  openAiModelFamily,
+  openAiSizeRule,
+  upscaleFactor,
+  type BackendSizePlan,
+} from '../core/size-plan.js';
+
+/** What each catalog model's configured backend makes of a cell (src/core/size-plan.ts). */
+export function backendSizePlans(config: Config): Record<string, BackendSizePlan> {
+  return Object.fromEntries(
+    Object.entries(modelBackends(config)).map(([model, backend]) => [model, sizePlanOf(config, backend)]),
+  );
+}
+
+function sizePlanOf(config: Config, backend: GeneratorBackend): BackendSizePlan {
+  switch (backend) {
+    case 'local':
+      return { backend };
+    case 'gemini':
+      return { backend, model: config.GEMINI_MODEL };
+    case 'openai': {
+      const name = config.OPENAI_IMAGE_MODEL ?? '';
+      const family = openAiModelFamily(name, config.OPENAI_MODEL_FAMILY);
+      return { backend, rule: openAiSizeRule(name, config.OPENAI_IMAGE_SIZES, family) };
+    }
+  }
+}
+
+/**
+ * The enlargement a catalog cell would need on its model's backend, and whether MAX_UPSCALE
+ * allows it: checked before a task is charged (DESIGN 3.2: nothing upscaled in secret).
+ */
+export function upscaleCheck(plans: Record<string, BackendSizePlan>, maxUpscale: number) {
+  return (
+    model: string,
+    cell: { aspectRatio: string; resolution: string; width: number; height: number },
+  ): { native: { width: number; height: number }; factor: number; allowed: boolean } => {
+    const plan = plans[model] ?? { backend: 'local' };
+    const native = nativeSize(plan, cell);
+    const factor = upscaleFactor(native, { width: cell.width, height: cell.height });
+    return { native, factor, allowed: factor <= maxUpscale };
+  };
+}
