@@ -317,6 +317,13 @@ export const ConfigSchema = Type.Object({
         'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
     }),
   ),
+  BACKEND_UNAVAILABLE_COOLDOWN_MS: Int({
+    minimum: 100,
+    maximum: 86_400_000,
+    default: 60_000,
+    description:
+      'How long a model backend found unavailable (bad key, billing, exhausted quota) refuses creates before one probe call (README, "Connect a model").',
+  }),
   MAX_UPSCALE: Type.Number({
     minimum: 1,
     maximum: 16,

@@ -1550,7 +1550,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: `invalid_media_reference`, `idempotency_key_reused` */
+            /** @description Problem: `invalid_media_reference`, `resolution_unavailable`, `idempotency_key_reused` */
             422: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
@@ -2103,7 +2103,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: `invalid_media_reference` */
+            /** @description Problem: `invalid_media_reference`, `resolution_unavailable` */
             422: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */

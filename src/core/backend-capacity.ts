@@ -30,7 +30,15 @@ export interface BackendLimitSettings {
   initial: number;
   /** Never above this (`<BACKEND>_MAX_CONCURRENCY`). */
   max: number;
+  /**
+   * How long a backend found unavailable (our key, billing, quota) is left alone before one probe
+   * call (BACKEND_UNAVAILABLE_COOLDOWN_MS); default UNAVAILABLE_COOLDOWN_MS.
+   */
+  unavailableCooldownMs?: number;
 }
+
+/** The default cool-down of a backend found unavailable, before its probe call. */
+export const UNAVAILABLE_COOLDOWN_MS = 60_000;
 
 export interface BackendLimitState {
   /** Calls allowed in flight, fractional so that additive increase can add 1/limit. */
@@ -45,6 +53,13 @@ export interface BackendLimitState {
   refusedAt: number | null;
   /** A moving average of successful calls' durations, in ms; null before the first. */
   typicalCallMs: number | null;
+  /**
+   * The circuit breaker (issue 35): the backend refused us in a way no retry fixes (our key, the
+   * project's billing, an exhausted quota). Until this instant no call is made and creates for its
+   * models are refused; after it, one probe call decides. Null (or absent, in states stored before
+   * it existed) = available.
+   */
+  unavailableUntil?: number | null;
 }
 
 /** What one upstream call came to, for the limit (DESIGN 4: upstream calls by outcome). */
@@ -54,8 +69,10 @@ export type UpstreamOutcome =
   | { kind: 'rate_limited'; retryAfterMs?: number }
   /** Failed for another reason worth retrying (timeout, 5xx, network). */
   | { kind: 'transient' }
-  /** Failed for good (policy refusal, invalid request, our credentials). */
-  | { kind: 'permanent' };
+  /** Failed for good (policy refusal, invalid request). */
+  | { kind: 'permanent' }
+  /** The backend cannot serve anyone until an operator acts or a quota resets (generator_unavailable, upstream_quota_exhausted). */
+  | { kind: 'unavailable'; retryAfterMs?: number };
 
 export type UpstreamOutcomeKind = UpstreamOutcome['kind'];
 
@@ -67,7 +84,22 @@ export interface BackendLoad {
   waiting: boolean;
 }
 
-export const UPSTREAM_OUTCOME_KINDS: readonly UpstreamOutcomeKind[] = ['ok', 'rate_limited', 'transient', 'permanent'];
+export const UPSTREAM_OUTCOME_KINDS: readonly UpstreamOutcomeKind[] = [
+  'ok',
+  'rate_limited',
+  'transient',
+  'permanent',
+  'unavailable',
+];
+
+/** The circuit breaker's state at `now`: available, unavailable (cooling down) or probing (one call allowed). */
+export type BackendAvailability = 'available' | 'unavailable' | 'probing';
+export const BACKEND_AVAILABILITIES: readonly BackendAvailability[] = ['available', 'unavailable', 'probing'];
+
+export function backendAvailability(state: BackendLimitState, now: number): BackendAvailability {
+  if (state.unavailableUntil === null || state.unavailableUntil === undefined) return 'available';
+  return now < state.unavailableUntil ? 'unavailable' : 'probing';
+}
 
 const MIN_LIMIT = 1;
 const DECREASE = 0.75;
@@ -95,6 +127,10 @@ export function callsAllowed(state: BackendLimitState): number {
 /** Whether one more call may start now, with `inFlight` already running. */
 export function admitsCall(state: BackendLimitState, inFlight: number, now: number): boolean {
   if (state.pausedUntil !== null && now < state.pausedUntil) return false;
+  const availability = backendAvailability(state, now);
+  if (availability === 'unavailable') return false;
+  // After the cool-down, one call at a time until one succeeds: the probe.
+  if (availability === 'probing') return inFlight < 1;
   return inFlight < callsAllowed(state);
 }
 
@@ -112,10 +148,12 @@ export function afterUpstreamCall(
         state.typicalCallMs === null
           ? outcome.durationMs
           : state.typicalCallMs + DURATION_WEIGHT * (outcome.durationMs - state.typicalCallMs);
+      // A success closes the circuit: the probe (or a call begun before it opened) went through.
+      const available = { ...state, typicalCallMs, unavailableUntil: null };
       // Growing while the limit held nothing back would raise it without evidence the provider takes more.
       const saturated = load.waiting && load.inFlight >= callsAllowed(state);
-      if (!saturated) return { ...state, typicalCallMs };
-      return { ...state, typicalCallMs, limit: Math.min(settings.max, state.limit + increaseStep(state)) };
+      if (!saturated) return available;
+      return { ...available, limit: Math.min(settings.max, state.limit + increaseStep(state)) };
     }
     case 'rate_limited': {
       const pausedUntil =
@@ -144,6 +182,10 @@ export function afterUpstreamCall(
         refusedAt: Math.min(state.limit, taken + 1),
         limit: Math.max(MIN_LIMIT, Math.min(state.limit * DECREASE, state.limit - 1, taken)),
       };
+    }
+    case 'unavailable': {
+      const coolDownMs = Math.max(settings.unavailableCooldownMs ?? UNAVAILABLE_COOLDOWN_MS, outcome.retryAfterMs ?? 0);
+      return { ...state, unavailableUntil: Math.max(state.unavailableUntil ?? 0, now + coolDownMs) };
     }
     case 'transient':
     case 'permanent':

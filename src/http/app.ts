@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { backendSizePlans, upscaleCheck } from '../generators/backend-size-plan.js';
+import { backendCircuit, backendSizePlans, upscaleCheck } from '../generators/backend-admission.js';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -187,6 +187,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     crossProcessPollMs: deps.config.LONG_POLL_FALLBACK_MS,
     webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
     resolutionCheck: upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE),
+    backendUnavailableFor: backendCircuit(deps.config, deps.store),
   });
 
   releaseImageCaches();

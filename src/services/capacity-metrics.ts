@@ -1,6 +1,12 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { MODEL_IDS } from '../../schemas/catalog.js';
-import { callsAllowed, UPSTREAM_OUTCOME_KINDS, type UpstreamOutcomeKind } from '../core/backend-capacity.js';
+import {
+  BACKEND_AVAILABILITIES,
+  backendAvailability,
+  callsAllowed,
+  UPSTREAM_OUTCOME_KINDS,
+  type UpstreamOutcomeKind,
+} from '../core/backend-capacity.js';
 import type { BackendLimitStore } from '../store/port.js';
 import type { WorkerMetrics } from '../worker/task-worker.js';
 
@@ -37,6 +43,23 @@ export function registerQueueMetrics(
     async collect() {
       try {
         for (const [backend, state] of await store.backendLimits()) this.set({ backend }, callsAllowed(state));
+      } catch (error) {
+        onError(error);
+      }
+    },
+  });
+  new Gauge({
+    name: 'imagegen_backend_circuit',
+    help: 'A remote model backend’s circuit breaker: 1 for its current state (available; unavailable: creates refused, no calls; probing: one call decides)',
+    labelNames: ['backend', 'state'] as const,
+    registers: [registry],
+    async collect() {
+      try {
+        const now = Date.now();
+        for (const [backend, limit] of await store.backendLimits()) {
+          const current = backendAvailability(limit, now);
+          for (const state of BACKEND_AVAILABILITIES) this.set({ backend, state }, state === current ? 1 : 0);
+        }
       } catch (error) {
         onError(error);
       }

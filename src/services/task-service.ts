@@ -17,11 +17,26 @@ export interface TaskServiceOptions {
   /** How often a long-poll re-reads the store, for changes made by other processes. */
   crossProcessPollMs: number;
   webhookPolicy: WebhookUrlPolicy;
+  /**
+   * Milliseconds until the model's backend may be tried again when it is known unavailable (its
+   * circuit is open), else null; unset = never.
+   */
+  backendUnavailableFor?: (model: string, now: Date) => Promise<number | null>;
   /** Whether the model's backend makes a cell without enlarging it past MAX_UPSCALE; unset = always. */
   resolutionCheck?: (
     model: string,
     cell: { aspectRatio: string; resolution: string; width: number; height: number },
   ) => { native: { width: number; height: number }; factor: number; allowed: boolean };
+}
+
+/** A create refused because the model's backend is known unavailable (503; the route sets Retry-After). */
+export class BackendUnavailableError extends DomainError {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super('unavailable', message);
+  }
 }
 
 /** Task use cases: the steps around the pure core that need the store and the clock. */
@@ -56,6 +71,7 @@ export class TaskService {
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
     this.assertResolutionServed(request.model, task);
+    await this.assertBackendAvailable(request.model, now);
     return task;
   }
 
@@ -159,6 +175,16 @@ export class TaskService {
 
   list(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     return this.options.store.listTasks(accountId, query);
+  }
+
+  /** A backend known unavailable takes no work: 503 with Retry-After, nothing charged. */
+  private async assertBackendAvailable(model: string, now: Date): Promise<void> {
+    const waitMs = await this.options.backendUnavailableFor?.(model, now);
+    if (waitMs === null || waitMs === undefined) return;
+    throw new BackendUnavailableError(
+      `The backend serving ${model} is unavailable; no task is accepted for it until it is back.`,
+      Math.max(1, Math.ceil(waitMs / 1000)),
+    );
   }
 
   /**

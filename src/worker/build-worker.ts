@@ -41,7 +41,11 @@ export function workerBackends(config: Config, localSlots = config.WORKER_CONCUR
       models,
       generator,
       slots: max,
-      sharedLimit: { initial: Math.min(INITIAL_REMOTE_CONCURRENCY, max), max },
+      sharedLimit: {
+        initial: Math.min(INITIAL_REMOTE_CONCURRENCY, max),
+        max,
+        unavailableCooldownMs: config.BACKEND_UNAVAILABLE_COOLDOWN_MS,
+      },
     };
   });
 }

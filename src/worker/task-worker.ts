@@ -616,10 +616,15 @@ function describeImages(images: readonly GeneratedImage[], now: Date, retentionM
   });
 }
 
+/** Failures that say the backend cannot serve anyone for now (decision 0011, issue 35). */
+const BACKEND_UNAVAILABLE_CODES = new Set(['generator_unavailable', 'upstream_quota_exhausted']);
+
 /** What a failed generator call means for the backend's limit and metrics. */
 function outcomeOf(error: unknown): UpstreamOutcome {
   if (error instanceof GenerationError) {
     if (error.capacity) return { kind: 'rate_limited', retryAfterMs: error.retryAfterMs };
+    // Our key, billing or an exhausted quota: the backend's circuit opens (no calls, creates refused).
+    if (BACKEND_UNAVAILABLE_CODES.has(error.code)) return { kind: 'unavailable', retryAfterMs: error.retryAfterMs };
     return { kind: error.transient ? 'transient' : 'permanent' };
   }
   return { kind: 'transient' };

@@ -1,5 +1,7 @@
 import t from 'tap';
 import {
+  backendAvailability,
+  UNAVAILABLE_COOLDOWN_MS,
   admitsCall,
   afterUpstreamCall,
   callsAllowed,
@@ -145,4 +147,34 @@ t.test('against a provider of fixed capacity the limit converges: near its throu
     t.ok(makespan <= ideal * 1.15, `C=${capacity}: makespan ${makespan} ms vs ideal ${ideal}`);
     t.ok(refused <= calls * 0.1, `C=${capacity}: ${refused} refusals for ${calls} calls`);
   }
+});
+
+t.test('circuit breaker: an unavailable backend takes no call until its cool-down, then one probe', async (t) => {
+  const cooling = { ...settings, unavailableCooldownMs: 60_000 };
+  const start = initialBackendLimit(cooling);
+  t.equal(backendAvailability(start, 0), 'available');
+  t.equal(backendAvailability({ ...start, unavailableUntil: undefined }, 0), 'available', 'a state stored before it');
+
+  const open = afterUpstreamCall(start, { kind: 'unavailable' }, idle, 1000, cooling);
+  t.equal(open.unavailableUntil, 61_000);
+  t.equal(open.limit, start.limit, 'the limit is not a statement about it');
+  t.equal(backendAvailability(open, 60_999), 'unavailable');
+  t.notOk(admitsCall(open, 0, 60_999), 'no call while open');
+  t.equal(backendAvailability(open, 61_000), 'probing');
+  t.ok(admitsCall(open, 0, 61_000), 'one probe');
+  t.notOk(admitsCall(open, 1, 61_000), 'one at a time');
+
+  const longer = afterUpstreamCall(start, { kind: 'unavailable', retryAfterMs: 3_600_000 }, idle, 0, cooling);
+  t.equal(longer.unavailableUntil, 3_600_000, "the provider's wait when longer than the cool-down");
+
+  const again = afterUpstreamCall(open, { kind: 'unavailable' }, idle, 61_500, cooling);
+  t.equal(again.unavailableUntil, 121_500, 'a failed probe opens it again');
+  const closed = afterUpstreamCall(open, ok, idle, 61_500, cooling);
+  t.equal(closed.unavailableUntil, null, 'a success closes it');
+  t.equal(backendAvailability(closed, 61_500), 'available');
+  t.equal(
+    afterUpstreamCall(start, { kind: 'unavailable' }, idle, 0, settings).unavailableUntil,
+    UNAVAILABLE_COOLDOWN_MS,
+    'the default cool-down',
+  );
 });

@@ -384,3 +384,47 @@ t.test(
     await assertLedgerInvariant(t, h.store, h.accountId);
   },
 );
+
+t.test(
+  'a bad key opens the backend circuit: creates 503 with Retry-After, nothing charged; after the cool-down one probe closes it',
+  async (t) => {
+    const h = await setup(t, () => ({ BACKEND_UNAVAILABLE_COOLDOWN_MS: '1500' }));
+    h.upstream.replyWith(
+      documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply,
+      geminiReply.image(await pngBase64(1024, 1024)),
+    );
+    const first = await create(h, { model: 'alpha-pro', prompt: 'with a revoked key' });
+    t.match(await awaitTerminal(h, first), { status: 'FAILED', error: { code: 'generator_unavailable' } });
+    const balance = (await h.store.getAccount(h.accountId))?.balance;
+    t.equal(balance, 1000, 'refunded');
+
+    const refused = await h.app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: h.auth,
+      payload: { model: 'alpha-pro', prompt: 'while the key is bad' },
+    });
+    t.equal(refused.statusCode, 503);
+    t.match(refused.headers['content-type'], /^application\/problem\+json/);
+    t.equal(refused.json().code, 'unavailable');
+    t.ok(
+      Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 2,
+      'Retry-After: the cool-down',
+    );
+    t.equal((await h.store.getAccount(h.accountId))?.balance, balance, 'nothing charged');
+    t.equal(h.upstream.requests.length, 1, 'no call while the circuit is open');
+    const local = await create(h, { model: 'beta-v5-pro', prompt: 'another backend' });
+    t.ok(local, 'a model on another backend is still accepted');
+    let metrics = (await h.app.inject({ url: '/metrics' })).body;
+    t.match(metrics, /imagegen_backend_circuit\{backend="gemini",state="unavailable"\} 1/);
+
+    await new Promise((resolve) => setTimeout(resolve, 1600));
+    // Probing: a create is accepted, and its task is the one probe call; the key works again.
+    const probe = await create(h, { model: 'alpha-pro', prompt: 'the key was fixed' });
+    t.equal((await awaitTerminal(h, probe)).status, 'COMPLETED');
+    t.equal(h.upstream.requests.length, 2);
+    metrics = (await h.app.inject({ url: '/metrics' })).body;
+    t.match(metrics, /imagegen_backend_circuit\{backend="gemini",state="available"\} 1/);
+    await assertLedgerInvariant(t, h.store, h.accountId);
+  },
+);

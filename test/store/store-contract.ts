@@ -1117,6 +1117,27 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.ok(await store.claimNextTask(limited(start + 2000)));
     });
 
+    t.test('an unavailable backend: no claim until its cool-down, then one probe at a time', async (t) => {
+      const { store } = await queued(t, 2);
+      const settings = { initial: 4, max: 8, unavailableCooldownMs: 5000 };
+      const start = Date.now();
+      const state = await store.recordUpstreamCall({
+        backend: 'openai',
+        task: { id: 'none', attempt: 1 },
+        models: ['alpha-pro'],
+        outcome: { kind: 'unavailable' },
+        now: new Date(start),
+        settings,
+      });
+      t.equal(state.unavailableUntil, start + 5000);
+      t.same((await store.backendLimits()).get('openai'), state, 'the circuit is shared by every process');
+      const limited = (now: number) =>
+        policy(new Date(now), { models: ['alpha-pro'], sharedLimit: { backend: 'openai', settings } });
+      t.equal(await store.claimNextTask(limited(start + 4999)), null);
+      t.ok(await store.claimNextTask(limited(start + 5000)), 'the probe');
+      t.equal(await store.claimNextTask(limited(start + 5000)), null, 'one probe at a time');
+    });
+
     t.test('a deferred requeue spends no attempt: a lost lease after it is retried, not failed', async (t) => {
       const { store, tasks } = await queued(t);
       const start = Date.now();

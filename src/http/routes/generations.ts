@@ -6,7 +6,7 @@ import { GenerationRequest, MODEL_IDS, type ModelId } from '../../../schemas/cat
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { EXAMPLE_TASK_ID, Timestamp } from '../../../schemas/primitives.js';
 import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage, type TaskResource } from '../../../schemas/resources.js';
-import type { TaskService } from '../../services/task-service.js';
+import { BackendUnavailableError, type TaskService } from '../../services/task-service.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
 import {
@@ -99,6 +99,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
             'insufficient_tokens',
             'idempotency_in_progress',
             'invalid_media_reference',
+            'resolution_unavailable',
             'idempotency_key_reused',
             'too_many_active_tasks',
           ]),
@@ -106,7 +107,11 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request, reply) => {
-      const task = await tasks.prepare(request.caller.accountId, request.body);
+      const task = await tasks.prepare(request.caller.accountId, request.body).catch((error: unknown) => {
+        // The model's backend is known unavailable: come back when its probe is due.
+        if (error instanceof BackendUnavailableError) reply.header('retry-after', error.retryAfterSeconds);
+        throw error;
+      });
       const answer = { data: toTaskResource(task, signer, now()) };
       const location = `/api/v1/images/generations/${task.id}`;
       const held = request.idempotency?.held ?? undefined;
@@ -234,7 +239,12 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
         body: GenerationRequest,
         response: {
           200: apiSuccess(Type.Ref(Estimate), 'What a create with this body would cost and produce.'),
-          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'invalid_media_reference']),
+          ...problemResponses([
+            ...AUTHENTICATED_CODES,
+            ...JSON_BODY_CODES,
+            'invalid_media_reference',
+            'resolution_unavailable',
+          ]),
         },
       },
     },

@@ -1,4 +1,7 @@
+/** What the API checks of a model's backend before it accepts (and charges) a task: its size plan and its circuit. */
 import { modelBackends, type Config, type GeneratorBackend } from '../config.js';
+import { backendAvailability } from '../core/backend-capacity.js';
+import type { BackendLimitStore } from '../store/port.js';
 import {
   nativeSize,
   openAiModelFamily,
@@ -41,5 +44,20 @@ export function upscaleCheck(plans: Record<string, BackendSizePlan>, maxUpscale:
     const native = nativeSize(plan, cell);
     const factor = upscaleFactor(native, { width: cell.width, height: cell.height });
     return { native, factor, allowed: factor <= maxUpscale };
+  };
+}
+
+/**
+ * For a create: milliseconds until the model's remote backend may be tried again when its circuit
+ * is open (found unavailable by a worker's call, shared through the store), else null.
+ */
+export function backendCircuit(config: Config, store: Pick<BackendLimitStore, 'backendLimits'>) {
+  const backends = modelBackends(config);
+  return async (model: string, now: Date): Promise<number | null> => {
+    const backend = backends[model];
+    if (backend === undefined || backend === 'local') return null;
+    const state = (await store.backendLimits()).get(backend);
+    if (!state || backendAvailability(state, now.getTime()) !== 'unavailable') return null;
+    return (state.unavailableUntil ?? now.getTime()) - now.getTime();
   };
 }
