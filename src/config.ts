@@ -343,6 +343,19 @@ export type Config = Static<typeof ConfigSchema>;
 
 export class ConfigError extends Error {}
 
+/** https to any host, or http to loopback: where a provider's API key may be sent. */
+function baseUrlKeepsKeySafe(value: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return false;
+  }
+  if (url.protocol === 'https:') return true;
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return url.protocol === 'http:' && (host === 'localhost' || host === '::1' || /^127(\.\d{1,3}){3}$/.test(host));
+}
+
 /** Validates the environment; unknown variables are ignored (the environment holds many others). */
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const known: Record<string, unknown> = {};
@@ -365,6 +378,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
   if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
+  for (const variable of ['GEMINI_BASE_URL', 'OPENAI_BASE_URL'] as const) {
+    const value = config[variable];
+    // The API key travels in every request: in clear text only to this machine.
+    if (value !== undefined && !baseUrlKeepsKeySafe(value)) {
+      throw new ConfigError(
+        `Invalid environment variable ${variable}=${JSON.stringify(value)}: http:// is allowed to a loopback host only (127.0.0.0/8, ::1, localhost); use https://`,
+      );
+    }
+  }
   if (config.OPENAI_IMAGE_SIZES !== undefined) {
     try {
       parseOpenAiImageSizes(config.OPENAI_IMAGE_SIZES);

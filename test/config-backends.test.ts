@@ -72,3 +72,22 @@ t.test('OPENAI_IMAGE_SIZES: exact or a list of WIDTHxHEIGHT, anything else stops
     );
   }
 });
+
+t.test('a base URL with http:// to a host other than loopback stops the start, naming the variable', async (t) => {
+  t.match(
+    configError({ OPENAI_BASE_URL: 'http://images.example.com/v1' }),
+    /^Invalid environment variable OPENAI_BASE_URL="http:\/\/images.example.com\/v1": http:\/\/ is allowed to a loopback host only/,
+  );
+  t.match(configError({ GEMINI_BASE_URL: 'http://10.0.0.5:8080' }), /^Invalid environment variable GEMINI_BASE_URL=/);
+  for (const fine of ['https://images.example.com/v1', 'http://127.0.0.1:9/v1', 'http://localhost:9', 'http://[::1]:9'])
+    t.equal(configError({ OPENAI_BASE_URL: fine }), '', fine);
+});
+
+t.test('MAX_UPSCALE and BACKEND_UNAVAILABLE_COOLDOWN_MS: defaults, and bounds', async (t) => {
+  const config = loadConfig({});
+  t.equal(config.MAX_UPSCALE, 2);
+  t.equal(config.BACKEND_UNAVAILABLE_COOLDOWN_MS, 60_000);
+  t.equal(loadConfig({ MAX_UPSCALE: '1.5' }).MAX_UPSCALE, 1.5);
+  t.match(configError({ MAX_UPSCALE: '0.5' }), /^Invalid environment variable MAX_UPSCALE/);
+  t.match(configError({ OPENAI_MODEL_FAMILY: 'flux' }), /^Invalid environment variable OPENAI_MODEL_FAMILY/);
+});

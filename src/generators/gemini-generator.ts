@@ -93,7 +93,17 @@ export class GeminiGenerator implements ImageGenerator {
     );
     const image = firstImage(response);
     signal.throwIfAborted();
-    return [await toExactSizePng(Buffer.from(image, 'base64'), input.width, input.height, this.options.maxUpscale)];
+    const result = await toExactSizePng(
+      Buffer.from(image, 'base64'),
+      input.width,
+      input.height,
+      this.options.maxUpscale,
+    );
+    const usage = response.usageMetadata;
+    if (!usage) return [result];
+    // Output tokens: the candidates' and the model's thoughts (both billed as output).
+    const outputTokens = (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0);
+    return [{ ...result, usage: { inputTokens: usage.promptTokenCount ?? 0, outputTokens } }];
   }
 }
 

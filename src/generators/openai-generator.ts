@@ -70,6 +70,9 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // GPT image models always answer in base64 and refuse the parameter; others default to URLs.
       // No `stream`: non-streaming is every model's default, and only GPT image models take it.
       ...(this.family === 'gpt-image' ? {} : { response_format: 'b64_json' as const }),
+      // OpenAI's own models: the account's keyed hash, so abuse is traced to it, not to our whole
+      // organisation. Not to other providers, which may refuse a parameter they do not know.
+      ...(this.family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
     };
     const response = await this.calls.run(
       signal,
@@ -98,7 +101,11 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       ? Buffer.from(data.b64_json, 'base64')
       : await downloadResult(data.url!, this.options.baseUrl, signal);
     signal.throwIfAborted();
-    return [await toExactSizePng(bytes, input.width, input.height, this.options.maxUpscale)];
+    const image = await toExactSizePng(bytes, input.width, input.height, this.options.maxUpscale);
+    const usage = response.usage;
+    return [
+      usage ? { ...image, usage: { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens } } : image,
+    ];
   }
 }
 

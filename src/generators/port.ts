@@ -14,6 +14,14 @@ export interface GenerationInput {
   height: number;
   /** Encoded bytes (PNG/JPEG/WebP) of the image_reference media, in order; empty for text-to-image. */
   references: Buffer[];
+  /** A stable keyed hash of the account, for the provider's abuse monitoring (never the account id). */
+  safetyIdentifier?: string;
+}
+
+/** Tokens a provider reports for one call (OpenAI `usage`, Gemini `usageMetadata`). */
+export interface UpstreamUsage {
+  inputTokens: number;
+  outputTokens: number;
 }
 
 export interface GeneratedImage {
@@ -23,6 +31,8 @@ export interface GeneratedImage {
   height: number;
   /** The pixel size the model returned, when it differed and the image was resized and cropped to ours. */
   resizedFrom?: PixelSize;
+  /** What the provider reported the call cost in tokens, when it did. */
+  usage?: UpstreamUsage;
 }
 
 export interface PixelSize {

@@ -7,6 +7,7 @@ import {
   UPSTREAM_OUTCOME_KINDS,
   type UpstreamOutcomeKind,
 } from '../core/backend-capacity.js';
+import type { UpstreamUsage } from '../generators/port.js';
 import type { BackendLimitStore } from '../store/port.js';
 import type { WorkerMetrics } from '../worker/task-worker.js';
 
@@ -72,6 +73,7 @@ export class PrometheusWorkerMetrics implements WorkerMetrics {
   private readonly inProgress: Gauge<'backend'>;
   private readonly calls: Counter<'backend' | 'outcome'>;
   private readonly durations: Histogram<'backend'>;
+  private readonly tokens: Counter<'backend' | 'model' | 'direction'>;
 
   constructor(registry: Registry, backends: readonly string[]) {
     this.inProgress = new Gauge({
@@ -82,7 +84,7 @@ export class PrometheusWorkerMetrics implements WorkerMetrics {
     });
     this.calls = new Counter({
       name: 'imagegen_upstream_calls_total',
-      help: 'Generator calls by backend and outcome (ok, rate_limited, transient, permanent)',
+      help: 'Generator calls by backend and outcome (ok, rate_limited, transient, permanent, unavailable)',
       labelNames: ['backend', 'outcome'] as const,
       registers: [registry],
     });
@@ -91,6 +93,12 @@ export class PrometheusWorkerMetrics implements WorkerMetrics {
       help: 'Duration of successful generator calls, per backend',
       labelNames: ['backend'] as const,
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120],
+      registers: [registry],
+    });
+    this.tokens = new Counter({
+      name: 'imagegen_upstream_tokens_total',
+      help: 'Tokens the provider reported (OpenAI usage, Gemini usageMetadata), per backend, catalog model and direction (input, output): for reconciling cost with its prices',
+      labelNames: ['backend', 'model', 'direction'] as const,
       registers: [registry],
     });
     // Every series exists from the start, so that rates and alerts see zeros rather than gaps.
@@ -103,6 +111,11 @@ export class PrometheusWorkerMetrics implements WorkerMetrics {
   upstreamCall(backend: string, outcome: UpstreamOutcomeKind, durationMs: number): void {
     this.calls.inc({ backend, outcome });
     if (outcome === 'ok') this.durations.observe({ backend }, durationMs / 1000);
+  }
+
+  upstreamUsage(backend: string, model: string, usage: UpstreamUsage): void {
+    this.tokens.inc({ backend, model, direction: 'input' }, usage.inputTokens);
+    this.tokens.inc({ backend, model, direction: 'output' }, usage.outputTokens);
   }
 
   tasksInProgress(backend: string, count: number): void {

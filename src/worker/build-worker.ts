@@ -81,6 +81,8 @@ export function buildBackgroundWork(
     events: options.events,
     log: options.log,
     metrics: options.metrics,
+    // The signing secret keys the accounts' safety identifiers too (an HMAC with its own label).
+    safetyIdentifierKey: runtime.mediaSigningSecret,
     leaseMs: config.TASK_LEASE_MS,
     maxAttempts: config.TASK_MAX_ATTEMPTS,
     deadlineMs: config.TASK_DEADLINE_MS,

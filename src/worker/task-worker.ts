@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { BlobStore } from '../blobs/port.js';
 import {
@@ -10,7 +10,13 @@ import {
 import { afterDependencyFailure, attemptsSpent, DEADLINE_EXCEEDED, isPastDeadline } from '../core/task-execution.js';
 import { generationRetryDelayMs } from '../core/task-retry.js';
 import type { TaskRecord } from '../core/task.js';
-import { type GeneratedImage, GenerationError, type GenerationInput, type ImageGenerator } from '../generators/port.js';
+import {
+  type GeneratedImage,
+  GenerationError,
+  type GenerationInput,
+  type ImageGenerator,
+  type UpstreamUsage,
+} from '../generators/port.js';
 import { newIdAt } from '../ids.js';
 import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS } from '../services/media-service.js';
 import { dependencyFailureOf } from '../services/dependency-failure.js';
@@ -53,6 +59,8 @@ export interface TaskWorkerOptions {
   random?: () => number;
   log?: WorkerLog;
   metrics?: WorkerMetrics;
+  /** Key of the keyed hash sent to providers as the account's safety identifier; unset = none sent. */
+  safetyIdentifierKey?: string;
 }
 
 export interface WorkerLog {
@@ -64,6 +72,8 @@ export interface WorkerLog {
 /** What a worker reports to Prometheus (worker-metrics.ts); absent in tests that do not look. */
 export interface WorkerMetrics {
   upstreamCall(backend: string, outcome: UpstreamOutcomeKind, durationMs: number): void;
+  /** Tokens a provider reported for a call, per backend and catalog model (cost reconciliation). */
+  upstreamUsage?(backend: string, model: string, usage: UpstreamUsage): void;
   tasksInProgress(backend: string, count: number): void;
 }
 
@@ -334,6 +344,8 @@ export class TaskWorker {
     try {
       const images = await lane.backend.generator.generate(input, signal);
       outcome = { kind: 'ok', durationMs: performance.now() - started };
+      for (const { usage } of images)
+        if (usage) this.options.metrics?.upstreamUsage?.(lane.backend.name, task.model, usage);
       return images;
     } catch (error) {
       outcome = outcomeOf(error);
@@ -396,6 +408,9 @@ export class TaskWorker {
         width: task.width,
         height: task.height,
         references,
+        safetyIdentifier: this.options.safetyIdentifierKey
+          ? safetyIdentifier(this.options.safetyIdentifierKey, task.accountId)
+          : undefined,
       },
       signal,
     );
@@ -614,6 +629,14 @@ function describeImages(images: readonly GeneratedImage[], now: Date, retentionM
       resizedFrom: image.resizedFrom ?? null,
     };
   });
+}
+
+/**
+ * The account as the provider sees it: HMAC-SHA256 of its id under the deployment's key, so one
+ * abusive account can be told apart without giving the provider our ids (stable across calls).
+ */
+export function safetyIdentifier(key: string, accountId: string): string {
+  return createHmac('sha256', key).update(`safety-identifier:${accountId}`).digest('hex').slice(0, 32);
 }
 
 /** Failures that say the backend cannot serve anyone for now (decision 0011, issue 35). */

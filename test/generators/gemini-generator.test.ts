@@ -326,3 +326,10 @@ t.test('a reply that would need more than maxUpscale is refused, not enlarged: u
   const [image] = await generator.generate(input(), live());
   t.same(image.resizedFrom, { width: 1376, height: 768 }, '×2 is allowed');
 });
+
+t.test("the reply's usageMetadata is kept as the call's tokens", async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
+  const [image] = await generator.generate(input(), live());
+  t.same(image.usage, { inputTokens: 12, outputTokens: 1120 });
+});

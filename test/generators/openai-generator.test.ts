@@ -363,3 +363,19 @@ t.test('calls in flight are capped per backend; the others wait for a slot', asy
   await Promise.all([first, second]);
   t.equal(upstream.requests.filter((r) => r.url !== '/probe').length, 2);
 });
+
+t.test("OpenAI's own models get the account's safety_identifier; the reply's usage is kept", async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  const [image] = await generator.generate(input({ safetyIdentifier: 'a1b2c3' }), live());
+  t.equal(JSON.parse(upstream.requests[0].body.toString()).safety_identifier, 'a1b2c3');
+  t.same(image.usage, { inputTokens: 50, outputTokens: 50 });
+  t.equal(upstream.refused.length, 0);
+});
+
+t.test('a compatible provider is not sent safety_identifier, which it may not know', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'flux-pro' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  await generator.generate(input({ safetyIdentifier: 'a1b2c3' }), live());
+  t.notOk('safety_identifier' in JSON.parse(upstream.requests[0].body.toString()));
+});

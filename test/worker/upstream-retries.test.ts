@@ -224,3 +224,37 @@ t.test('a Retry-After past the task deadline fails the task at once instead of d
   t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
+
+t.test('the safety identifier is a stable keyed hash of the account, not its id', async (t) => {
+  const { safetyIdentifier } = await import('../../src/worker/task-worker.js');
+  const id = safetyIdentifier('key-1', 'acct_123');
+  t.equal(id, safetyIdentifier('key-1', 'acct_123'), 'stable');
+  t.not(id, safetyIdentifier('key-2', 'acct_123'), 'keyed');
+  t.not(id, safetyIdentifier('key-1', 'acct_124'));
+  t.notMatch(id, /acct_123/);
+  t.match(id, /^[0-9a-f]{32}$/);
+});
+
+t.test('tokens the provider reports are counted per backend and catalog model', async (t) => {
+  const { Registry } = await import('prom-client');
+  const { PrometheusWorkerMetrics } = await import('../../src/services/capacity-metrics.js');
+  const { deps, task } = await oneQueuedTask(t);
+  const upstream = await FakeUpstream.start(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+  const registry = new Registry();
+  const worker = testWorker(t, deps, {
+    generator: geminiGenerator(upstream.url),
+    metrics: new PrometheusWorkerMetrics(registry, ['gemini']),
+  });
+  await worker.runOnce();
+  t.equal((await deps.store.getTaskById(task.id))?.status, 'COMPLETED');
+  const text = await registry.metrics();
+  t.match(
+    text,
+    new RegExp(`imagegen_upstream_tokens_total\\{backend="gemini",model="${task.model}",direction="input"\\} 12`),
+  );
+  t.match(
+    text,
+    new RegExp(`imagegen_upstream_tokens_total\\{backend="gemini",model="${task.model}",direction="output"\\} 1120`),
+  );
+});
