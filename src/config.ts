@@ -265,6 +265,20 @@ export const ConfigSchema = Type.Object({
   }),
   ALPHA_PRO_BACKEND: Backend('alpha-pro'),
   BETA_V5_PRO_BACKEND: Backend('beta-v5-pro'),
+  ALPHA_PRO_UPSTREAM_MODEL: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        "The provider's model that serves alpha-pro; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL).",
+    }),
+  ),
+  BETA_V5_PRO_UPSTREAM_MODEL: Type.Optional(
+    Type.String({
+      minLength: 1,
+      description:
+        "The provider's model that serves beta-v5-pro; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL).",
+    }),
+  ),
   GEMINI_API_KEY: Type.Optional(
     Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' }),
   ),
@@ -412,6 +426,27 @@ export function modelBackends(config: Config): Record<string, GeneratorBackend> 
   return Object.fromEntries(
     Object.entries(BACKEND_VARIABLE_OF_MODEL).map(([model, variable]) => [model, config[variable]]),
   );
+}
+
+/** The variable naming the provider's model for each catalog model (issue 35). */
+const UPSTREAM_MODEL_VARIABLE_OF_MODEL = {
+  'alpha-pro': 'ALPHA_PRO_UPSTREAM_MODEL',
+  'beta-v5-pro': 'BETA_V5_PRO_UPSTREAM_MODEL',
+} as const satisfies Record<ModelId, string>;
+
+/**
+ * The provider's model serving each catalog model on a remote backend: its own variable when
+ * set, else the backend's model (GEMINI_MODEL, OPENAI_IMAGE_MODEL). Local models are absent.
+ */
+export function upstreamModels(config: Config): Record<string, string> {
+  const entries: [string, string][] = [];
+  for (const [model, backend] of Object.entries(modelBackends(config))) {
+    const own = config[UPSTREAM_MODEL_VARIABLE_OF_MODEL[model as ModelId]];
+    if (backend === 'gemini') entries.push([model, own ?? config.GEMINI_MODEL]);
+    if (backend === 'openai' && (own ?? config.OPENAI_IMAGE_MODEL) !== undefined)
+      entries.push([model, own ?? config.OPENAI_IMAGE_MODEL!]);
+  }
+  return Object.fromEntries(entries);
 }
 
 const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {

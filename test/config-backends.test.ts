@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConfigError, loadConfig, modelBackends } from '../src/config.js';
+import { ConfigError, loadConfig, modelBackends, upstreamModels } from '../src/config.js';
 
 function configError(env: Record<string, string>): string {
   try {
@@ -90,4 +90,18 @@ t.test('MAX_UPSCALE and BACKEND_UNAVAILABLE_COOLDOWN_MS: defaults, and bounds', 
   t.equal(loadConfig({ MAX_UPSCALE: '1.5' }).MAX_UPSCALE, 1.5);
   t.match(configError({ MAX_UPSCALE: '0.5' }), /^Invalid environment variable MAX_UPSCALE/);
   t.match(configError({ OPENAI_MODEL_FAMILY: 'flux' }), /^Invalid environment variable OPENAI_MODEL_FAMILY/);
+});
+
+t.test('the upstream model of each catalog model: its own variable, else the backend’s', async (t) => {
+  const config = loadConfig({
+    ALPHA_PRO_BACKEND: 'gemini',
+    GEMINI_API_KEY: 'g',
+    BETA_V5_PRO_BACKEND: 'gemini',
+    BETA_V5_PRO_UPSTREAM_MODEL: 'gemini-3.1-flash-image-preview',
+  });
+  t.same(upstreamModels(config), {
+    'alpha-pro': 'gemini-3-pro-image-preview',
+    'beta-v5-pro': 'gemini-3.1-flash-image-preview',
+  });
+  t.same(upstreamModels(loadConfig({})), {}, 'none on the local renderer');
 });

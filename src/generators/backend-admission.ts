@@ -1,5 +1,5 @@
 /** What the API checks of a model's backend before it accepts (and charges) a task: its size plan and its circuit. */
-import { modelBackends, type Config, type GeneratorBackend } from '../config.js';
+import { modelBackends, upstreamModels, type Config, type GeneratorBackend } from '../config.js';
 import { backendAvailability } from '../core/backend-capacity.js';
 import type { BackendLimitStore } from '../store/port.js';
 import {
@@ -12,21 +12,24 @@ import {
 
 /** What each catalog model's configured backend makes of a cell (src/core/size-plan.ts). */
 export function backendSizePlans(config: Config): Record<string, BackendSizePlan> {
+  const upstream = upstreamModels(config);
   return Object.fromEntries(
-    Object.entries(modelBackends(config)).map(([model, backend]) => [model, sizePlanOf(config, backend)]),
+    Object.entries(modelBackends(config)).map(([model, backend]) => [
+      model,
+      sizePlanOf(config, backend, upstream[model] ?? ''),
+    ]),
   );
 }
 
-function sizePlanOf(config: Config, backend: GeneratorBackend): BackendSizePlan {
+function sizePlanOf(config: Config, backend: GeneratorBackend, upstreamModel: string): BackendSizePlan {
   switch (backend) {
     case 'local':
       return { backend };
     case 'gemini':
-      return { backend, model: config.GEMINI_MODEL };
+      return { backend, model: upstreamModel };
     case 'openai': {
-      const name = config.OPENAI_IMAGE_MODEL ?? '';
-      const family = openAiModelFamily(name, config.OPENAI_MODEL_FAMILY);
-      return { backend, rule: openAiSizeRule(name, config.OPENAI_IMAGE_SIZES, family) };
+      const family = openAiModelFamily(upstreamModel, config.OPENAI_MODEL_FAMILY);
+      return { backend, rule: openAiSizeRule(upstreamModel, config.OPENAI_IMAGE_SIZES, family) };
     }
   }
 }

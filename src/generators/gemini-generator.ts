@@ -17,6 +17,8 @@ export interface GeminiGeneratorOptions {
   /** The SDK's base URL (httpOptions.baseUrl); undefined = Google's endpoint. */
   baseUrl?: string;
   model: string;
+  /** The upstream model per catalog model, where one names its own (`<MODEL>_UPSTREAM_MODEL`); else `model`. */
+  models?: Record<string, string>;
   maxConcurrency: number;
   /** MAX_UPSCALE: the largest enlargement of a reply to the catalog size; unset = no limit. */
   maxUpscale?: number;
@@ -69,6 +71,7 @@ export class GeminiGenerator implements ImageGenerator {
         inlineData: { mimeType: referenceContentType(bytes), data: bytes.toString('base64') },
       })),
     ];
+    const model = this.options.models?.[input.model] ?? this.options.model;
     // The SDK's error keeps the status but not the headers; Retry-After is read off the response.
     let retryAfterHeader: string | null = null;
     const recordingFetch: typeof fetch = async (url, init) => {
@@ -80,11 +83,11 @@ export class GeminiGenerator implements ImageGenerator {
       signal,
       () =>
         this.client.models.generateContent({
-          model: this.options.model,
+          model,
           contents: [{ role: 'user', parts }],
           config: {
             responseModalities: ['IMAGE'],
-            imageConfig: geminiImageConfig(this.options.model, input.aspectRatio, input.resolution),
+            imageConfig: geminiImageConfig(model, input.aspectRatio, input.resolution),
             abortSignal: signal,
             httpOptions: { fetch: recordingFetch },
           },

@@ -1,4 +1,4 @@
-import { modelBackends, type Config, type GeneratorBackend } from '../config.js';
+import { modelBackends, upstreamModels, type Config, type GeneratorBackend } from '../config.js';
 import { GeminiGenerator } from './gemini-generator.js';
 import { LocalRenderer } from './local-renderer.js';
 import { OpenAiImagesGenerator } from './openai-generator.js';
@@ -37,6 +37,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         apiKey: required(config.GEMINI_API_KEY, 'GEMINI_API_KEY'),
         baseUrl: config.GEMINI_BASE_URL,
         model: config.GEMINI_MODEL,
+        models: upstreamModels(config),
         maxConcurrency: config.GEMINI_MAX_CONCURRENCY,
         maxUpscale: config.MAX_UPSCALE,
       });
@@ -45,6 +46,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         apiKey: required(config.OPENAI_API_KEY, 'OPENAI_API_KEY'),
         baseUrl: config.OPENAI_BASE_URL,
         model: required(config.OPENAI_IMAGE_MODEL, 'OPENAI_IMAGE_MODEL'),
+        models: upstreamModels(config),
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,
         imageSizes: config.OPENAI_IMAGE_SIZES,
         family: config.OPENAI_MODEL_FAMILY,

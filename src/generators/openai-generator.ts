@@ -18,6 +18,8 @@ export interface OpenAiImagesGeneratorOptions {
   /** The SDK's baseURL, e.g. https://api.openai.com/v1 or a compatible provider's. */
   baseUrl?: string;
   model: string;
+  /** The upstream model per catalog model, where one names its own (`<MODEL>_UPSTREAM_MODEL`); else `model`. */
+  models?: Record<string, string>;
   maxConcurrency: number;
   /** MAX_UPSCALE: the largest enlargement of a reply to the catalog size; unset = no limit. */
   maxUpscale?: number;
@@ -43,12 +45,11 @@ export class OpenAiImagesGenerator implements ImageGenerator {
   readonly name = 'openai';
   private readonly client: OpenAI;
   private readonly calls: UpstreamCalls;
-  private readonly sizeRule: OpenAiSizeRule;
-  private readonly family: OpenAiModelFamily;
+  /** Family and size rule per upstream model (a catalog model may name its own). */
+  private readonly plans = new Map<string, { family: OpenAiModelFamily; sizeRule: OpenAiSizeRule }>();
 
   constructor(private readonly options: OpenAiImagesGeneratorOptions) {
-    this.family = openAiModelFamily(options.model, options.family);
-    this.sizeRule = openAiSizeRule(options.model, options.imageSizes, this.family);
+    this.planOf(options.model); // a bad OPENAI_IMAGE_SIZES fails here, at start
     this.client = new OpenAI({
       apiKey: options.apiKey,
       baseURL: options.baseUrl,
@@ -59,20 +60,32 @@ export class OpenAiImagesGenerator implements ImageGenerator {
     this.calls = new UpstreamCalls(options.maxConcurrency);
   }
 
+  private planOf(model: string) {
+    let plan = this.plans.get(model);
+    if (!plan) {
+      const family = openAiModelFamily(model, this.options.family);
+      plan = { family, sizeRule: openAiSizeRule(model, this.options.imageSizes, family) };
+      this.plans.set(model, plan);
+    }
+    return plan;
+  }
+
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
-    const size = plannedSize({ width: input.width, height: input.height }, this.sizeRule);
+    const model = this.options.models?.[input.model] ?? this.options.model;
+    const { family, sizeRule } = this.planOf(model);
+    const size = plannedSize({ width: input.width, height: input.height }, sizeRule);
     const common = {
-      model: this.options.model,
+      model,
       prompt: input.prompt,
       n: 1,
       size: `${size.width}x${size.height}`,
       // GPT image models always answer in base64 and refuse the parameter; others default to URLs.
       // No `stream`: non-streaming is every model's default, and only GPT image models take it.
-      ...(this.family === 'gpt-image' ? {} : { response_format: 'b64_json' as const }),
+      ...(family === 'gpt-image' ? {} : { response_format: 'b64_json' as const }),
       // OpenAI's own models: the account's keyed hash, so abuse is traced to it, not to our whole
       // organisation. Not to other providers, which may refuse a parameter they do not know.
-      ...(this.family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
+      ...(family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
     };
     const response = await this.calls.run(
       signal,

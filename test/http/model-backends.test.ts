@@ -428,3 +428,25 @@ t.test(
     await assertLedgerInvariant(t, h.store, h.accountId);
   },
 );
+
+t.test('each catalog model may name its own upstream model on one backend', async (t) => {
+  const h = await setup(t, () => ({
+    BETA_V5_PRO_BACKEND: 'gemini',
+    BETA_V5_PRO_UPSTREAM_MODEL: 'gemini-2.5-flash-image',
+  }));
+  h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+  const alpha = await create(h, { model: 'alpha-pro', prompt: 'on the default model' });
+  t.equal((await awaitTerminal(h, alpha)).status, 'COMPLETED');
+  const beta = await create(h, { model: 'beta-v5-pro', prompt: 'on its own model' });
+  t.equal((await awaitTerminal(h, beta)).status, 'COMPLETED');
+  t.same(
+    h.upstream.requests.map((r) => r.url),
+    [
+      '/v1beta/models/gemini-3-pro-image-preview:generateContent',
+      '/v1beta/models/gemini-2.5-flash-image:generateContent',
+    ],
+  );
+  const betaBody = JSON.parse(h.upstream.requests[1].body.toString());
+  t.same(betaBody.generationConfig.imageConfig, { aspectRatio: '1:1' }, 'its own model’s parameters: no imageSize');
+  t.equal(h.upstream.refused.length, 0);
+});
