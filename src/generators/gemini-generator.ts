@@ -9,8 +9,14 @@ import {
   type GoogleRpcStatus,
 } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
+import {
+  GEMINI_INLINE_BUDGET_BYTES,
+  GEMINI_REFERENCE_LIMITS,
+  prepareReferences,
+  type ReferenceLimits,
+} from './reference-prep.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
-import { generationError, networkFailure, referenceContentType, UpstreamCalls } from './upstream-call.js';
+import { generationError, networkFailure, UpstreamCalls } from './upstream-call.js';
 
 export interface GeminiGeneratorOptions {
   apiKey: string;
@@ -22,6 +28,8 @@ export interface GeminiGeneratorOptions {
   maxConcurrency: number;
   /** MAX_UPSCALE: the largest enlargement of a reply to the catalog size; unset = no limit. */
   maxUpscale?: number;
+  /** Per-reference limits; default GEMINI_REFERENCE_LIMITS. */
+  referenceLimits?: ReferenceLimits;
 }
 
 /**
@@ -65,11 +73,17 @@ export class GeminiGenerator implements ImageGenerator {
 
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
+    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35).
+    const limits = this.options.referenceLimits ?? GEMINI_REFERENCE_LIMITS;
+    const share = Math.floor(GEMINI_INLINE_BUDGET_BYTES / Math.max(1, input.references.length));
+    const references = await prepareReferences(
+      input.references,
+      { ...limits, maxBytes: Math.min(limits.maxBytes, share) },
+      signal,
+    );
     const parts: Part[] = [
       { text: input.prompt },
-      ...input.references.map((bytes) => ({
-        inlineData: { mimeType: referenceContentType(bytes), data: bytes.toString('base64') },
-      })),
+      ...references.map(({ bytes, type }) => ({ inlineData: { mimeType: type, data: bytes.toString('base64') } })),
     ];
     const model = this.options.models?.[input.model] ?? this.options.model;
     // The SDK's error keeps the status but not the headers; Retry-After is read off the response.

@@ -10,8 +10,9 @@ import {
 import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
 import { downloadResult } from './image-download.js';
+import { OPENAI_REFERENCE_LIMITS, prepareReferences, type ReferenceLimits } from './reference-prep.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
-import { generationError, networkFailure, referenceContentType, UpstreamCalls } from './upstream-call.js';
+import { generationError, networkFailure, UpstreamCalls } from './upstream-call.js';
 
 export interface OpenAiImagesGeneratorOptions {
   apiKey: string;
@@ -23,6 +24,8 @@ export interface OpenAiImagesGeneratorOptions {
   maxConcurrency: number;
   /** MAX_UPSCALE: the largest enlargement of a reply to the catalog size; unset = no limit. */
   maxUpscale?: number;
+  /** Per-reference limits; default OPENAI_REFERENCE_LIMITS. */
+  referenceLimits?: ReferenceLimits;
   /** OPENAI_IMAGE_SIZES: `exact` or WIDTHxHEIGHT,…; unset = what the model's name says (src/core/size-plan.ts). */
   imageSizes?: string;
   /** OPENAI_MODEL_FAMILY: which parameters the model takes; unset = what its name says. */
@@ -87,18 +90,21 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // organisation. Not to other providers, which may refuse a parameter they do not know.
       ...(family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
     };
+    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35).
+    const references = await prepareReferences(
+      input.references,
+      this.options.referenceLimits ?? OPENAI_REFERENCE_LIMITS,
+      signal,
+    );
     const response = await this.calls.run(
       signal,
       async (): Promise<ImagesResponse> => {
-        if (input.references.length === 0) {
+        if (references.length === 0) {
           const body: OpenAI.ImageGenerateParamsNonStreaming = common;
           return this.client.images.generate(body, { signal });
         }
         const image = await Promise.all(
-          input.references.map((bytes, i) => {
-            const type = referenceContentType(bytes);
-            return toFile(bytes, `reference-${i + 1}.${EXTENSION_OF[type]}`, { type });
-          }),
+          references.map(({ bytes, type }, i) => toFile(bytes, `reference-${i + 1}.${EXTENSION_OF[type]}`, { type })),
         );
         const body: OpenAI.ImageEditParamsNonStreaming = { ...common, image };
         return this.client.images.edit(body, { signal });

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import sharp from 'sharp';
 import t, { type Test } from 'tap';
 import { GeminiGenerator } from '../../src/generators/gemini-generator.js';
@@ -332,4 +333,45 @@ t.test("the reply's usageMetadata is kept as the call's tokens", async (t) => {
   upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
   const [image] = await generator.generate(input(), live());
   t.same(image.usage, { inputTokens: 12, outputTokens: 1120 });
+});
+
+t.test('references are prepared within the per-image limit and the request budget, in order', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
+  // Noise does not compress: a 1600×1200 PNG of it is ~5.8 MB; ten of them would be ~77 MB in base64.
+  const noise = randomBytes(1600 * 1200 * 3);
+  const big = await sharp(noise, { raw: { width: 1600, height: 1200, channels: 3 } })
+    .png()
+    .toBuffer();
+  const small = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } })
+    .png()
+    .toBuffer();
+  t.ok(big.length > 5_000_000, `a large reference (${big.length} bytes)`);
+  const references = [small, ...Array.from({ length: 9 }, () => big)];
+
+  await generator.generate(input({ references }), live());
+
+  t.equal(upstream.refused.length, 0, 'within the 20 MB request limit');
+  const parts = JSON.parse(upstream.requests[0].body.toString()).contents[0].parts.slice(1) as {
+    inlineData: { mimeType: string; data: string };
+  }[];
+  t.equal(parts.length, 10);
+  t.ok(Buffer.from(parts[0].inlineData.data, 'base64').equals(small), 'a small reference goes as stored');
+  for (const part of parts.slice(1)) {
+    const bytes = Buffer.from(part.inlineData.data, 'base64');
+    t.ok(bytes.length <= 1_400_000, `each within its share (${bytes.length} bytes)`);
+    const metadata = await sharp(bytes).metadata();
+    t.equal(part.inlineData.mimeType, 'image/jpeg');
+    t.ok((metadata.width ?? 0) <= 1600 && Math.abs((metadata.width ?? 0) / (metadata.height ?? 1) - 4 / 3) < 0.01);
+  }
+});
+
+t.test('a request over the Gemini API limit is refused by the fake as by the provider', async (t) => {
+  const { upstream } = await setup(t);
+  const response = await fetch(`${upstream.url}/v1beta/models/gemini-3-pro-image-preview:generateContent`, {
+    method: 'POST',
+    body: JSON.stringify({ pad: 'x'.repeat(21 * 1024 * 1024) }),
+  });
+  t.equal(response.status, 400);
+  t.match(await response.json(), { error: { status: 'INVALID_ARGUMENT' } });
 });

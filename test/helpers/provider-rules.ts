@@ -124,6 +124,7 @@ function invalidArgument(message: string): JsonReply {
   return geminiReply.error(400, 'INVALID_ARGUMENT', message);
 }
 
+const GEMINI_MAX_REQUEST_BYTES = 20 * 1024 * 1024;
 const GEMINI_PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
 const OPENAI_PATHS = new Set(['/v1/images/generations', '/v1/images/edits']);
 
@@ -140,6 +141,10 @@ export async function providerRefusal(request: {
   try {
     const gemini = GEMINI_PATH.exec(path);
     if (gemini) {
+      // The Gemini API's request limit for inline data (https://ai.google.dev/gemini-api/docs/image-understanding).
+      if (request.body.length > GEMINI_MAX_REQUEST_BYTES) {
+        return invalidArgument(`Request payload size exceeds the limit: ${GEMINI_MAX_REQUEST_BYTES} bytes.`);
+      }
       const body = JSON.parse(request.body.toString('utf8')) as { generationConfig?: { imageConfig?: unknown } };
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
