@@ -250,7 +250,16 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         }),
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });
-      await api.register(webhookRoutes, { store: deps.store, now, onDeliveryQueued: deps.onWebhookQueued });
+      await api.register(webhookRoutes, {
+        store: deps.store,
+        now,
+        onDeliveryQueued: deps.onWebhookQueued,
+        replayBudget: {
+          perDelivery: config.WEBHOOK_MANUAL_RETRIES_PER_HOUR,
+          perAccount: config.WEBHOOK_MANUAL_RETRIES_PER_ACCOUNT_PER_HOUR,
+          windowMs: 3600_000,
+        },
+      });
     },
     { prefix: '/api/v1' },
   );

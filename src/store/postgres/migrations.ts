@@ -198,4 +198,15 @@ export const POSTGRES_MIGRATIONS: string[] = [
     updated_at timestamptz NOT NULL
   );
   `,
+  `
+  -- Manual replays of webhook deliveries within the budget's window (see the SQLite migration of
+  -- the same change).
+  CREATE TABLE webhook_replays (
+    delivery_id text COLLATE "C" NOT NULL REFERENCES webhook_deliveries(id),
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    replayed_at timestamptz NOT NULL
+  );
+  CREATE INDEX webhook_replays_delivery ON webhook_replays(delivery_id, replayed_at);
+  CREATE INDEX webhook_replays_account ON webhook_replays(account_id, replayed_at);
+  `,
 ];

@@ -246,4 +246,16 @@ export const SQLITE_MIGRATIONS: string[] = [
     updated_at INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
+  `
+  -- Manual replays of webhook deliveries within the budget's window (DESIGN 3.6): one row per
+  -- replay, counted per delivery and per account; rows older than the window are deleted as the
+  -- account replays again.
+  CREATE TABLE webhook_replays (
+    delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(id),
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    replayed_at INTEGER NOT NULL
+  );
+  CREATE INDEX webhook_replays_delivery ON webhook_replays(delivery_id, replayed_at);
+  CREATE INDEX webhook_replays_account ON webhook_replays(account_id, replayed_at);
+  `,
 ];
