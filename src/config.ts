@@ -210,6 +210,11 @@ export const ConfigSchema = Type.Object({
     default: 100,
     description: "Manual replays of all of one account's webhook deliveries per hour.",
   }),
+  WEBHOOK_ALLOWED_PORTS: Type.String({
+    default: '80,443,1024-65535',
+    pattern: '^\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?(\\s*,\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?)*\\s*$',
+    description: 'Ports a webhook_url may name: comma-separated ports and low-high ranges.',
+  }),
   TASK_LEASE_MS: Int({
     minimum: 100,
     default: 30_000,

@@ -18,7 +18,7 @@ import { openBlobStore } from '../runtime.js';
 import { TaskEvents } from '../services/task-events.js';
 import { UploadSlots } from '../services/upload-slots.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
-import type { LookupAll } from '../webhooks/ssrf-guard.js';
+import { parsePortRanges, type LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
@@ -172,7 +172,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     now,
     maxActiveTasks: deps.config.MAX_ACTIVE_TASKS,
     crossProcessPollMs: deps.config.LONG_POLL_FALLBACK_MS,
-    webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
+    webhookPolicy: {
+      allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE,
+      lookup: deps.webhookLookup,
+      allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
+    },
   });
 
   releaseImageCaches();

@@ -22,3 +22,41 @@ t.test('60 bad keys from one address, then a good key → 200; the 61st bad key 
   t.equal(bad.json().code, 'rate_limited');
   t.ok(Number(bad.headers['retry-after']) >= 1);
 });
+
+t.test(
+  'webhook URLs that parsers disagree on, or that name a port of another service → 400 /webhook_url',
+  async (t) => {
+    const { app, newAccount } = await buildTestApp(t);
+    const { auth } = await newAccount(1000);
+    const create = (webhook_url: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/api/v1/images/generations',
+        headers: auth,
+        payload: { model: 'alpha-pro', prompt: 'a kite', webhook_url },
+      });
+    for (const url of [
+      'https://8.8.8.8\\@127.0.0.1/',
+      ' https://8.8.8.8/',
+      'https://8.8.8.8/ ',
+      'https:8.8.8.8',
+      'https:///8.8.8.8',
+      'https://user@8.8.8.8/',
+      'https://user:pw@8.8.8.8/',
+      'https://8.8.8.8:22/',
+      'https://8.8.8.8:0/',
+      'https://134744072/',
+    ]) {
+      const res = await create(url);
+      t.equal(res.statusCode, 400, JSON.stringify(url));
+      t.match(res.json(), { code: 'invalid_request', errors: [{ pointer: '/webhook_url', location: 'body' }] });
+    }
+    const { balance } = (await (await app.inject({ url: ACCOUNT, headers: auth })).json()).data;
+    t.equal(balance, 1000, 'nothing charged');
+
+    // Nothing is sent in this test (no dispatcher runs): the URL is only read and stored.
+    const accepted = await create('HTTPS://8.8.8.8:443/Hook');
+    t.equal(accepted.statusCode, 202);
+    t.equal(accepted.json().data.webhook_url, 'https://8.8.8.8/Hook', 'stored and shown as its normalised href');
+  },
+);
