@@ -215,6 +215,12 @@ export const ConfigSchema = Type.Object({
     pattern: '^\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?(\\s*,\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?)*\\s*$',
     description: 'Ports a webhook_url may name: comma-separated ports and low-high ranges.',
   }),
+  METRICS_TOKEN: Type.Optional(
+    Type.String({
+      minLength: 16,
+      description: '/metrics answers only Authorization: Bearer <this>; unset, loopback clients only.',
+    }),
+  ),
   TASK_LEASE_MS: Int({
     minimum: 100,
     default: 30_000,

@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blobs/port.js';
 import cors from '@fastify/cors';
+import helmet from '@fastify/helmet';
 import { GENERATION_REQUEST_SCHEMAS } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
@@ -25,6 +26,7 @@ import { registerBearerAuth } from './plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerMetrics } from './plugins/metrics.js';
+import { metricsAccess } from './metrics-access.js';
 import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
@@ -155,7 +157,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);
-  const metricsRegistry = registerMetrics(app, deps.metricsRegistry);
+  // Security headers on every answer (DESIGN 3.8): nosniff everywhere, and a CSP that keeps /docs
+  // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
+  await app.register(helmet, {
+    contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
+    crossOriginResourcePolicy: { policy: 'cross-origin' },
+    strictTransportSecurity: false,
+  });
+  const metricsRegistry = registerMetrics(app, deps.metricsRegistry, metricsAccess(deps.config.METRICS_TOKEN));
   registerQueueMetrics(metricsRegistry, deps.store, (error) =>
     app.log.warn({ err: error }, 'queue metrics unavailable'),
   );
@@ -219,6 +228,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   await app.register(
     async (api) => {
+      // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
+      api.addHook('onRequest', (_request, reply, done) => {
+        reply.header('cache-control', 'no-store');
+        done();
+      });
       // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
       // run after it, since they need the caller; idempotency (a preHandler) runs only for
       // requests that passed both.

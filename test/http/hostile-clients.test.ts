@@ -1,4 +1,6 @@
+import { Registry } from 'prom-client';
 import t from 'tap';
+import { buildWorkerMetricsApp } from '../../src/http/worker-metrics-app.js';
 import { buildTestApp } from '../helpers/app.js';
 
 /** Issue 36: what a hostile client tried, each refused (or served) as DESIGN 3.6–3.8 say. */
@@ -60,3 +62,54 @@ t.test(
     t.equal(accepted.json().data.webhook_url, 'https://8.8.8.8/Hook', 'stored and shown as its normalised href');
   },
 );
+
+t.test('secrets and keyed answers are not cached; nosniff everywhere; /docs cannot be framed', async (t) => {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount(10);
+  for (const url of ['/api/v1/webhooks/secret', ACCOUNT, '/api/v1/account/ledger']) {
+    const res = await app.inject({ url, headers: auth });
+    t.equal(res.statusCode, 200, url);
+    t.equal(res.headers['cache-control'], 'no-store', `${url}: no-store`);
+    t.equal(res.headers['x-content-type-options'], 'nosniff', `${url}: nosniff`);
+  }
+  for (const url of ['/healthz', '/openapi.json', '/api/v1/nothing-here']) {
+    t.equal((await app.inject({ url })).headers['x-content-type-options'], 'nosniff', url);
+  }
+  const docs = await app.inject({ url: '/docs/' });
+  t.equal(docs.statusCode, 200);
+  t.match(docs.headers['content-security-policy'], /frame-ancestors 'none'/);
+});
+
+t.test('/metrics: loopback clients only, unless METRICS_TOKEN is set; then only with the token', async (t) => {
+  await t.test('without a token', async (t) => {
+    const { app } = await buildTestApp(t);
+    t.equal((await app.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 200);
+    t.equal((await app.inject({ url: '/metrics', remoteAddress: '::1' })).statusCode, 200);
+    const outside = await app.inject({ url: '/metrics', remoteAddress: '203.0.113.5' });
+    t.equal(outside.statusCode, 404);
+    t.equal(outside.json().code, 'not_found');
+  });
+  await t.test('with a token, on the API and on a worker process alike', async (t) => {
+    const token = 'metrics-token-0123456789';
+    const { app } = await buildTestApp(t, { METRICS_TOKEN: token });
+    const worker = buildWorkerMetricsApp(new Registry(), token);
+    t.teardown(() => worker.close());
+    for (const server of [app, worker]) {
+      const none = await server.inject({ url: '/metrics', remoteAddress: '127.0.0.1' });
+      t.equal(none.statusCode, 401, 'even from loopback, no token: 401');
+      t.equal(none.headers['www-authenticate'], 'Bearer');
+      const wrong = { authorization: `Bearer ${token}x` };
+      t.equal((await server.inject({ url: '/metrics', headers: wrong })).statusCode, 401);
+      const right = { authorization: `Bearer ${token}` };
+      const res = await server.inject({ url: '/metrics', headers: right, remoteAddress: '203.0.113.5' });
+      t.equal(res.statusCode, 200, 'the token from anywhere');
+      t.match(res.headers['content-type'], /^text\/plain/, 'Prometheus text');
+    }
+  });
+  await t.test("a worker process's /metrics without a token answers loopback only", async (t) => {
+    const worker = buildWorkerMetricsApp(new Registry());
+    t.teardown(() => worker.close());
+    t.equal((await worker.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 200);
+    t.equal((await worker.inject({ url: '/metrics', remoteAddress: '198.51.100.7' })).statusCode, 404);
+  });
+});
