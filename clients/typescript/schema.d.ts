@@ -427,7 +427,7 @@ export interface components {
              * @enum {string}
              */
             model: "alpha-pro";
-            /** @description Text prompt, 3 to 10000 Unicode code points. */
+            /** @description Text prompt, 3 to 10000 Unicode code points, not whitespace alone. */
             prompt: string;
             /** @description Image-to-image references, 1 to 8. Omit for text-to-image. */
             image_reference?: string[];
@@ -458,7 +458,7 @@ export interface components {
              * @enum {string}
              */
             model: "beta-v5-pro";
-            /** @description Text prompt, 3 to 5000 Unicode code points. */
+            /** @description Text prompt, 3 to 5000 Unicode code points, not whitespace alone. */
             prompt: string;
             /** @description Image-to-image references, 1 to 10. Omit for text-to-image. */
             image_reference?: string[];

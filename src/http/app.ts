@@ -153,7 +153,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // text body must be refused with 415 rather than reach the schema as a string.
   app.removeContentTypeParser('text/plain');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   registerErrorHandling(app);

@@ -5,7 +5,9 @@ import type { ByteRange } from '../blobs/port.js';
  * The part of a representation of sizeBytes to send for a Range header (RFC 9110 14): one byte
  * range, 'unsatisfiable' (416), or null for the whole of it: no Range, an If-Range that is not our
  * current ETag (we give no Last-Modified, so a date never matches), another unit, several ranges
- * (served whole rather than as multipart/byteranges) or a malformed header, which is ignored.
+ * that do not merge into one (served whole rather than as multipart/byteranges; ranges that
+ * overlap or touch are one range) or a malformed header, which is ignored. A suffix range longer
+ * than the representation is all of it (RFC 9110 14.1.3), not unsatisfiable.
  */
 export function requestedByteRange(
   range: string | undefined,
@@ -15,7 +17,10 @@ export function requestedByteRange(
 ): ByteRange | 'unsatisfiable' | null {
   if (range === undefined) return null;
   if (ifRange !== undefined && (typeof ifRange !== 'string' || ifRange.trim() !== etag)) return null;
-  const ranges = parseRange(sizeBytes, range, { combine: true });
+  const suffixesCut = range.replace(/([=,]\s*)-\s*(\d+)/g, (spec, before: string, length: string) =>
+    sizeBytes > 0 && Number(length) > sizeBytes ? `${before}0-` : spec,
+  );
+  const ranges = parseRange(sizeBytes, suffixesCut, { combine: true });
   if (ranges === -2) return null;
   // -1: well-formed but outside the representation; only a byte range is ours to refuse.
   if (ranges === -1) return /^\s*bytes\s*=/i.test(range) ? 'unsatisfiable' : null;

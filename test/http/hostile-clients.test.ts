@@ -113,3 +113,41 @@ t.test('/metrics: loopback clients only, unless METRICS_TOKEN is set; then only 
     t.equal((await worker.inject({ url: '/metrics', remoteAddress: '198.51.100.7' })).statusCode, 404);
   });
 });
+
+t.test('a prompt of whitespace alone is 400 at /prompt, and nothing is charged', async (t) => {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount(1000);
+  for (const prompt of ['     ', '   \t\n ', '\u00a0\u3000\u2003']) {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: auth,
+      payload: { model: 'alpha-pro', prompt },
+    });
+    t.equal(res.statusCode, 400, JSON.stringify(prompt));
+    t.match(res.json(), {
+      code: 'invalid_request',
+      errors: [{ pointer: '/prompt', location: 'body', detail: /other than whitespace/ }],
+    });
+  }
+  t.equal((await app.inject({ url: ACCOUNT, headers: auth })).json().data.balance, 1000, 'nothing charged');
+});
+
+t.test('a JSON body that is not valid UTF-8 is 400 invalid_json', async (t) => {
+  const { app, newAccount } = await buildTestApp(t);
+  const { auth } = await newAccount(1000);
+  const bytes = Buffer.concat([
+    Buffer.from('{"model":"alpha-pro","prompt":"a kite '),
+    Buffer.from([0xff, 0xfe, 0xc3]),
+    Buffer.from('"}'),
+  ]);
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: { ...auth, 'content-type': 'application/json' },
+    payload: bytes,
+  });
+  t.equal(res.statusCode, 400);
+  t.equal(res.json().code, 'invalid_json');
+  t.equal((await app.inject({ url: ACCOUNT, headers: auth })).json().data.balance, 1000, 'nothing charged');
+});
