@@ -23,7 +23,8 @@
  *                                          in the same rounds (create, create-idem, create-i2i, read,
  *                                          list at 10 k): A/B figures with the drift cancelled
  *
- * Scenarios: create, read (guard rails), dispatch, long-poll, download, list, upload, upload-s3
+ * Scenarios: create, read (guard rails), dispatch, long-poll, event-streams (the long-poll run with
+ * one task event stream per task), download, list, upload, upload-s3
  * (the same burst with blobs in S3: s3rver in a process of its own), renderer,
  * upload-photos (bench/upload-memory-photos.ts), scale-out (bench/scale-out.ts, PostgreSQL),
  * capacity (bench/scenarios/capacity.ts: a loopback provider of fixed capacity, embedded and 2
@@ -69,6 +70,7 @@ import { s3rverEnv, TEST_BUCKET } from '../test/helpers/s3.js';
 import {
   capacitySection,
   photoUploadSection,
+  eventStreamSection,
   s3UploadSection,
   scaleOutSection,
   type S3UploadReport,
@@ -91,6 +93,7 @@ const ALL_SCENARIOS = [
   'read',
   'dispatch',
   'long-poll',
+  'event-streams',
   'download',
   'list',
   'upload',
@@ -213,6 +216,8 @@ try {
     await apiScenarios(reference!);
   if (selected.has('dispatch')) report.dispatch = await dispatchScenario(scenarioContext);
   if (selected.has('long-poll')) report.longPoll = await longPollScenario(scenarioContext);
+  if (selected.has('event-streams'))
+    report.sections.push(eventStreamSection(await longPollScenario(scenarioContext, 'event-stream')));
   if (selected.has('download')) await downloadMeasurement();
   if (selected.has('list')) await listScenarios(reference!);
   if (selected.has('upload')) await uploadScenario();

@@ -76,6 +76,11 @@ export const Task = Type.Object(
     created_at: Timestamp,
     started_at: Nullable(Timestamp),
     completed_at: Nullable(Timestamp),
+    stream_url: UrlString(
+      SIGNED_URL_MAX_LENGTH,
+      "Signed URL of the task's event stream (Server-Sent Events); works without the API key, e.g. in a browser's EventSource, until stream_url_expires_at.",
+    ),
+    stream_url_expires_at: Timestamp,
   },
   { $id: 'Task', additionalProperties: false },
 );
@@ -240,6 +245,7 @@ export const ERROR_CODES = [
   'request_timeout',
   'headers_too_large',
   'range_not_satisfiable',
+  'too_many_streams',
   'retry_in_progress',
   'retry_budget_exhausted',
 ] as const;

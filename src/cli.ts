@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import dotenv from 'dotenv';
 import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
 import { buildApp } from './http/app.js';
 import { openRuntime, type Runtime } from './runtime.js';
@@ -33,8 +32,17 @@ Configuration comes from environment variables (and an optional .env file); see 
 /** stdout carries results (a new key alone on the last line); stderr carries diagnostics. */
 const out = (line: string) => process.stdout.write(`${line}\n`);
 
+/** The optional `.env` of the working directory; a variable already in the environment wins over it. */
+function loadDotEnv(): void {
+  try {
+    process.loadEnvFile();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
-  dotenv.config({ quiet: true });
+  loadDotEnv();
   const [command, subcommand, ...rest] = argv;
   if (!command || command === 'help' || command === '--help') {
     out(USAGE);

@@ -5,6 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
 import type { ModelId } from '../schemas/catalog.js';
 import { assertValidBlobKey } from './blobs/port.js';
+import { parseOpenAiImageSizes } from './core/size-plan.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -140,6 +141,17 @@ export const ConfigSchema = Type.Object({
     minimum: 1,
     default: 10,
     description: 'Uploads in flight at once per API key and process; more get 429 with Retry-After.',
+  }),
+  SSE_MAX_STREAMS_PER_KEY: Int({
+    minimum: 1,
+    default: 100,
+    description:
+      'Task event streams open at once per API key (or, through signed URLs, per account) and process; more get 429.',
+  }),
+  SSE_HEARTBEAT_MS: Int({
+    minimum: 100,
+    default: 15_000,
+    description: 'A task event stream sends a comment this often, so proxies and the idle timeout keep it open.',
   }),
   HTTP_HEADERS_TIMEOUT_MS: Int({
     minimum: 100,
@@ -313,6 +325,12 @@ export const ConfigSchema = Type.Object({
     description:
       'Most OpenAI-compatible calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (README, "Capacity").',
   }),
+  OPENAI_IMAGE_SIZES: Type.Optional(
+    Type.String({
+      description:
+        'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
+    }),
+  ),
 });
 
 export type Config = Static<typeof ConfigSchema>;
@@ -341,6 +359,15 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     );
   }
   if (config.TRUST_PROXY !== undefined) trustProxyOption(config.TRUST_PROXY); // refuses a bad value at start
+  if (config.OPENAI_IMAGE_SIZES !== undefined) {
+    try {
+      parseOpenAiImageSizes(config.OPENAI_IMAGE_SIZES);
+    } catch (error) {
+      throw new ConfigError(
+        `Invalid environment variable OPENAI_IMAGE_SIZES=${JSON.stringify(config.OPENAI_IMAGE_SIZES)}: ${(error as Error).message}`,
+      );
+    }
+  }
   checkBackendSettings(config);
   checkBlobStoreSettings(config);
   return config;

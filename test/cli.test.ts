@@ -105,6 +105,21 @@ t.test('a bad configuration value stops the CLI naming the variable', async (t) 
   t.match(failure?.stderr, /Invalid environment variable PORT="eighty"/);
 });
 
+t.test('the .env of the working directory is read, and the environment wins over it', async (t) => {
+  const dir = t.testdir({ '.env': '# the service\nPORT="eighty"\n' });
+  const tsx = import.meta.resolve('tsx');
+  const migrate = (env: NodeJS.ProcessEnv) =>
+    run(process.execPath, ['--import', tsx, cli, 'migrate'], { cwd: dir, env: { ...env, DATA_DIR: dir } }).then(
+      () => null,
+      (error: { code: number; stderr: string }) => error,
+    );
+  const { PORT: _, ...withoutPort } = process.env;
+  const failure = await migrate(withoutPort);
+  t.equal(failure?.code, 1, 'the value from .env is validated');
+  t.match(failure?.stderr, /Invalid environment variable PORT="eighty"/);
+  t.equal(await migrate({ ...withoutPort, PORT: '3000' }), null, 'PORT from the environment is used');
+});
+
 t.test('a model backend without its key stops the CLI naming the missing variable', async (t) => {
   const dataDir = t.testdir({});
   const env = { ...process.env, DATA_DIR: dataDir, ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: '' };

@@ -25,8 +25,8 @@ t.test('a backend per model, with its settings and defaults', async (t) => {
   });
   t.same(modelBackends(config), { 'alpha-pro': 'gemini', 'beta-v5-pro': 'openai' });
   t.equal(config.GEMINI_MODEL, 'gemini-3-pro-image-preview');
-  t.equal(config.GEMINI_MAX_CONCURRENCY, 4);
-  t.equal(config.OPENAI_MAX_CONCURRENCY, 4);
+  t.equal(config.GEMINI_MAX_CONCURRENCY, 64, 'a ceiling: the working limit adapts below it');
+  t.equal(config.OPENAI_MAX_CONCURRENCY, 64);
   t.equal(config.GEMINI_BASE_URL, undefined);
 });
 
@@ -58,4 +58,17 @@ t.test('the messages never echo a key', async (t) => {
     GEMINI_API_KEY: 'AIza-secret',
   });
   t.notMatch(message, /secret/);
+});
+
+t.test('OPENAI_IMAGE_SIZES: exact or a list of WIDTHxHEIGHT, anything else stops the start', async (t) => {
+  t.equal(loadConfig({}).OPENAI_IMAGE_SIZES, undefined, 'unset: by the model name');
+  t.equal(loadConfig({ OPENAI_IMAGE_SIZES: 'exact' }).OPENAI_IMAGE_SIZES, 'exact');
+  t.equal(loadConfig({ OPENAI_IMAGE_SIZES: '1024x1024, 1344x768' }).OPENAI_IMAGE_SIZES, '1024x1024, 1344x768');
+  for (const bad of ['auto', '1024', '1024x1024,', '0x512', '1024*1024', 'exact,1024x1024']) {
+    t.equal(
+      configError({ OPENAI_IMAGE_SIZES: bad }),
+      `Invalid environment variable OPENAI_IMAGE_SIZES=${JSON.stringify(bad)}: expected exact or comma-separated WIDTHxHEIGHT sizes, e.g. 1024x1024,1536x1024,1024x1536`,
+      bad,
+    );
+  }
 });

@@ -1,7 +1,7 @@
 import type { ScaleOutRow } from '../scale-out.js';
 import type { CapacityResult } from '../scenarios/capacity.js';
 import type { PhotoUploadReport } from '../upload-memory-photos.js';
-import { BUDGETS, type BudgetCheck, type ReportSection } from './report.js';
+import { BUDGETS, type BudgetCheck, type LongPollResult, type ReportSection } from './report.js';
 
 /** DESIGN 5's upload row for real photos (issue 24): growth at the peak, and RSS a minute later. */
 export function photoUploadSection(report: PhotoUploadReport): ReportSection {
@@ -28,6 +28,37 @@ export function photoUploadSection(report: PhotoUploadReport): ReportSection {
     ),
   ];
   return { title: 'Upload memory with real photos', budgets, lines };
+}
+
+/**
+ * DESIGN 5's waiting rows for event streams: the long-poll scenario with one open
+ * `GET …/{task_id}/events` per task instead of `?wait=60`, judged by the long-poll's budgets.
+ */
+export function eventStreamSection(l: LongPollResult): ReportSection {
+  const enough = l.heldAtOnce >= BUDGETS.longPolls;
+  const cleanEnd = l.notTerminal === 0;
+  return {
+    title: 'Event streams',
+    budgets: [
+      {
+        budget: `Event streams: ${BUDGETS.longPolls} concurrent streams add < ${BUDGETS.longPollRssMiB} MiB RSS`,
+        target: `< ${BUDGETS.longPollRssMiB} MiB with ≥ ${BUDGETS.longPolls} open at once`,
+        measured: `+${l.rssGrowthMiB} MiB (${l.rssBaselineMiB} → ${l.rssPeakMiB} MiB), ${l.heldAtOnce} open at once`,
+        met: enough && cleanEnd && l.rssGrowthMiB < BUDGETS.longPollRssMiB,
+      },
+      {
+        budget: `Event streams: each sees its task's completion within ${BUDGETS.longPollWakeP99Ms} ms (p99)`,
+        target: `p99 ≤ ${BUDGETS.longPollWakeP99Ms} ms`,
+        measured: `p99 ${l.completed.p99Ms} ms (p50 ${l.completed.p50Ms} ms, ${l.completed.count} completions)`,
+        met: enough && cleanEnd && l.completed.count > 0 && l.completed.p99Ms <= BUDGETS.longPollWakeP99Ms,
+      },
+    ],
+    lines: [
+      `\`bench/scenarios/long-poll.ts\` with \`via: 'event-stream'\`: ${l.requests} tasks, one \`GET …/events\` each on a socket of its own (undici), opened in ${l.sendingSec} s; ${l.heldAtOnce} open at once; ${l.workers} in-process workers rendering meanwhile.`,
+      `RSS ${l.rssBaselineMiB} → ${l.rssPeakMiB} MiB (${l.peakFrom}); with the cancels that end the rest, ${l.rssPeakWithCancelsMiB} MiB.`,
+      `Terminal \`task\` event parsed − \`completed_at\` for ${l.completed.count} completions: p50 ${l.completed.p50Ms} ms, p99 ${l.completed.p99Ms} ms, max ${l.completed.maxMs} ms; canceled: p99 ${l.canceled.p99Ms} ms. Answers: ${JSON.stringify(l.statuses)}.`,
+    ],
+  };
 }
 
 /** 10 concurrent 10 MiB uploads into a service whose blobs are in S3 (bench/run.ts, upload-s3). */
@@ -85,7 +116,7 @@ export function scaleOutSection(rows: ScaleOutRow[]): ReportSection {
       met: verdict(row),
     }));
   const lines = [
-    "On the machine's PostgreSQL, beside graphile-worker 0.16 on the same database in the same run (`bench/scale-out.ts`).",
+    "On the machine's PostgreSQL, beside graphile-worker 0.18 on the same database in the same run (`bench/scale-out.ts`).",
     '',
     '| scenario | ours | graphile-worker / reference | ratio (> 1 = ours better) | budget |',
     '|---|---|---|---|---|',

@@ -128,6 +128,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/images/generations/{task_id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Stream a task's changes (Server-Sent Events)
+         * @description With the Bearer key, or without any key through the task's `stream_url` (a browser's `EventSource`). At most SSE_MAX_STREAMS_PER_KEY streams per key are open at once (429 `too_many_streams`). Server-Sent Events. Each event has a type (`event:`) and a JSON `data:` line: `task` — the task resource exactly as `GET /api/v1/images/generations/{task_id}` returns it in `data` (schema `Task`), sent on connect and then once per change; its `id:` orders the task's changes. `done` — `{"task_id", "status"}` after the terminal `task` event; the server then closes the stream. `reconnect` — `{"reason": "shutdown" | "deadline"}`: this server ends the stream; reconnect (with `Last-Event-ID`) and another process answers. Comment lines (`: heartbeat`) keep the connection open.
+         */
+        get: operations["streamGenerationEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/account": {
         parameters: {
             query?: never;
@@ -559,6 +579,13 @@ export interface components {
             started_at: string | null;
             /** Format: date-time */
             completed_at: string | null;
+            /**
+             * Format: uri
+             * @description Signed URL of the task's event stream (Server-Sent Events); works without the API key, e.g. in a browser's EventSource, until stream_url_expires_at.
+             */
+            stream_url: string;
+            /** Format: date-time */
+            stream_url_expires_at: string;
         };
         TaskEnvelope: {
             data: components["schemas"]["Task"];
@@ -968,7 +995,7 @@ export interface components {
              * @description Stable machine-readable error code.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "retry_in_progress" | "retry_budget_exhausted";
+            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "retry_in_progress" | "retry_budget_exhausted";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
             /** @description The field errors; the first one found is reported. */
@@ -2094,6 +2121,191 @@ export interface operations {
                 };
             };
             /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    streamGenerationEvents: {
+        parameters: {
+            query?: {
+                /** @description Part of a signed URL: its expiry, in Unix seconds. */
+                expires?: string;
+                /** @description Part of a signed URL. */
+                signature?: string;
+            };
+            header?: {
+                /** @description The `id` of the last event received (a browser sends it when it reconnects): only later changes are sent. */
+                "last-event-id"?: string;
+            };
+            path: {
+                /**
+                 * @description The task id returned at creation (either case).
+                 * @example 01937f4d-1e2f-7a3b-9c4d-e5f6a7b8c9d0
+                 */
+                task_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream; never compressed or cached. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example retry: 2000
+                     *
+                     *     id: 1
+                     *     event: task
+                     *     data: {"task_id":"01937f4d-1e2f-7a3b-9c4d-e5f6a7b8c9d0","status":"CREATED",…}
+                     *
+                     *     id: 3
+                     *     event: task
+                     *     data: {"task_id":"01937f4d-1e2f-7a3b-9c4d-e5f6a7b8c9d0","status":"IN_PROGRESS",…}
+                     *
+                     *     id: 5
+                     *     event: task
+                     *     data: {"task_id":"01937f4d-1e2f-7a3b-9c4d-e5f6a7b8c9d0","status":"COMPLETED",…}
+                     *
+                     *     event: done
+                     *     data: {"task_id":"01937f4d-1e2f-7a3b-9c4d-e5f6a7b8c9d0","status":"COMPLETED"}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            /** @description `Last-Event-ID` names the terminal event already: nothing is left to send (an EventSource stops reconnecting). */
+            204: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited`, `too_many_streams` */
             429: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */

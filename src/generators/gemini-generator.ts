@@ -1,4 +1,5 @@
 import { ApiError, GoogleGenAI, type GenerateContentResponse, type Part } from '@google/genai';
+import { geminiImageConfig } from '../core/size-plan.js';
 import { durationMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
@@ -31,7 +32,8 @@ const POLICY_FINISH_REASONS = new Set([
 /**
  * Gemini image models (`alpha-pro`'s catalog is Gemini 3 Pro Image's contract) through the
  * official @google/genai SDK: one generateContent call with the prompt and the references inline,
- * image output only, the aspect ratio and resolution as imageConfig.
+ * image output only, the aspect ratio and resolution as imageConfig (imageSize only for the models
+ * that take it: src/core/size-plan.ts).
  */
 export class GeminiGenerator implements ImageGenerator {
   readonly name = 'gemini';
@@ -42,6 +44,8 @@ export class GeminiGenerator implements ImageGenerator {
     this.client = new GoogleGenAI({
       vertexai: false,
       apiKey: options.apiKey,
+      // The image models (previews) are documented on v1beta; SDK 3 defaults to v1.
+      apiVersion: 'v1beta',
       // No SDK retries: a retry is a task requeue, which frees the worker slot while it waits.
       httpOptions: options.baseUrl ? { baseUrl: options.baseUrl } : {},
     });
@@ -71,7 +75,7 @@ export class GeminiGenerator implements ImageGenerator {
           contents: [{ role: 'user', parts }],
           config: {
             responseModalities: ['IMAGE'],
-            imageConfig: { aspectRatio: input.aspectRatio, imageSize: input.resolution },
+            imageConfig: geminiImageConfig(this.options.model, input.aspectRatio, input.resolution),
             abortSignal: signal,
             httpOptions: { fetch: recordingFetch },
           },

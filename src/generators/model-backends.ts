@@ -45,6 +45,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         baseUrl: config.OPENAI_BASE_URL,
         model: required(config.OPENAI_IMAGE_MODEL, 'OPENAI_IMAGE_MODEL'),
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,
+        imageSizes: config.OPENAI_IMAGE_SIZES,
       });
   }
 }

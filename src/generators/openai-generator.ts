@@ -1,5 +1,6 @@
 import OpenAI, { APIConnectionError, APIError, toFile } from 'openai';
 import type { ImagesResponse } from 'openai/resources/images';
+import { openAiSizeRule, plannedSize, type OpenAiSizeRule } from '../core/size-plan.js';
 import { retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
@@ -11,6 +12,8 @@ export interface OpenAiImagesGeneratorOptions {
   baseUrl?: string;
   model: string;
   maxConcurrency: number;
+  /** OPENAI_IMAGE_SIZES: `exact` or WIDTHxHEIGHT,…; unset = what the model's name says (src/core/size-plan.ts). */
+  imageSizes?: string;
 }
 
 /** Error codes of OpenAI's images API for a prompt or image its moderation refused. */
@@ -22,14 +25,17 @@ const EXTENSION_OF = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'w
 /**
  * Any model behind the OpenAI images API shape (OpenAI's own or a compatible provider's), through
  * the official `openai` SDK: text-to-image is images.generate, image-to-image is images.edit with
- * the references as `image[]` files; `size` is the catalog's WIDTHxHEIGHT; results as base64.
+ * the references as `image[]` files; `size` is one the model accepts (the size plan), and the
+ * reply is resized to the catalog's exact size; results as base64.
  */
 export class OpenAiImagesGenerator implements ImageGenerator {
   readonly name = 'openai';
   private readonly client: OpenAI;
   private readonly calls: UpstreamCalls;
+  private readonly sizeRule: OpenAiSizeRule;
 
   constructor(private readonly options: OpenAiImagesGeneratorOptions) {
+    this.sizeRule = openAiSizeRule(options.model, options.imageSizes);
     this.client = new OpenAI({
       apiKey: options.apiKey,
       baseURL: options.baseUrl,
@@ -42,13 +48,14 @@ export class OpenAiImagesGenerator implements ImageGenerator {
 
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
+    const size = plannedSize({ width: input.width, height: input.height }, this.sizeRule);
     const common = {
       model: this.options.model,
       prompt: input.prompt,
       n: 1,
-      size: `${input.width}x${input.height}`,
+      size: `${size.width}x${size.height}`,
       // GPT image models always answer in base64 and refuse the parameter; others default to URLs.
-      ...(this.options.model.startsWith('gpt-image') ? {} : { response_format: 'b64_json' as const }),
+      ...(/^(gpt-image|chatgpt-image)-/.test(this.options.model) ? {} : { response_format: 'b64_json' as const }),
     };
     const response = await this.calls.run(
       signal,

@@ -17,7 +17,7 @@ import { MediaService } from '../services/media-service.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
 import { openBlobStore } from '../runtime.js';
 import { TaskEvents } from '../services/task-events.js';
-import { UploadSlots } from '../services/upload-slots.js';
+import { ConnectionSlots } from '../services/connection-slots.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
 import { parsePortRanges, type LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
@@ -32,6 +32,8 @@ import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
 import { accountRoutes } from './routes/account.js';
 import { generationRoutes } from './routes/generations.js';
+import { taskEventRoutes } from './routes/task-events.js';
+import sse from '@fastify/sse';
 import { healthRoutes } from './routes/health.js';
 import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
@@ -246,6 +248,19 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       registerBearerAuth(api, { store: deps.store, now, failureLimiter: rateLimits.authFailures });
       registerIdempotency(api, { service: idempotency });
       await api.register(generationRoutes, { tasks, signer, now, createsRateLimit: rateLimits.creates });
+      // The package's module.exports is the plugin wrapped by fastify-plugin (its hooks reach the
+      // routes of this scope); its typings call the module object a namespace with a `default`.
+      await api.register(sse as unknown as typeof sse.fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS });
+      await api.register(taskEventRoutes, {
+        tasks,
+        signer,
+        now,
+        streamSlots: new ConnectionSlots({
+          perProcess: Number.POSITIVE_INFINITY,
+          perKey: config.SSE_MAX_STREAMS_PER_KEY,
+        }),
+        taskDeadlineMs: config.TASK_DEADLINE_MS,
+      });
       await api.register(accountRoutes, {
         store: deps.store,
         limits: {
@@ -262,7 +277,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         uploadTempDir,
         uploadMaxBytes: config.UPLOAD_MAX_BYTES,
         uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
-        uploadSlots: new UploadSlots({
+        uploadSlots: new ConnectionSlots({
           perProcess: config.UPLOAD_MAX_IN_FLIGHT,
           perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY,
         }),

@@ -1,4 +1,4 @@
-import parseRange from 'range-parser';
+import { combineRanges, parse as parseRange } from 'range-parser';
 import type { ByteRange } from '../blobs/port.js';
 
 /**
@@ -17,13 +17,12 @@ export function requestedByteRange(
 ): ByteRange | 'unsatisfiable' | null {
   if (range === undefined) return null;
   if (ifRange !== undefined && (typeof ifRange !== 'string' || ifRange.trim() !== etag)) return null;
-  const suffixesCut = range.replace(/([=,]\s*)-\s*(\d+)/g, (spec, before: string, length: string) =>
-    sizeBytes > 0 && Number(length) > sizeBytes ? `${before}0-` : spec,
-  );
-  const ranges = parseRange(sizeBytes, suffixesCut, { combine: true });
-  if (ranges === -2) return null;
-  // -1: well-formed but outside the representation; only a byte range is ours to refuse.
-  if (ranges === -1) return /^\s*bytes\s*=/i.test(range) ? 'unsatisfiable' : null;
-  if (ranges.type !== 'bytes' || ranges.length !== 1) return null;
+  const parsed = parseRange(sizeBytes, range);
+  // code bit 1: a malformed range in the set; the header is ignored as a whole.
+  if (parsed.type !== 'bytes' || (parsed.code & 1) !== 0) return null;
+  // Only ranges wholly outside the representation (code bit 2) and none left: ours to refuse.
+  if (parsed.ranges.length === 0) return (parsed.code & 2) !== 0 ? 'unsatisfiable' : null;
+  const ranges = combineRanges(parsed.ranges);
+  if (ranges.length !== 1) return null;
   return { start: ranges[0].start, end: ranges[0].end };
 }

@@ -3,14 +3,16 @@ import type { TaskRecord } from '../core/task.js';
 import type { MediaResource } from '../../schemas/resources.js';
 import type { MediaRecord } from '../store/port.js';
 
-/** Signs download URLs for generated media (implemented by services/media-url-signer). */
+/** Signs the URLs a task carries: media downloads and its event stream (services/media-url-signer). */
 export interface MediaUrlSigner {
   signedUrl(mediaId: string, now: Date): { url: string; expiresAt: Date };
+  streamUrl(taskId: string, now: Date): { url: string; expiresAt: Date };
 }
 
 const iso = (d: Date | null) => (d === null ? null : d.toISOString());
 
 export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Date): TaskResource {
+  const stream = signer.streamUrl(task.id, now);
   return {
     task_id: task.id,
     status: task.status,
@@ -39,6 +41,8 @@ export function toTaskResource(task: TaskRecord, signer: MediaUrlSigner, now: Da
     created_at: task.createdAt.toISOString(),
     started_at: iso(task.startedAt),
     completed_at: iso(task.completedAt),
+    stream_url: stream.url,
+    stream_url_expires_at: stream.expiresAt.toISOString(),
   };
 }
 

@@ -3,6 +3,7 @@ import { DomainError, notFound } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
 import { createTask, imageReferencesOf, invalidMediaReference, isTerminal, type TaskRecord } from '../core/task.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
+import { taskStepOf } from '../core/task-stream.js';
 import type { TaskEvents } from './task-events.js';
 import { newIdAt } from '../ids.js';
 import type { Page, Store, StoredResponse, TaskListQuery } from '../store/port.js';
@@ -78,14 +79,51 @@ export class TaskService {
    * a change made by another process is seen at the next slow re-read.
    */
   async waitForTerminal(accountId: string, taskId: string, waitMs: number, signal: AbortSignal): Promise<TaskRecord> {
-    let task = await this.get(accountId, taskId);
-    if (waitMs <= 0 || isTerminal(task.status)) return task;
+    return this.waitUntil(
+      () => this.get(accountId, taskId),
+      (task) => isTerminal(task.status),
+      taskId,
+      waitMs,
+      signal,
+    );
+  }
+
+  /**
+   * The task once it has moved past `afterStep` (taskStepOf: a change an event stream has not sent
+   * yet), or as it is after waitMs. The same signals as the long-poll wake it. With `owner` null
+   * the task is read by id alone: the caller proved access with a signed stream URL.
+   */
+  async waitForNextStep(
+    owner: string | null,
+    taskId: string,
+    afterStep: number,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<TaskRecord> {
+    return this.waitUntil(
+      () => (owner === null ? this.getBySignedUrl(taskId) : this.get(owner, taskId)),
+      (task) => taskStepOf(task) > afterStep,
+      taskId,
+      waitMs,
+      signal,
+    );
+  }
+
+  private async waitUntil(
+    read: () => Promise<TaskRecord>,
+    settled: (task: TaskRecord) => boolean,
+    taskId: string,
+    waitMs: number,
+    signal: AbortSignal,
+  ): Promise<TaskRecord> {
+    let task = await read();
+    if (waitMs <= 0 || settled(task)) return task;
     const deadline = Date.now() + waitMs;
-    while (!isTerminal(task.status) && !signal.aborted) {
+    while (!settled(task) && !signal.aborted) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       await this.nextChange(taskId, Math.min(remaining, this.options.crossProcessPollMs), signal);
-      task = await this.get(accountId, taskId);
+      task = await read();
     }
     return task;
   }
@@ -106,6 +144,13 @@ export class TaskService {
 
   async get(accountId: string, taskId: string): Promise<TaskRecord> {
     const task = await this.options.store.getTask(accountId, taskId);
+    if (!task) throw notFound('Task');
+    return task;
+  }
+
+  /** A task of any account, by id alone: for a request that proved access with a signed URL. */
+  async getBySignedUrl(taskId: string): Promise<TaskRecord> {
+    const task = await this.options.store.getTaskById(taskId);
     if (!task) throw notFound('Task');
     return task;
   }

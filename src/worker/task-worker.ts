@@ -86,9 +86,23 @@ class BackendLane {
   constructor(readonly backend: WorkerBackend) {}
 
   hasRoom(now: number): boolean {
-    return this.running < this.backend.slots && now >= this.pausedUntil;
+    return this.freeSlots(now) > 0;
+  }
+
+  /** Tasks this process may claim for the backend right now. */
+  freeSlots(now: number): number {
+    return now >= this.pausedUntil ? Math.max(0, this.backend.slots - this.running) : 0;
   }
 }
+
+/**
+ * Claims taken at once for a backend with free slots and no shared limit. One claim at a time
+ * capped a PostgreSQL worker at one claim's round trip per task whatever its slots (232 / 279 / 293
+ * no-op tasks/s at 1 / 2 / 4 slots, BENCHMARKS.md); concurrent claims are separate short
+ * transactions that SKIP LOCKED past each other. A shared limit claims one at a time: its claims
+ * queue on the limit's row anyway.
+ */
+const CONCURRENT_CLAIMS = 8;
 
 /**
  * Claims tasks from the store and runs them: claim → generate → store images → finish, with a
@@ -175,19 +189,31 @@ export class TaskWorker {
       this.poked = false;
       try {
         await this.sweepDeadlines();
-        for (const lane of this.lanes) {
-          while (!this.stopping && lane.hasRoom(this.now().getTime())) {
-            const task = await this.claim(lane);
-            if (!task) break;
-            started = true;
-            this.launch(lane, task);
-          }
-        }
+        const claimed = await Promise.all(this.lanes.map((lane) => this.fill(lane)));
+        started = claimed.some(Boolean);
       } catch (error) {
         this.log.error({ err: error }, 'worker loop error');
       }
       if (!started && !this.stopping) await this.sleep();
     }
+  }
+
+  /** Claims for the lane's free slots until they are full or the queue has nothing for it. */
+  private async fill(lane: BackendLane): Promise<boolean> {
+    let started = false;
+    while (!this.stopping) {
+      const room = Math.min(lane.freeSlots(this.now().getTime()), lane.backend.sharedLimit ? 1 : CONCURRENT_CLAIMS);
+      if (room === 0) break;
+      // Settled, not all: a task one claim took must run even when another claim failed.
+      const results = await Promise.allSettled(Array.from({ length: room }, () => this.claim(lane)));
+      const claimed = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+      for (const task of claimed) this.launch(lane, task);
+      if (claimed.length > 0) started = true;
+      const failure = results.find((r) => r.status === 'rejected');
+      if (failure) throw failure.reason;
+      if (claimed.length < room) break;
+    }
+    return started;
   }
 
   private launch(lane: BackendLane, task: TaskRecord): void {

@@ -13,6 +13,8 @@ import {
   type LongPollResult,
 } from '../../bench/lib/report.js';
 
+import { longPollResult } from '../helpers/long-poll-result.js';
+
 /** How `npm run bench` turns measurements into the budget table of BENCHMARKS.md. */
 
 const summary = (rps: number, ratio: number | null = null, p99 = 15): Summary => ({
@@ -128,22 +130,7 @@ t.test('dispatch latency gives both ends of its range and is judged on p50 and p
 
 t.test('the long-poll budgets need 5 000 waiting at once, < 250 MiB RSS, and a p99 wake-up within 20 ms', async (t) => {
   const wake = { count: 400, p50Ms: 3, p99Ms: 12, maxMs: 30 };
-  const longPoll = (changes: Partial<LongPollResult>): LongPollResult => ({
-    requests: 5600,
-    workers: 2,
-    heldAtOnce: 5400,
-    sendingSec: 2,
-    rssBaselineMiB: 150,
-    rssPeakMiB: 250,
-    rssGrowthMiB: 100,
-    rssPeakWithCancelsMiB: 300,
-    peakFrom: 'test',
-    completed: wake,
-    canceled: { ...wake, count: 5000 },
-    statuses: { '200 COMPLETED': 600, '200 CANCELED': 5000 },
-    notTerminal: 0,
-    ...changes,
-  });
+  const longPoll = longPollResult;
   const rows = (changes: Partial<LongPollResult>) =>
     checkBudgets(report({ longPoll: longPoll(changes) })).filter((c) => c.budget.startsWith('Long-poll'));
   t.match(rows({}), [

@@ -22,12 +22,12 @@ const input = (overrides: Partial<GenerationInput> = {}): GenerationInput => ({
   ...overrides,
 });
 
-async function setup(t: Test, options: { maxConcurrency?: number } = {}) {
+async function setup(t: Test, options: { maxConcurrency?: number; model?: string } = {}) {
   const upstream = await FakeUpstream.start(t);
   const generator = new GeminiGenerator({
     apiKey: API_KEY,
     baseUrl: upstream.url,
-    model: 'gemini-3-pro-image-preview',
+    model: options.model ?? 'gemini-3-pro-image-preview',
     maxConcurrency: options.maxConcurrency ?? 4,
   });
   return { upstream, generator };
@@ -87,6 +87,36 @@ t.test('sends one generateContent with the prompt, the references inline and the
     ],
     generationConfig: { responseModalities: ['IMAGE'], imageConfig: { aspectRatio: '16:9', imageSize: '2K' } },
   });
+});
+
+t.test(
+  'a model without imageSize (Gemini 2.5 Flash Image) gets aspectRatio only; 2K is resized from its 1K',
+  async (t) => {
+    const { upstream, generator } = await setup(t, { model: 'gemini-2.5-flash-image' });
+    // The model's own 16:9 size.
+    upstream.replyWith(geminiReply.image(await pngBase64(1344, 768)));
+    const [image] = await generator.generate(input(), live());
+    t.equal(upstream.refused.length, 0, 'the provider took the request');
+    t.equal(upstream.requests[0].url, '/v1beta/models/gemini-2.5-flash-image:generateContent');
+    t.same(JSON.parse(upstream.requests[0].body.toString()).generationConfig.imageConfig, { aspectRatio: '16:9' });
+    const metadata = await sharp(image.bytes).metadata();
+    t.same([metadata.width, metadata.height], [2752, 1536]);
+    t.same(image.resizedFrom, { width: 1344, height: 768 });
+  },
+);
+
+t.test('the fake refuses imageSize for a model without it, as Gemini does', async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  const response = await fetch(`${upstream.url}/v1beta/models/gemini-2.5-flash-image:generateContent`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-goog-api-key': API_KEY },
+    body: JSON.stringify({
+      contents: [{ role: 'user', parts: [{ text: 'x' }] }],
+      generationConfig: { imageConfig: { aspectRatio: '16:9', imageSize: '2K' } },
+    }),
+  });
+  t.equal(response.status, 400);
+  t.match(await response.json(), { error: { code: 400, status: 'INVALID_ARGUMENT' } });
 });
 
 t.test('an image of the exact size is kept byte for byte', async (t) => {

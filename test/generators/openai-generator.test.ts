@@ -22,13 +22,14 @@ const input = (overrides: Partial<GenerationInput> = {}): GenerationInput => ({
   ...overrides,
 });
 
-async function setup(t: Test, options: { model?: string; maxConcurrency?: number } = {}) {
+async function setup(t: Test, options: { model?: string; maxConcurrency?: number; imageSizes?: string } = {}) {
   const upstream = await FakeUpstream.start(t);
   const generator = new OpenAiImagesGenerator({
     apiKey: API_KEY,
     baseUrl: `${upstream.url}/v1`,
     model: options.model ?? 'gpt-image-2',
     maxConcurrency: options.maxConcurrency ?? 4,
+    imageSizes: options.imageSizes,
   });
   return { upstream, generator };
 }
@@ -61,7 +62,7 @@ t.test('contract', async (t) => {
   );
 });
 
-t.test('text-to-image is one images.generate with the catalog size as WIDTHxHEIGHT', async (t) => {
+t.test('text-to-image is one images.generate; gpt-image-2 is asked for the catalog size itself', async (t) => {
   const { upstream, generator } = await setup(t);
   upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
   await generator.generate(input(), live());
@@ -79,6 +80,16 @@ t.test('text-to-image is one images.generate with the catalog size as WIDTHxHEIG
   });
 });
 
+t.test('GPT image models are not sent response_format, which they refuse', async (t) => {
+  for (const model of ['gpt-image-1', 'chatgpt-image-latest']) {
+    const { upstream, generator } = await setup(t, { model });
+    upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+    await generator.generate(input(), live());
+    t.equal(JSON.parse(upstream.requests[0].body.toString()).response_format, undefined, model);
+    t.equal(upstream.refused.length, 0);
+  }
+});
+
 t.test('models other than GPT image ones are asked for b64_json', async (t) => {
   const { upstream, generator } = await setup(t, { model: 'flux-pro' });
   upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
@@ -88,6 +99,66 @@ t.test('models other than GPT image ones are asked for b64_json', async (t) => {
     response_format: 'b64_json',
     size: '1264x848',
   });
+});
+
+/** The `size` of a request, JSON or multipart. */
+async function sizeOf(request: ReceivedRequest): Promise<unknown> {
+  if (request.url === '/v1/images/edits') return (await formOf(request)).get('size');
+  return JSON.parse(request.body.toString()).size;
+}
+
+t.test('each model is asked for a size it accepts; the result has the catalog size and says from what', async (t) => {
+  const cases: { model: string; imageSizes?: string; cell: Partial<GenerationInput>; asked: string }[] = [
+    { model: 'gpt-image-1', cell: {}, asked: '1536x1024' },
+    { model: 'gpt-image-1.5', cell: { aspectRatio: '4:5', width: 928, height: 1152 }, asked: '1024x1536' },
+    {
+      model: 'gpt-image-1',
+      cell: { aspectRatio: '21:9', resolution: '2K', width: 3168, height: 1344 },
+      asked: '1536x1024',
+    },
+    {
+      model: 'gpt-image-2',
+      cell: { aspectRatio: '1:1', resolution: '4K', width: 4096, height: 4096 },
+      asked: '2880x2880',
+    },
+    { model: 'dall-e-3', cell: { aspectRatio: '9:16', width: 768, height: 1376 }, asked: '1024x1792' },
+    { model: 'dall-e-2', cell: {}, asked: '1024x1024' },
+    { model: 'flux-pro', imageSizes: '1024x1024,1344x768,768x1344', cell: {}, asked: '1344x768' },
+  ];
+  for (const { model, imageSizes, cell, asked } of cases) {
+    const { upstream, generator } = await setup(t, { model, imageSizes });
+    const [width, height] = asked.split('x').map(Number);
+    upstream.replyWith(openAiReply.image(await pngBase64(width, height)));
+    const [image] = await generator.generate(input(cell), live());
+    t.equal(await sizeOf(upstream.requests[0]), asked, `${model} ${cell.aspectRatio ?? '3:2'} asks for ${asked}`);
+    const metadata = await sharp(image.bytes).metadata();
+    const expected = input(cell);
+    t.same([metadata.width, metadata.height], [expected.width, expected.height], 'the exact catalog size');
+    t.same(image.resizedFrom, { width, height });
+  }
+});
+
+t.test('image-to-image asks images.edit for an accepted size too', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1024, 1536)));
+  const png = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#ff0000' } })
+    .png()
+    .toBuffer();
+  const [image] = await generator.generate(
+    input({ aspectRatio: '9:16', resolution: '2K', width: 1536, height: 2752, references: [png] }),
+    live(),
+  );
+  t.equal(await sizeOf(upstream.requests[0]), '1024x1536');
+  t.same([image.width, image.height, image.resizedFrom], [1536, 2752, { width: 1024, height: 1536 }]);
+});
+
+t.test('the fake refuses a size the model does not make, as OpenAI does: upstream_rejected', async (t) => {
+  // OPENAI_IMAGE_SIZES=exact on a GPT image model: the catalog size goes out as is, and is refused.
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1', imageSizes: 'exact' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  const error = await rejection(generator.generate(input(), live()));
+  t.match(error, { code: 'upstream_rejected', transient: false, upstream: { status: 400, reason: 'invalid_value' } });
+  t.equal(upstream.refused.length, 1);
 });
 
 t.test('image-to-image is one images.edit with every reference as an image[] file', async (t) => {

@@ -4,6 +4,7 @@ import sharp from 'sharp';
 import { PIXEL_SIZES } from '../../schemas/pixel-sizes.js';
 import type { JsonReply } from './fake-upstream.js';
 import { geminiReply, openAiReply } from './provider-replies.js';
+import { providerRefusal } from './provider-rules.js';
 
 /**
  * A model provider of fixed capacity on loopback, for the capacity tests and the bench: at most
@@ -14,6 +15,7 @@ import { geminiReply, openAiReply } from './provider-replies.js';
  * API: 429 {error: {message, type: 'requests', param: null, code: 'rate_limit_exceeded'}} with a
  * `retry-after` header (https://platform.openai.com/docs/guides/rate-limits).
  *
+ * A request the real provider would refuse (test/helpers/provider-rules.ts) gets its 400.
  * A refused call never holds a slot; an accepted call holds its slot for its whole latency even if
  * the client goes away, as a provider's model keeps working on it.
  */
@@ -172,6 +174,12 @@ export class CapacityProvider {
     if (typeof parsed === 'string') {
       this.finish(call, 'bad_request');
       send(res, api === 'gemini' ? geminiInvalid(parsed) : openAiInvalid(parsed));
+      return;
+    }
+    const invalid = await providerRefusal({ url: path, headers: req.headers, body });
+    if (invalid) {
+      this.finish(call, 'bad_request');
+      send(res, invalid);
       return;
     }
     if (this.inFlight >= this.options.capacity) {

@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import sharp from 'sharp';
 import type { Test } from 'tap';
+import { providerRefusal } from './provider-rules.js';
 
 /** One request as the fake provider received it. */
 export interface ReceivedRequest {
@@ -25,10 +26,13 @@ export type FakeReply =
 
 /**
  * A model provider on loopback: records every request and answers from a script (one reply per
- * request, the last one repeated). Tests point the SDK's base URL at `url`.
+ * request, the last one repeated), except that a request the real provider would refuse gets its
+ * refusal. Tests point the SDK's base URL at `url`.
  */
 export class FakeUpstream {
   readonly requests: ReceivedRequest[] = [];
+  /** Requests answered with the provider's refusal (test/helpers/provider-rules.ts). */
+  readonly refused: ReceivedRequest[] = [];
   /** Requests whose connection the client closed before we answered. */
   abandoned = 0;
   private script: FakeReply[] = [];
@@ -79,13 +83,14 @@ export class FakeUpstream {
   private handle(req: http.IncomingMessage, res: http.ServerResponse): void {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      this.requests.push({
+    req.on('end', async () => {
+      const request = {
         method: req.method ?? '',
         url: req.url ?? '',
         headers: req.headers,
         body: Buffer.concat(chunks),
-      });
+      };
+      this.requests.push(request);
       res.on('close', () => {
         this.hanging.delete(res);
         if (!res.writableFinished) {
@@ -93,6 +98,14 @@ export class FakeUpstream {
           this.notify(this.abandonWaiters, this.abandoned);
         }
       });
+      // What the real provider would refuse is refused, whatever the script says (the script is not consumed).
+      const refusal = await providerRefusal(request);
+      if (refusal) {
+        this.refused.push(request);
+        send(res, refusal);
+        this.notify(this.waiters, this.requests.length);
+        return;
+      }
       const reply = this.script[Math.min(this.served, this.script.length - 1)] ?? {
         status: 500,
         json: { error: 'no reply scripted' },

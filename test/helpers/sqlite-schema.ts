@@ -14,3 +14,17 @@ export function openAtSchemaVersion(path: string, version: number): Database.Dat
   }
   return db;
 }
+
+/**
+ * Inserts rows as an older schema holds them: a row mapped from today's record keeps only the
+ * columns the table had then (a column added by a later migration gets that migration's default).
+ */
+export function insertAsOfSchema(db: Database.Database, table: string, rows: readonly object[]): void {
+  if (rows.length === 0) return;
+  const present = new Set((db.pragma(`table_info(${table})`) as { name: string }[]).map((c) => c.name));
+  const columns = Object.keys(rows[0]!).filter((c) => present.has(c));
+  const insert = db.prepare(
+    `INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`,
+  );
+  for (const row of rows) insert.run(Object.fromEntries(columns.map((c) => [c, (row as Record<string, unknown>)[c]])));
+}

@@ -5,7 +5,14 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
-import { createImageGenClient, uploadMedia, verifyWebhook, waitForTask } from '../../clients/typescript/index.js';
+import {
+  createImageGenClient,
+  type Task,
+  uploadMedia,
+  verifyWebhook,
+  waitForTask,
+  watchTask,
+} from '../../clients/typescript/index.js';
 import { generateClientTypes } from '../../scripts/client-types.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { signWebhook } from '../../src/webhooks/send-webhook.js';
@@ -109,4 +116,35 @@ t.test('the client in clients/typescript uploads, long-polls to a terminal state
   };
   t.equal(verifyWebhook(secret, headers, body).data.task_id, task.task_id, 'a signed delivery verifies');
   t.throws(() => verifyWebhook(secret, headers, body.replace('harbour', 'harbor')), 'an altered body does not');
+});
+
+t.test('watchTask follows a task to its end, with the key and through its stream_url', async (t) => {
+  const h = await listeningApp(t);
+  const client = createImageGenClient({ baseUrl: h.baseUrl, apiKey: h.key });
+  const order = ['CREATED', 'IN_PROGRESS', 'COMPLETED'];
+  for (const how of ['key', 'stream_url'] as const) {
+    const created = await client.POST('/api/v1/images/generations', { body: { model: 'alpha-pro', prompt: how } });
+    const task = created.data!.data;
+    // stream_url names PUBLIC_BASE_URL; the test's server listens on another port.
+    const streamUrl = `${h.baseUrl}${new URL(task.stream_url).pathname}${new URL(task.stream_url).search}`;
+    const source = how === 'key' ? { baseUrl: h.baseUrl, apiKey: h.key, taskId: task.task_id } : { streamUrl };
+    const seen: Task[] = [];
+    for await (const state of watchTask(source)) seen.push(state);
+    const statuses = seen.map((s) => s.status);
+    t.equal(statuses.at(-1), 'COMPLETED', `${how}: ends COMPLETED`);
+    t.same(
+      statuses,
+      [...statuses].sort((a, b) => order.indexOf(a) - order.indexOf(b)),
+      `${how}: states in lifecycle order`,
+    );
+    t.same(
+      seen.at(-1),
+      (
+        await client.GET('/api/v1/images/generations/{task_id}', {
+          params: { path: { task_id: task.task_id } },
+        })
+      ).data!.data,
+      `${how}: the last state is what GET returns`,
+    );
+  }
 });

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { workerBackends } from '../../src/worker/build-worker.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { buildTestApp } from '../helpers/app.js';
-import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
+import { FakeUpstream, type JsonReply, pngBase64 } from '../helpers/fake-upstream.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
@@ -204,3 +204,77 @@ t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through imag
   t.equal(h.upstream.requests[0].url, '/v1/images/edits');
   t.equal(h.upstream.requests[0].headers.authorization, 'Bearer sk-e2e');
 });
+
+/** The pixel size of the task's result as downloaded through its signed URL. */
+async function downloadedSize(h: Harness, task: { generated: { url: string }[] }): Promise<[number, number]> {
+  const { pathname, search } = new URL(task.generated[0].url);
+  const file = await h.app.inject({ url: pathname + search });
+  const metadata = await sharp(file.rawPayload).metadata();
+  return [metadata.width ?? 0, metadata.height ?? 0];
+}
+
+type Completed = { status: string; generated: { url: string; width: number; height: number; resized_from: unknown }[] };
+
+interface SizeCase {
+  name: string;
+  env: Record<string, string>;
+  body: object;
+  /** Whether the request body asks for what the model makes. */
+  asked: (request: { size?: unknown; generationConfig?: { imageConfig?: unknown } }) => boolean;
+  reply: () => Promise<JsonReply>;
+  catalog: [number, number];
+  resizedFrom: { width: number; height: number };
+}
+
+t.test(
+  'cells the provider does not make natively: asked in a size it takes, delivered at the catalog size',
+  async (t) => {
+    const cases: SizeCase[] = [
+      {
+        name: 'beta-v5-pro 2K 21:9 on gpt-image-1',
+        env: { BETA_V5_PRO_BACKEND: 'openai', OPENAI_IMAGE_MODEL: 'gpt-image-1' },
+        body: { model: 'beta-v5-pro', parameters: { aspect_ratio: '21:9', resolution: '2K' } },
+        asked: (request) => request.size === '1536x1024',
+        reply: () => pngBase64(1536, 1024).then(openAiReply.image),
+        catalog: [3168, 1344],
+        resizedFrom: { width: 1536, height: 1024 },
+      },
+      {
+        name: 'alpha-pro 4K 16:9 on gpt-image-2',
+        env: { ALPHA_PRO_BACKEND: 'openai', OPENAI_IMAGE_MODEL: 'gpt-image-2' },
+        body: { model: 'alpha-pro', parameters: { aspect_ratio: '16:9', resolution: '4K' } },
+        asked: (request) => request.size === '3840x2128',
+        reply: () => pngBase64(3840, 2128).then(openAiReply.image),
+        catalog: [5504, 3072],
+        resizedFrom: { width: 3840, height: 2128 },
+      },
+      {
+        name: 'alpha-pro 2K 4:5 on gemini-2.5-flash-image',
+        env: { GEMINI_MODEL: 'gemini-2.5-flash-image' },
+        body: { model: 'alpha-pro', parameters: { aspect_ratio: '4:5', resolution: '2K' } },
+        asked: (request) =>
+          JSON.stringify(request.generationConfig?.imageConfig) === JSON.stringify({ aspectRatio: '4:5' }),
+        reply: () => pngBase64(896, 1152).then((data) => geminiReply.image(data)),
+        catalog: [1856, 2304],
+        resizedFrom: { width: 896, height: 1152 },
+      },
+    ];
+    for (const c of cases) {
+      t.test(c.name, async (t) => {
+        const h = await setup(t, (url) => ({
+          OPENAI_API_KEY: 'sk-e2e',
+          OPENAI_BASE_URL: `${url}/v1`,
+          ...c.env,
+        }));
+        h.upstream.replyWith(await c.reply());
+        const taskId = await create(h, { prompt: 'a wide harbour at noon', ...c.body });
+        const task = (await awaitTerminal(h, taskId)) as Completed;
+        t.equal(task.status, 'COMPLETED');
+        t.equal(h.upstream.refused.length, 0, 'the provider took the request');
+        t.ok(c.asked(JSON.parse(h.upstream.requests[0].body.toString())), 'asked for what the model makes');
+        t.match(task.generated[0], { width: c.catalog[0], height: c.catalog[1], resized_from: c.resizedFrom });
+        t.same(await downloadedSize(h, task), c.catalog, 'the download has the exact catalog size');
+      });
+    }
+  },
+);

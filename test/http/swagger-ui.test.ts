@@ -1,13 +1,11 @@
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { chromium, type Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import t, { type Test } from 'tap';
 import { buildTestApp } from '../helpers/app.js';
+import { CHROMIUM, launchChromium } from '../helpers/chromium.js';
 import { encodedImage } from '../helpers/images.js';
-
-/** Debian's chromium (`apt-get install -y chromium`; .ci/run installs it when it is missing). */
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 /** Swagger UI as a person uses it: loaded from the running server in a headless Chromium. */
 async function swaggerUi(t: Test) {
@@ -15,12 +13,7 @@ async function swaggerUi(t: Test) {
   await harness.app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = harness.app.server.address() as AddressInfo;
   const { key } = await harness.newAccount(1000);
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-  });
-  t.teardown(() => browser.close());
+  const browser = await launchChromium(t);
   const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } });
   // Only this server is ever contacted (the test network rule; Swagger UI's validator badge is off).
   const origin = `http://127.0.0.1:${port}`;

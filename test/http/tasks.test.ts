@@ -108,6 +108,8 @@ t.test('create answers 202 with Location and a CREATED task', async (t) => {
     'prompt',
     'started_at',
     'status',
+    'stream_url',
+    'stream_url_expires_at',
     'task_id',
     'webhook_url',
   ]);

@@ -6,7 +6,7 @@ import { newIdAt } from '../../src/ids.js';
 import { fromTask } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
+import { insertAsOfSchema, openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 
 /**
  * The SQLite store keeps each account's number of CREATED + IN_PROGRESS tasks in
@@ -125,12 +125,13 @@ t.test('an existing database is counted when the column is added', async (t) => 
   before
     .prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)')
     .run(accountId, 'old', 1000, now.getTime());
-  const columns = Object.keys(fromTask(newTask(accountId)));
-  const insert = before.prepare(
-    `INSERT INTO tasks (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`,
+  insertAsOfSchema(
+    before,
+    'tasks',
+    (['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'] as const).map((status) =>
+      fromTask({ ...newTask(accountId), status }),
+    ),
   );
-  for (const status of ['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'] as const)
-    insert.run(fromTask({ ...newTask(accountId), status }));
   before.close();
 
   const { store, counted } = await open(t, path);

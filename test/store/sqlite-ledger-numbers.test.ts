@@ -4,7 +4,7 @@ import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 
 t.test('the migration numbers existing ledger entries per account, in their order, and new ones follow', async (t) => {
   const path = `${t.testdir({})}/imagegen.sqlite`;
-  // The release before per-account numbers: 6 migrations.
+  // The schema before migration 7, which numbers each account's entries.
   const old = openAtSchemaVersion(path, 6);
   const account = old.prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, 0)');
   account.run('a', 'a', 3);

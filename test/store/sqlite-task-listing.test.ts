@@ -4,7 +4,7 @@ import type { TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
 import { fromTask } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
-import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
+import { insertAsOfSchema, openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 import { allPages, mixedTasks, MIX_START, newestFirst } from '../helpers/task-mix.js';
 
 /**
@@ -38,12 +38,7 @@ t.test('a store made before migration 6 lists the same tasks after it, from the 
     .prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)')
     .run(accountId, 'old', 0, START);
   const tasks = mixedTasks(accountId, 40, 11);
-  const insert = old.prepare(
-    `INSERT INTO tasks (${Object.keys(fromTask(tasks[0])).join(', ')}) VALUES (${Object.keys(fromTask(tasks[0]))
-      .map((c) => `@${c}`)
-      .join(', ')})`,
-  );
-  for (const task of tasks) insert.run(fromTask(task));
+  insertAsOfSchema(old, 'tasks', tasks.map(fromTask));
   old.close();
 
   const store = new SqliteStore(path);

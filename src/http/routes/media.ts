@@ -7,12 +7,13 @@ import { IMAGE_CONTENT_TYPES, MediaEnvelope } from '../../../schemas/resources.j
 import { EXAMPLE_MEDIA_ID } from '../../../schemas/primitives.js';
 import { DomainError } from '../../core/errors.js';
 import type { MediaService } from '../../services/media-service.js';
-import type { UploadSlots } from '../../services/upload-slots.js';
+import type { ConnectionSlots } from '../../services/connection-slots.js';
 import type { MediaRecord } from '../../store/port.js';
 import { requestFingerprint } from '../../services/idempotency.js';
 import { requestedByteRange } from '../byte-range.js';
 import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';
 import type { Caller } from '../plugins/auth.js';
+import { SignedUrlQueryFields, signedUrlExpiry } from '../signed-url.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
 import { toMediaResource } from '../../presenters/resources.js';
 import {
@@ -44,7 +45,7 @@ export interface MediaRoutesOptions {
   /** A stalled upload body's connection is closed after this much silence. */
   uploadIdleTimeoutMs: number;
   /** Caps uploads in flight per process and per key. */
-  uploadSlots: UploadSlots;
+  uploadSlots: ConnectionSlots;
   /** Bounds how long a client may cache content fetched with the Bearer key (as long as a signed URL lives). */
   signedUrlTtlSeconds: number;
 }
@@ -55,21 +56,7 @@ const MediaIdParams = uuidParam(
   EXAMPLE_MEDIA_ID,
 );
 
-const SignedUrlQuery = Type.Object(
-  {
-    expires: Type.Optional(
-      Type.String({
-        maxLength: 12,
-        pattern: '^[0-9]{1,12}$',
-        description: 'Part of a signed URL: its expiry, in Unix seconds.',
-      }),
-    ),
-    signature: Type.Optional(
-      Type.String({ maxLength: 128, pattern: '^[A-Za-z0-9_-]{1,128}$', description: 'Part of a signed URL.' }),
-    ),
-  },
-  { additionalProperties: false },
-);
+const SignedUrlQuery = Type.Object(SignedUrlQueryFields, { additionalProperties: false });
 
 /** Image bytes in a response. */
 const BINARY = { type: 'string', format: 'binary', maxLength: 2_147_483_647 };
@@ -273,17 +260,12 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
     async (request, reply) => {
       const at = now();
       const mediaId = canonicalId(request.params.media_id);
-      const { expires, signature } = request.query;
       let found: MediaRecord;
       let freshUntilMs: number;
-      if (expires !== undefined || signature !== undefined) {
-        if (expires === undefined || signature === undefined)
-          throw new DomainError('unauthorized', 'A signed URL needs both `expires` and `signature`.');
-        const expiresSeconds = Number(expires);
-        if (expiresSeconds * 1000 <= at.getTime())
-          throw new DomainError('unauthorized', 'This signed URL has expired; read the task again for a fresh one.');
-        if (!signer.verify(mediaId, expiresSeconds, signature, at))
-          throw new DomainError('unauthorized', 'The URL signature is not valid.');
+      const expiresSeconds = signedUrlExpiry(request.query, at, (expires, signature) =>
+        signer.verify(mediaId, expires, signature, at),
+      );
+      if (expiresSeconds !== null) {
         found = await media.getForSignedAccess(mediaId);
         freshUntilMs = Math.min(expiresSeconds * 1000, found.expiresAt.getTime());
       } else {

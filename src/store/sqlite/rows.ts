@@ -101,10 +101,10 @@ export const TASK_COLUMNS = [
   'error_code',
   'error_message',
   'attempt',
-  'deferred_attempts',
   'created_at',
   'started_at',
   'completed_at',
+  'deferred_attempts',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
 const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));

@@ -114,15 +114,10 @@ export class SqliteDatabase {
    * syncs if any of its writes is durable; a batch of claims only commits as writeUnsynced does.
    */
   groupCommit<T>(run: () => T, options: { durable: boolean }): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const queued: QueuedWrite = {
-        run,
-        durable: options.durable,
-        resolve: resolve as (value: unknown) => void,
-        reject,
-      };
-      if (this.queuedWrites.push(queued) === 1) setImmediate(this.flushQueuedWrites);
-    });
+    const { promise, resolve, reject } = Promise.withResolvers<T>();
+    const queued: QueuedWrite = { run, durable: options.durable, resolve: resolve as (value: unknown) => void, reject };
+    if (this.queuedWrites.push(queued) === 1) setImmediate(this.flushQueuedWrites);
+    return promise;
   }
 
   private readonly flushQueuedWrites = (): void => {

@@ -1,15 +1,17 @@
 /**
- * Uploads in flight, per process and per API key. Each one holds a connection, a spool file and
- * later a place in the decode queue; without a cap, a client could open hundreds and hold them.
+ * Long-lived requests held at once, per process and per API key: uploads in flight (each holds a
+ * connection, a spool file and later a place in the decode queue) and open event streams (each
+ * holds a connection for up to the task's deadline). Without a cap, a client could open hundreds
+ * and hold them.
  */
-export class UploadSlots {
+export class ConnectionSlots {
   private total = 0;
   private readonly byKey = new Map<string, number>();
 
   constructor(private readonly limits: { perProcess: number; perKey: number }) {}
 
   /**
-   * Takes a slot for one upload of `keyId`: a function that gives it back (call it once), or why
+   * Takes a slot for one request of `keyId`: a function that gives it back (call it once), or why
    * none was free ('process': the process is full; 'key': this key has its share already).
    */
   acquire(keyId: string): { release: () => void } | { refused: 'process' | 'key' } {

@@ -1,0 +1,146 @@
+/**
+ * What to ask a model provider for, so that it accepts the call (issue 33). Pure: the adapters
+ * send the planned request, then `toExactSizePng` scales and centre-crops the reply to the
+ * catalog's exact size, and the task records `resized_from` when it had to.
+ */
+
+export interface Size {
+  width: number;
+  height: number;
+}
+
+/**
+ * The `size` values an OpenAI-images-API model accepts:
+ * - `exact`: any WIDTHxHEIGHT (compatible providers that take any size): the catalog's is sent;
+ * - `sizes`: a fixed list;
+ * - `flexible`: any WIDTHxHEIGHT within limits (gpt-image-2).
+ */
+export type OpenAiSizeRule =
+  | { kind: 'exact' }
+  | { kind: 'sizes'; sizes: readonly Size[] }
+  | { kind: 'flexible'; multipleOf: number; maxEdge: number; minPixels: number; maxPixels: number; maxRatio: number };
+
+const size = (width: number, height: number): Size => ({ width, height });
+
+/** The standard sizes every GPT image model takes. */
+const GPT_IMAGE_SIZES: OpenAiSizeRule = {
+  kind: 'sizes',
+  sizes: [size(1024, 1024), size(1536, 1024), size(1024, 1536)],
+};
+
+/**
+ * Built-in knowledge, by model name prefix (first match wins), from the images API reference as
+ * the official `openai` SDK (6.x) documents `size`:
+ * - gpt-image-2 (and its dated snapshots): any WIDTHxHEIGHT with both edges multiples of 16, the
+ *   long edge at most 3 times the short one, at most 3840 px per edge and 3840×2160 px in all,
+ *   at least 655 360 px;
+ * - other GPT image models (gpt-image-1, -1-mini, -1.5, chatgpt-image-*): 1024², 1536×1024, 1024×1536;
+ * - dall-e-3: 1024², 1792×1024, 1024×1792; dall-e-2: 256², 512², 1024².
+ * Any other name is a compatible provider's model: `exact` (OPENAI_IMAGE_SIZES overrides).
+ */
+const OPENAI_MODEL_RULES: readonly [prefix: string, rule: OpenAiSizeRule][] = [
+  [
+    'gpt-image-2',
+    { kind: 'flexible', multipleOf: 16, maxEdge: 3840, minPixels: 655_360, maxPixels: 3840 * 2160, maxRatio: 3 },
+  ],
+  ['gpt-image-', GPT_IMAGE_SIZES],
+  ['chatgpt-image-', GPT_IMAGE_SIZES],
+  ['dall-e-3', { kind: 'sizes', sizes: [size(1024, 1024), size(1792, 1024), size(1024, 1792)] }],
+  ['dall-e-2', { kind: 'sizes', sizes: [size(256, 256), size(512, 512), size(1024, 1024)] }],
+];
+
+const SIZE_LIST = /^\s*[1-9][0-9]{0,4}x[1-9][0-9]{0,4}(\s*,\s*[1-9][0-9]{0,4}x[1-9][0-9]{0,4})*\s*$/;
+
+/** The rule for `model`: OPENAI_IMAGE_SIZES when set, else what the model's name says. */
+export function openAiSizeRule(model: string, configured?: string): OpenAiSizeRule {
+  if (configured !== undefined) return parseOpenAiImageSizes(configured);
+  return OPENAI_MODEL_RULES.find(([prefix]) => model.startsWith(prefix))?.[1] ?? { kind: 'exact' };
+}
+
+/** OPENAI_IMAGE_SIZES: `exact`, or comma-separated WIDTHxHEIGHT; throws on anything else. */
+export function parseOpenAiImageSizes(value: string): OpenAiSizeRule {
+  if (value.trim() === 'exact') return { kind: 'exact' };
+  if (!SIZE_LIST.test(value)) {
+    throw new Error('expected exact or comma-separated WIDTHxHEIGHT sizes, e.g. 1024x1024,1536x1024,1024x1536');
+  }
+  const sizes = value.split(',').map((entry) => {
+    const [width, height] = entry.trim().split('x').map(Number);
+    return size(width, height);
+  });
+  return { kind: 'sizes', sizes };
+}
+
+/** The size to ask for, for a catalog size of `target`. */
+export function plannedSize(target: Size, rule: OpenAiSizeRule): Size {
+  switch (rule.kind) {
+    case 'exact':
+      return target;
+    case 'sizes':
+      return nearestAcceptedSize(target, rule.sizes);
+    case 'flexible':
+      return flexibleSize(target, rule);
+  }
+}
+
+/**
+ * Among `accepted`, those nearest to the target in aspect ratio (compared as log ratios, so 2:1
+ * and 1:2 are as far from 1:1); of them, the largest with no more pixels than the target, else
+ * the largest. (In pixels, not per edge: 1264×848 asks dall-e-2 for 1024×1024, not 512×512.)
+ */
+export function nearestAcceptedSize(target: Size, accepted: readonly Size[]): Size {
+  if (accepted.length === 0) throw new Error('no accepted sizes');
+  const distance = (s: Size) => Math.abs(Math.log(s.width / s.height) - Math.log(target.width / target.height));
+  const nearest = Math.min(...accepted.map(distance));
+  const sameRatio = accepted.filter((s) => distance(s) - nearest < 1e-9);
+  const area = (s: Size) => s.width * s.height;
+  const largest = (sizes: Size[]) => sizes.reduce((best, s) => (area(s) > area(best) ? s : best));
+  const within = sameRatio.filter((s) => area(s) <= area(target));
+  return largest(within.length > 0 ? within : sameRatio);
+}
+
+/**
+ * The target itself when the model takes it; else the target's aspect ratio scaled into the
+ * limits, edges rounded down to the multiple (up, when below the pixel minimum).
+ */
+function flexibleSize(target: Size, rule: Extract<OpenAiSizeRule, { kind: 'flexible' }>): Size {
+  const { multipleOf: m } = rule;
+  // The long edge at most maxRatio times the short one: shorten the long edge (the crop takes the rest).
+  let { width, height } = target;
+  if (width > height * rule.maxRatio) width = height * rule.maxRatio;
+  if (height > width * rule.maxRatio) height = width * rule.maxRatio;
+  const pixels = width * height;
+  const down = Math.min(1, rule.maxEdge / Math.max(width, height), Math.sqrt(rule.maxPixels / pixels));
+  if (down < 1 || width % m !== 0 || height % m !== 0 || pixels < rule.minPixels) {
+    const up = Math.max(down, Math.sqrt(rule.minPixels / pixels));
+    const round = up > 1 ? Math.ceil : Math.floor;
+    width = Math.max(m, round((width * up) / m) * m);
+    height = Math.max(m, round((height * up) / m) * m);
+  }
+  return size(width, height);
+}
+
+/** Gemini's imageConfig.imageSize values (Gemini 3 Pro Image's contract, which the catalog shares). */
+export type GeminiImageSize = '1K' | '2K' | '4K';
+
+/**
+ * Gemini image model families, by name prefix: Gemini 3 Pro Image and Gemini 3.1 Flash Image take
+ * imageConfig.imageSize (1K, 2K, 4K) and aspectRatio; Gemini 3.1 Flash-Lite Image is 1K only; the
+ * Gemini 2.x image models (gemini-2.5-flash-image, …) take aspectRatio only and answer ~1K. A name
+ * not listed is asked with aspectRatio only: the model's default size, resized, rather than a
+ * parameter it may refuse.
+ */
+const GEMINI_IMAGE_SIZE_FAMILIES: readonly [prefix: string, sizes: readonly GeminiImageSize[]][] = [
+  ['gemini-3-pro-image', ['1K', '2K', '4K']],
+  ['gemini-3.1-flash-image', ['1K', '2K', '4K']],
+];
+
+/** The imageConfig for a catalog aspect ratio and resolution on `model`. */
+export function geminiImageConfig(
+  model: string,
+  aspectRatio: string,
+  resolution: string,
+): { aspectRatio: string; imageSize?: GeminiImageSize } {
+  const sizes = GEMINI_IMAGE_SIZE_FAMILIES.find(([prefix]) => model.startsWith(prefix))?.[1] ?? [];
+  const imageSize = sizes.find((s) => s === resolution);
+  return imageSize ? { aspectRatio, imageSize } : { aspectRatio };
+}

@@ -1,0 +1,151 @@
+import type { JsonReply } from './fake-upstream.js';
+import { geminiReply, openAiReply } from './provider-replies.js';
+
+/**
+ * What the real providers refuse, for the loopback fakes: a request our adapters should never
+ * send gets the provider's documented 400, so a regression fails the tests as it would fail in
+ * production. Written from the providers' documentation, independently of src/core/size-plan.ts
+ * (which decides what to send): the tests check one against the other.
+ *
+ * OpenAI images API `size` (the API reference, as the official `openai` SDK 6.x documents it):
+ * gpt-image-2: WIDTHxHEIGHT, both multiples of 16, long edge ≤ 3 × short edge, edges ≤ 3840,
+ * 655 360 ≤ pixels ≤ 3840×2160, or `auto`; the other GPT image models: 1024x1024, 1536x1024,
+ * 1024x1536 or `auto`; dall-e-3: 1024x1024, 1792x1024, 1024x1792; dall-e-2: 256x256, 512x512,
+ * 1024x1024. A refused value is 400 {error: {message: "Invalid value: '…'. Supported values are:
+ * …", type: 'invalid_request_error', param: 'size', code: 'invalid_value'}}. Other model names
+ * stand for compatible providers that take any WIDTHxHEIGHT.
+ *
+ * The GPT image models also refuse `response_format` (they always answer in base64): 400
+ * {…, param: 'response_format', code: 'unknown_parameter'}.
+ *
+ * Gemini API imageConfig (https://ai.google.dev/gemini-api/docs/image-generation): aspectRatio one
+ * of ten ratios; imageSize 1K, 2K or 4K, taken by Gemini 3 Pro Image and Gemini 3.1 Flash Image
+ * only. A refused value is 400 google.rpc.Status {error: {code: 400, message, status: 'INVALID_ARGUMENT'}}.
+ */
+const OPENAI_FIXED_SIZES: Record<string, string[]> = {
+  'dall-e-2': ['256x256', '512x512', '1024x1024'],
+  'dall-e-3': ['1024x1024', '1792x1024', '1024x1792'],
+  'gpt-image': ['1024x1024', '1024x1536', '1536x1024', 'auto'],
+};
+
+const GEMINI_ASPECT_RATIOS = ['1:1', '2:3', '3:2', '3:4', '4:3', '4:5', '5:4', '9:16', '16:9', '21:9'];
+const GEMINI_MODELS_WITH_IMAGE_SIZE = /^gemini-3(\.1-flash|-pro)-image/;
+
+/** Why OpenAI would refuse `size` for `model`, or null when it takes it. */
+export function openAiSizeRefusal(model: string, size: unknown): JsonReply | null {
+  if (size === undefined || size === null) return null;
+  const value = String(size);
+  if (model.startsWith('gpt-image-2')) {
+    if (value === 'auto') return null;
+    const match = /^(\d+)x(\d+)$/.exec(value);
+    const [width, height] = match ? [Number(match[1]), Number(match[2])] : [0, 0];
+    const fits =
+      width > 0 &&
+      width % 16 === 0 &&
+      height % 16 === 0 &&
+      Math.max(width, height) <= 3 * Math.min(width, height) &&
+      Math.max(width, height) <= 3840 &&
+      width * height >= 655_360 &&
+      width * height <= 3840 * 2160;
+    return fits
+      ? null
+      : invalidSize(
+          value,
+          'WIDTHxHEIGHT with both edges multiples of 16, an aspect ratio between 1:3 and 3:1, edges up to 3840 and 655360 to 8294400 pixels, or auto',
+        );
+  }
+  const family = model.startsWith('gpt-image-') || model.startsWith('chatgpt-image-') ? 'gpt-image' : model;
+  const supported = OPENAI_FIXED_SIZES[family];
+  if (supported) {
+    return supported.includes(value) ? null : invalidSize(value, supported.map((s) => `'${s}'`).join(', '));
+  }
+  return /^\d+x\d+$/.test(value) || value === 'auto' ? null : invalidSize(value, 'WIDTHxHEIGHT');
+}
+
+/** The GPT image models always answer in base64 and refuse `response_format`. */
+export function openAiResponseFormatRefusal(model: string, responseFormat: unknown): JsonReply | null {
+  if (responseFormat === undefined || responseFormat === null) return null;
+  if (!/^(gpt-image-|chatgpt-image-)/.test(model)) return null;
+  return openAiReply.error(400, {
+    message: "Unknown parameter: 'response_format'.",
+    type: 'invalid_request_error',
+    param: 'response_format',
+    code: 'unknown_parameter',
+  });
+}
+
+function invalidSize(value: string, supported: string): JsonReply {
+  return openAiReply.error(400, {
+    message: `Invalid value: '${value}'. Supported values are: ${supported}.`,
+    type: 'invalid_request_error',
+    param: 'size',
+    code: 'invalid_value',
+  });
+}
+
+/** Why Gemini would refuse `imageConfig` for `model`, or null when it takes it. */
+export function geminiImageConfigRefusal(model: string, imageConfig: unknown): JsonReply | null {
+  if (imageConfig === undefined) return null;
+  const { aspectRatio, imageSize, ...other } = imageConfig as Record<string, unknown>;
+  if (Object.keys(other).length > 0) {
+    return invalidArgument(
+      `Invalid JSON payload received. Unknown name "${Object.keys(other)[0]}" at 'generation_config.image_config'.`,
+    );
+  }
+  if (aspectRatio !== undefined && !GEMINI_ASPECT_RATIOS.includes(String(aspectRatio))) {
+    return invalidArgument(`Unsupported aspect ratio: ${String(aspectRatio)}.`);
+  }
+  if (imageSize !== undefined) {
+    if (!GEMINI_MODELS_WITH_IMAGE_SIZE.test(model)) return invalidArgument(`Image size is not supported by ${model}.`);
+    if (!['1K', '2K', '4K'].includes(String(imageSize))) {
+      return invalidArgument(`Unsupported image size: ${String(imageSize)}. Supported values are 1K, 2K, 4K.`);
+    }
+  }
+  return null;
+}
+
+function invalidArgument(message: string): JsonReply {
+  return geminiReply.error(400, 'INVALID_ARGUMENT', message);
+}
+
+const GEMINI_PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
+const OPENAI_PATHS = new Set(['/v1/images/generations', '/v1/images/edits']);
+
+/**
+ * The refusal the provider would answer `request` with (routed by path, like the real APIs), or
+ * null. A body the rules cannot read is left to the fake's own handling.
+ */
+export async function providerRefusal(request: {
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}): Promise<JsonReply | null> {
+  const path = request.url.split('?')[0];
+  try {
+    const gemini = GEMINI_PATH.exec(path);
+    if (gemini) {
+      const body = JSON.parse(request.body.toString('utf8')) as { generationConfig?: { imageConfig?: unknown } };
+      return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
+    }
+    if (OPENAI_PATHS.has(path)) {
+      let fields: { model?: unknown; size?: unknown; response_format?: unknown };
+      if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
+        const form = await new Response(new Uint8Array(request.body), {
+          headers: { 'content-type': String(request.headers['content-type']) },
+        }).formData();
+        fields = {
+          model: form.get('model'),
+          size: form.get('size') ?? undefined,
+          response_format: form.get('response_format') ?? undefined,
+        };
+      } else {
+        fields = JSON.parse(request.body.toString('utf8')) as typeof fields;
+      }
+      const model = String(fields.model ?? '');
+      return openAiResponseFormatRefusal(model, fields.response_format) ?? openAiSizeRefusal(model, fields.size);
+    }
+  } catch {
+    return null;
+  }
+  return null;
+}
