@@ -1390,6 +1390,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1614,6 +1616,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1759,6 +1763,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1982,6 +1988,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2161,6 +2169,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2346,6 +2356,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2463,6 +2475,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2588,6 +2602,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2705,6 +2721,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2847,6 +2865,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3054,6 +3074,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3196,6 +3218,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3374,6 +3398,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3613,6 +3639,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3730,6 +3758,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3885,6 +3915,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4013,6 +4045,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4193,6 +4227,8 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -56,6 +56,21 @@ export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): 
   return [...candidates].sort((a, b) => a.inProgress - b.inProgress || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 }
 
+/**
+ * A task whose attempt met a dependency that is away (the store, the blob store, the disk): not
+ * the task's failure, so no attempt is spent on it; it waits (deferred) until its deadline, which
+ * alone fails it (DESIGN 3.5).
+ */
+export function afterDependencyFailure(
+  task: { createdAt: Date },
+  now: Date,
+  deadlineMs: number,
+): { action: 'defer' } | { action: 'fail'; error: TaskFailure } {
+  return isPastDeadline(task.createdAt, now, deadlineMs)
+    ? { action: 'fail', error: DEADLINE_EXCEEDED }
+    : { action: 'defer' };
+}
+
 /** Tasks created at or before this instant are past their deadline at `now` (isPastDeadline). */
 export function deadlineCutoff(now: Date, deadlineMs: number): Date {
   return new Date(now.getTime() - deadlineMs);

@@ -8,6 +8,7 @@ import { pipeline } from 'node:stream/promises';
 import type { FastifyMultipartBaseOptions, Multipart } from '@fastify/multipart';
 import type { FastifyRequest } from 'fastify';
 import { DomainError, type FieldError } from '../core/errors.js';
+import { dependencyFailureOf } from '../services/dependency-failure.js';
 import { spoolFileName } from '../services/upload-spool.js';
 import { escapePointer } from './problem.js';
 
@@ -164,7 +165,10 @@ async function spool(
     await pipeline(file, counter, createWriteStream(path, { flags: 'wx', mode: 0o600 }));
   } catch (error) {
     if (error instanceof DomainError) throw error;
-    // The body broke off or was malformed mid-part; a failing disk stays a 500.
+    // A full spool disk is ours (503), though the parser reports it from its side first. (A reset
+    // from the client is the client's: the body broke off.)
+    if (dependencyFailureOf(error) === 'storage_full') throw error;
+    // The body broke off or was malformed mid-part.
     if (error === sourceError || (error as NodeJS.ErrnoException).code === 'ERR_STREAM_PREMATURE_CLOSE')
       throw malformedBody(error);
     throw error;

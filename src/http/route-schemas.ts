@@ -121,7 +121,7 @@ export function problemResponses(codes: readonly ErrorCode[]): Record<number, un
   }
   const responses: Record<number, unknown> = {};
   for (const [status, statusCodes] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const extra = status === 429 ? RETRY_AFTER : status === 401 ? WWW_AUTHENTICATE : {};
+    const extra = status === 429 || status === 503 ? RETRY_AFTER : status === 401 ? WWW_AUTHENTICATE : {};
     responses[status] = {
       description: `Problem: ${statusCodes.map((c) => `\`${c}\``).join(', ')}`,
       headers: responseHeaders(status < 500, extra),

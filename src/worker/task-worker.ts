@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { BlobStore } from '../blobs/port.js';
 import {
   callsAllowed,
@@ -6,12 +7,13 @@ import {
   type UpstreamOutcome,
   type UpstreamOutcomeKind,
 } from '../core/backend-capacity.js';
-import { attemptsSpent } from '../core/task-execution.js';
+import { afterDependencyFailure, attemptsSpent } from '../core/task-execution.js';
 import { generationRetryDelayMs } from '../core/task-retry.js';
 import type { TaskRecord } from '../core/task.js';
-import { GenerationError, type GenerationInput, type ImageGenerator } from '../generators/port.js';
+import { type GeneratedImage, GenerationError, type GenerationInput, type ImageGenerator } from '../generators/port.js';
 import { newIdAt } from '../ids.js';
 import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS } from '../services/media-service.js';
+import { dependencyFailureOf } from '../services/dependency-failure.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { GeneratedMediaInput, Store } from '../store/port.js';
 
@@ -298,8 +300,14 @@ export class TaskWorker {
     const timeout = setTimeout(() => abort('timeout'), this.options.generationTimeoutMs);
 
     try {
-      const media = await this.generateAndStore(lane, task, controller.signal);
-      const completed = await store.completeTask({ taskId: task.id, attempt: task.attempt, media, now: this.now() });
+      const images = await this.generate(lane, task, controller.signal);
+      // The generation is done and paid for: storing it waits out a storage outage up to the
+      // task's deadline instead of the generation's timeout.
+      clearTimeout(timeout);
+      const media = describeImages(images, this.now(), this.options.resultRetentionMs);
+      const completed = await this.whileDependencyAway(task, controller.signal, 'storing the result', () =>
+        this.storeAndComplete(task, images, media),
+      );
       if (!completed) {
         // Fenced out: a cancel or a newer attempt decided; this attempt's images belong to no one.
         await Promise.all(media.map((m) => this.options.blobs.delete(m.blobKey)));
@@ -374,14 +382,10 @@ export class TaskWorker {
     }
   }
 
-  private async generateAndStore(
-    lane: BackendLane,
-    task: TaskRecord,
-    signal: AbortSignal,
-  ): Promise<GeneratedMediaInput[]> {
+  private async generate(lane: BackendLane, task: TaskRecord, signal: AbortSignal): Promise<GeneratedImage[]> {
     const references = await this.loadReferences(task);
     signal.throwIfAborted();
-    const images = await this.callGenerator(
+    return this.callGenerator(
       lane,
       task,
       {
@@ -395,29 +399,59 @@ export class TaskWorker {
       },
       signal,
     );
-    const now = this.now();
-    const media: GeneratedMediaInput[] = [];
-    for (const image of images) {
-      signal.throwIfAborted();
-      const id = newIdAt(now);
-      const blobKey = mediaBlobKey(id);
-      // Reserved before it is written: if this process dies before completeTask, the sweeper
-      // deletes the orphan once the grace period is over.
-      await this.options.store.scheduleBlobDeletion(blobKey, new Date(now.getTime() + ORPHAN_BLOB_GRACE_MS));
-      await this.options.blobs.put(blobKey, image.bytes);
-      media.push({
-        id,
-        blobKey,
-        contentType: image.contentType,
-        width: image.width,
-        height: image.height,
-        sizeBytes: image.bytes.length,
-        sha256: createHash('sha256').update(image.bytes).digest('hex'),
-        expiresAt: new Date(now.getTime() + this.options.resultRetentionMs),
-        resizedFrom: image.resizedFrom ?? null,
-      });
+  }
+
+  /** Stores the images under their media's keys and completes the task: false when fenced out. */
+  private async storeAndComplete(
+    task: TaskRecord,
+    images: readonly GeneratedImage[],
+    media: readonly GeneratedMediaInput[],
+  ): Promise<boolean> {
+    const { store, blobs } = this.options;
+    for (const [index, image] of images.entries()) {
+      const { blobKey } = media[index]!;
+      // Reserved before it is written (again on a retry, from now): if this process dies before
+      // completeTask, the sweeper deletes the orphan once the grace period is over.
+      await store.scheduleBlobDeletion(blobKey, new Date(this.now().getTime() + ORPHAN_BLOB_GRACE_MS));
+      await blobs.put(blobKey, image.bytes);
     }
-    return media;
+    if (await store.completeTask({ taskId: task.id, attempt: task.attempt, media: [...media], now: this.now() }))
+      return true;
+    // A completion retried after its answer was lost may have committed the first time: then the
+    // task holds these media, and they must not be deleted as a late result's.
+    const current = await store.getTaskById(task.id);
+    return current?.status === 'COMPLETED' && current.generated.some((item) => item.media_id === media[0]?.id);
+  }
+
+  /**
+   * Runs op again while it fails because a dependency is away, with the retry backoff, for as long
+   * as the task's deadline allows: a storage blip does not throw away an image already generated
+   * (and paid for), and spends none of the task's attempts. Past the deadline, or on any other
+   * error, op's error is thrown.
+   */
+  private async whileDependencyAway<T>(
+    task: TaskRecord,
+    signal: AbortSignal,
+    what: string,
+    op: () => Promise<T>,
+  ): Promise<T> {
+    for (let retries = 1; ; retries++) {
+      try {
+        return await op();
+      } catch (error) {
+        const wait = generationRetryDelayMs(retries, this.options.retryBaseMs, this.random);
+        // Up to the deadline itself, and once more at it: a task given up any earlier would only
+        // be generated again (and paid for again) after its deferral.
+        const untilDeadline = task.createdAt.getTime() + this.options.deadlineMs - this.now().getTime();
+        if (!dependencyFailureOf(error) || untilDeadline <= 0) throw error;
+        const waitMs = Math.min(wait, untilDeadline);
+        this.log.warn(
+          { err: error, task_id: task.id, retry_in_ms: waitMs },
+          `${what}: a dependency is unavailable; retrying`,
+        );
+        await delay(waitMs, undefined, { signal });
+      }
+    }
   }
 
   private async loadReferences(task: TaskRecord): Promise<Buffer[]> {
@@ -438,6 +472,19 @@ export class TaskWorker {
     );
   }
 
+  /** Back to the queue after delayMs without spending one of the task's attempts; returns delayMs. */
+  private async defer(task: TaskRecord, delayMs: number): Promise<number> {
+    const now = this.now();
+    await this.options.store.requeueTask({
+      taskId: task.id,
+      attempt: task.attempt,
+      runAfter: new Date(now.getTime() + delayMs),
+      now,
+      deferred: true,
+    });
+    return delayMs;
+  }
+
   private async handleFailure(task: TaskRecord, error: unknown): Promise<void> {
     const { store } = this.options;
     const now = this.now();
@@ -448,23 +495,31 @@ export class TaskWorker {
       return;
     }
 
+    if (dependencyFailureOf(error)) {
+      // A dependency away (the references unreadable, the result not stored by the deadline): not
+      // the task's failure (DESIGN 3.5).
+      const next = afterDependencyFailure(task, now, this.options.deadlineMs);
+      if (next.action === 'fail') {
+        await store.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });
+        this.log.warn({ err: error, task_id: task.id, code: next.error.code }, 'task failed: a dependency was away');
+        return;
+      }
+      const delay = await this.defer(
+        task,
+        generationRetryDelayMs(task.deferredAttempts + 1, this.options.retryBaseMs, this.random),
+      );
+      this.log.warn({ err: error, task_id: task.id, retry_in_ms: delay }, 'a dependency is unavailable; task deferred');
+      return;
+    }
+
     const failure = describeFailure(error);
     if (failure.capacity) {
       // The provider had no room for it: back in the queue without spending an attempt; only its
       // deadline can end it now (claims fail it once past; DESIGN 3.5).
-      const delay = generationRetryDelayMs(
-        task.deferredAttempts + 1,
-        this.options.retryBaseMs,
-        this.random,
-        failure.retryAfterMs,
+      const delay = await this.defer(
+        task,
+        generationRetryDelayMs(task.deferredAttempts + 1, this.options.retryBaseMs, this.random, failure.retryAfterMs),
       );
-      await store.requeueTask({
-        taskId: task.id,
-        attempt: task.attempt,
-        runAfter: new Date(now.getTime() + delay),
-        now,
-        deferred: true,
-      });
       const { code, upstream } = failure;
       this.log.info(
         { task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay },
@@ -521,6 +576,24 @@ function describeFailure(error: unknown): FailureDescription {
     return { code: 'generation_timeout', message: 'The generation took too long.', transient: true, internal: false };
   }
   return { code: 'internal_error', message: 'The generation failed on our side.', transient: true, internal: true };
+}
+
+/** The media rows of a generation's images: ids and keys chosen once, so a retried store writes the same. */
+function describeImages(images: readonly GeneratedImage[], now: Date, retentionMs: number): GeneratedMediaInput[] {
+  return images.map((image) => {
+    const id = newIdAt(now);
+    return {
+      id,
+      blobKey: mediaBlobKey(id),
+      contentType: image.contentType,
+      width: image.width,
+      height: image.height,
+      sizeBytes: image.bytes.length,
+      sha256: createHash('sha256').update(image.bytes).digest('hex'),
+      expiresAt: new Date(now.getTime() + retentionMs),
+      resizedFrom: image.resizedFrom ?? null,
+    };
+  });
 }
 
 /** What a failed generator call means for the backend's limit and metrics. */

@@ -4,6 +4,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Router from 'find-my-way';
 import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
+import { dependencyFailureOf } from '../../services/dependency-failure.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
 import { fieldErrorOf } from '../validation.js';
 
@@ -14,11 +15,26 @@ import { fieldErrorOf } from '../validation.js';
 const UNTIMED_429_RETRY_AFTER_SECONDS = 5;
 
 /**
+ * A 503 for a dependency that is away (a failover, a storage blip) or full: long enough for a
+ * failover or a pooler restart to finish, short enough that a retrying client is not kept waiting.
+ */
+const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+const DEPENDENCY_DETAIL =
+  'The service cannot complete this request right now. Retry after the time in Retry-After; a create retried with the same Idempotency-Key is never charged twice.';
+
+/**
  * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
  * (DESIGN 3.7). 5xx bodies say nothing about the cause; the log has it with the request id.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
+    const dependency = dependencyFailureOf(error);
+    if (dependency) {
+      // Not a bug: a dependency is away or full. The client is told to come back; the cause stays here.
+      request.log.warn({ err: error, dependency }, 'request failed: a dependency is unavailable');
+      sendProblem(request, reply, 'unavailable', DEPENDENCY_DETAIL);
+      return;
+    }
     const { code, detail, fieldErrors } = classify(error, request);
     if (PROBLEM_BY_CODE[code].status >= 500) request.log.error({ err: error }, 'request failed');
     sendProblem(request, reply, code, detail, fieldErrors);
@@ -112,6 +128,8 @@ export function sendProblem(
   // (too_many_active_tasks) have no window to wait for.
   if (body.status === 429 && !reply.hasHeader('retry-after'))
     reply.header('retry-after', UNTIMED_429_RETRY_AFTER_SECONDS);
+  if (body.status === 503 && !reply.hasHeader('retry-after'))
+    reply.header('retry-after', UNAVAILABLE_RETRY_AFTER_SECONDS);
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 

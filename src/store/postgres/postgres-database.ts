@@ -81,28 +81,27 @@ export class PostgresDatabase {
     return this.track(
       (async () => {
         for (let attempt = 1; ; attempt++) {
-          const client = await this.pool.connect();
-          try {
-            await client.query(options.unsynced ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
-            const result = await fn(client);
-            await client.query('COMMIT');
-            return result;
-          } catch (error) {
-            await client.query('ROLLBACK').catch(() => {});
-            const code = (error as { code?: string }).code;
-            if (code && RETRIED_SQLSTATES.has(code) && attempt < MAX_TRANSACTION_ATTEMPTS) continue;
-            throw error;
-          } finally {
-            client.release();
-          }
+          const retry = await this.withClient(async (client) => {
+            try {
+              await client.query(options.unsynced ? 'BEGIN; SET LOCAL synchronous_commit = off' : 'BEGIN');
+              const result = await fn(client);
+              await client.query('COMMIT');
+              return { result };
+            } catch (error) {
+              await client.query('ROLLBACK').catch(() => {});
+              const code = (error as { code?: string }).code;
+              if (code && RETRIED_SQLSTATES.has(code) && attempt < MAX_TRANSACTION_ATTEMPTS) return null;
+              throw error;
+            }
+          });
+          if (retry) return retry.result;
         }
       })(),
     );
   }
 
   async migrate(): Promise<void> {
-    const client = await this.pool.connect();
-    try {
+    await this.withClient(async (client) => {
       if (this.schema) await client.query(`CREATE SCHEMA IF NOT EXISTS ${this.schema}`).catch(ignoreConcurrentCreate);
       // Session lock: held across the migrations' own transactions, released below or with the connection.
       await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
@@ -127,8 +126,28 @@ export class PostgresDatabase {
       } finally {
         await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
       }
+    });
+  }
+
+  /**
+   * A connection of the pool for fn. A checked-out connection has no listener of the pool's, so a
+   * reset between two statements (a failover, a restarted pooler) would be an unhandled 'error'
+   * event that ends the process: it is held here instead, the next statement fails with it, and
+   * the broken connection is destroyed rather than returned to the pool.
+   */
+  private async withClient<T>(fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let lost: Error | undefined;
+    const onError = (error: Error) => {
+      lost ??= error;
+    };
+    client.on('error', onError);
+    try {
+      return await fn(client);
     } finally {
-      client.release();
+      client.release(lost);
+      // A destroyed connection may still report its end; nobody is left to hear it.
+      if (!lost) client.off('error', onError);
     }
   }
 
