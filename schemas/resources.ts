@@ -246,6 +246,8 @@ export const ERROR_CODES = [
   'headers_too_large',
   'range_not_satisfiable',
   'too_many_streams',
+  'retry_in_progress',
+  'retry_budget_exhausted',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 /** Problem texts are cut to this length (a field name in a pointer can be as long as the body). */

@@ -240,7 +240,7 @@ function backendsInUse(config: Config): string[] {
  */
 async function listenForMetrics(config: Config, registry: Registry, log: pino.Logger): Promise<FastifyInstance | null> {
   if (config.WORKER_METRICS_PORT === 0) return null;
-  const app = buildWorkerMetricsApp(registry);
+  const app = buildWorkerMetricsApp(registry, config.METRICS_TOKEN);
   try {
     await app.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
     log.info({ port: config.WORKER_METRICS_PORT, host: config.HOST }, 'worker metrics listening');

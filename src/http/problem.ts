@@ -19,6 +19,8 @@ export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string 
   rate_limited: { status: 429, title: 'Rate limited' },
   too_many_active_tasks: { status: 429, title: 'Too many active tasks' },
   too_many_streams: { status: 429, title: 'Too many open event streams' },
+  retry_in_progress: { status: 429, title: 'Replay in progress' },
+  retry_budget_exhausted: { status: 429, title: 'Replay budget exhausted' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   request_timeout: { status: 408, title: 'Request timeout' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },

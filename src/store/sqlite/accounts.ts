@@ -1,4 +1,5 @@
 import { DomainError } from '../../core/errors.js';
+import { newIdAt } from '../../ids.js';
 import { decodeCursor } from '../cursor.js';
 import { pageOf } from '../paging.js';
 import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
@@ -42,7 +43,8 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
     const rows = this.db
       .statement('SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?')
       .all(accountId, before, query.limit + 1) as LedgerRow[];
-    return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
+    const page = pageOf(rows, query.limit, (r) => String(r.account_seq));
+    return { items: page.items.map(toLedgerEntry), nextCursor: page.nextCursor };
   }
 
   async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
@@ -140,9 +142,9 @@ export function addLedgerEntry(
   if (!updated) return false;
   // The next number of the account's own sequence; the write transaction serialises this read.
   db.statement(
-    `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
-       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?)`,
-  ).run(accountId, accountId, kind, amount, updated.balance, taskId, note, now.getTime());
+    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
+       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(accountId, accountId, newIdAt(now), kind, amount, updated.balance, taskId, note, now.getTime());
   return true;
 }
 

@@ -32,6 +32,7 @@ export interface ApiKeyRow {
 export interface LedgerRow {
   id: number;
   account_seq: number;
+  entry_id: string;
   account_id: string;
   kind: LedgerKind;
   amount: number;
@@ -127,7 +128,7 @@ export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
-  id: String(r.account_seq),
+  id: r.entry_id,
   accountId: r.account_id,
   kind: r.kind,
   amount: r.amount,
