@@ -3,6 +3,7 @@ import { TASK_STATUSES } from '../../schemas/resources.js';
 import { DomainError } from '../../src/core/errors.js';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
+import { encodeCursor } from '../../src/store/cursor.js';
 import type { UpstreamOutcome } from '../../src/core/backend-capacity.js';
 import type { ClaimPolicy, GeneratedMediaInput, Store, StoredResponse, TaskListQuery } from '../../src/store/port.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
@@ -324,6 +325,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(new Set(seen.map((e) => e.id)).size, 7, 'no repeats');
       t.equal(seen[6].kind, 'grant', 'the opening grant comes last');
       await assertLedgerInvariant(t, store, accountId);
+    });
+
+    t.test('listLedger refuses a cursor that is not a position it gave, alike on every adapter', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 1000);
+      // Past 2^53 (would round, and return the first page again), zero, negative, not a number.
+      for (const position of ['99999999999999999', '0', '-1', '1e3', 'abc'])
+        await t.rejects(
+          store.listLedger(accountId, { limit: 3, cursor: encodeCursor(position) }),
+          { code: 'invalid_request' },
+          `position ${position}`,
+        );
     });
   });
 

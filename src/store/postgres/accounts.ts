@@ -1,6 +1,6 @@
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
-import { decodeCursor } from '../cursor.js';
+import { decodeSequenceCursor } from '../cursor.js';
 import { pageFetchSize, pageOf } from '../paging.js';
 import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
 import type { PostgresDatabase, Tx } from './postgres-database.js';
@@ -46,10 +46,10 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
   }
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
-    const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
+    const before = query.cursor ? decodeSequenceCursor(query.cursor) : Number.MAX_SAFE_INTEGER;
     const { rows } = await this.db.query<LedgerRow>(
       'SELECT * FROM ledger WHERE account_id = $1 AND account_seq < $2 ORDER BY account_seq DESC LIMIT $3',
-      [accountId, Number.isSafeInteger(before) ? before : 0, pageFetchSize(query.limit)],
+      [accountId, before, pageFetchSize(query.limit)],
     );
     const page = pageOf(rows, query.limit, (r) => String(r.account_seq));
     return { items: page.items.map(toLedgerEntry), nextCursor: page.nextCursor };

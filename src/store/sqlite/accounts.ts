@@ -1,6 +1,6 @@
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
-import { decodeCursor } from '../cursor.js';
+import { decodeSequenceCursor } from '../cursor.js';
 import { pageOf } from '../paging.js';
 import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
@@ -39,7 +39,7 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
   }
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
-    const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
+    const before = query.cursor ? decodeSequenceCursor(query.cursor) : Number.MAX_SAFE_INTEGER;
     const rows = this.db
       .statement('SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?')
       .all(accountId, before, query.limit + 1) as LedgerRow[];
