@@ -147,6 +147,26 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
       t.equal(await store.revokeApiKey('ig_nothing', new Date()), false);
     });
+
+    t.test('keys made in the same millisecond list in the same order on every adapter (by id)', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 0);
+      const now = new Date();
+      // Ids given out of order on purpose: the tie is broken by id, not by insertion.
+      for (const id of ['0190f0a0-0000-7000-8000-000000000002', '0190f0a0-0000-7000-8000-000000000001'])
+        await store.insertApiKey({
+          id,
+          accountId,
+          name: id.slice(-1),
+          prefix: `ig_t${id.slice(-1)}${now.getTime()}`,
+          hash: `h-${id}`,
+          now,
+        });
+      t.strictSame(
+        (await store.listApiKeys(accountId)).map((k) => k.name),
+        ['1', '2'],
+      );
+    });
   });
 
   t.test('money', async (t) => {

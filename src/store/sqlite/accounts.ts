@@ -98,8 +98,8 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
 
   async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
     const rows = accountId
-      ? this.db.statement('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at').all(accountId)
-      : this.db.statement('SELECT * FROM api_keys ORDER BY created_at').all();
+      ? this.db.statement('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      : this.db.statement('SELECT * FROM api_keys ORDER BY created_at, id').all();
     return (rows as ApiKeyRow[]).map(toApiKey);
   }
 
