@@ -178,7 +178,8 @@ export const fromTask = (t: TaskRecord): TaskRow => ({
   attempt: t.attempt,
   deferred_attempts: t.deferredAttempts,
   lease_expires_at: null,
-  run_after: 0,
+  // A new task may run from its creation, as on PostgreSQL.
+  run_after: t.createdAt.getTime(),
   created_at: t.createdAt.getTime(),
   started_at: msOrNull(t.startedAt),
   completed_at: msOrNull(t.completedAt),
