@@ -1,0 +1,195 @@
+import { existsSync } from 'node:fs';
+import t, { type Test } from 'tap';
+import { MODEL_CATALOG } from '../../schemas/catalog.js';
+import { CHROMIUM } from '../helpers/chromium.js';
+import { encodedImage } from '../helpers/images.js';
+import { openPlayground, type PlaygroundSession } from '../helpers/playground.js';
+import { testWorker } from '../helpers/worker.js';
+
+const skip = !existsSync(CHROMIUM) && `no ${CHROMIUM}`;
+
+/**
+ * What every test ends with: nothing went wrong in the page and nothing left this origin. Chromium
+ * logs each answer ≥ 400 to the console; those the test asked for are named in `refusals`.
+ */
+function assertCleanPage(t: Test, session: PlaygroundSession, refusals: number[] = []): void {
+  const unexpected = session.consoleErrors.filter(
+    (message) => !refusals.some((status) => message.includes(`the server responded with a status of ${status}`)),
+  );
+  t.same(unexpected, [], 'no console errors, no CSP violations');
+  t.same(session.foreignRequests, [], 'no request to another origin');
+}
+
+/** The form filled in, the price awaited; Generate pressed. */
+async function generateFromForm(
+  session: PlaygroundSession,
+  choice: { model: string; prompt: string; aspectRatio?: string; resolution?: string },
+) {
+  const { page } = session;
+  await page.getByLabel('Model').selectOption(choice.model);
+  await page.getByLabel('Prompt').fill(choice.prompt);
+  if (choice.aspectRatio) await page.getByLabel('Aspect ratio').selectOption(choice.aspectRatio);
+  if (choice.resolution) await page.getByLabel('Resolution').selectOption(choice.resolution);
+  await page.locator('#price[data-state=ok]').waitFor();
+}
+
+t.test('the page: its security headers, key entry kept in sessionStorage only, a refused key', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page, pageHeaders, origin } = session;
+  const csp = pageHeaders['content-security-policy'];
+  t.match(csp, /default-src 'self'/);
+  t.match(csp, new RegExp(`img-src 'self' blob: ${origin.replace(/[.]/g, '\\.')}`), 'images: self and the result URLs');
+  t.match(csp, /frame-ancestors 'none'/);
+  t.equal(pageHeaders['x-frame-options'], 'DENY');
+
+  await page.getByRole('textbox', { name: /^API key/ }).fill('igk_not-a-real-key');
+  await page.getByRole('button', { name: 'Use key' }).click();
+  await page.locator('#key-state', { hasText: 'refused' }).waitFor();
+  t.match(await page.locator('#key-state').textContent(), /401 unauthorized/);
+  t.ok(await page.locator('#workspace').isHidden(), 'no form without a valid key');
+
+  const { key } = await session.newAccount(1000);
+  await session.enterKey(key);
+  t.equal(await page.evaluate(() => document.cookie), '', 'no cookie');
+  t.equal(await page.evaluate(() => Object.values(sessionStorage).filter((v) => v.startsWith('igk_')).length), 1);
+  t.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage');
+  t.notMatch(page.url(), key, 'never in the URL');
+  await page.reload();
+  await page.locator('body[data-ready=yes]').waitFor();
+  t.pass('a reload in the same tab keeps the key');
+  await session.screenshot('playground-1-key');
+  assertCleanPage(t, session, [401]);
+});
+
+t.test(
+  'text-to-image on each model from the form: live status, then the image at the catalog pixel size',
+  { skip },
+  async (t) => {
+    const session = await openPlayground(t);
+    const { page } = session;
+    const { key } = await session.newAccount(1000);
+    await session.enterKey(key);
+    testWorker(t, session, { events: session.events }).start();
+
+    const choices = { 'alpha-pro': '16:9', 'beta-v5-pro': '3:4' } as Record<string, string>;
+    for (const model of MODEL_CATALOG) {
+      const aspectRatio = choices[model.id];
+      await page.getByLabel('Model').selectOption(model.id);
+      const offered = await page
+        .locator('#aspect-ratio option')
+        .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+      t.same(offered, model.aspectRatios, `${model.id}: the aspect ratios it offers`);
+      const resolutions = await page
+        .locator('#resolution option')
+        .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+      t.same(resolutions, model.resolutions, `${model.id}: the resolutions it offers`);
+      t.equal(await page.getByLabel('Prompt').getAttribute('maxlength'), String(model.promptLength.max));
+
+      await generateFromForm(session, { model: model.id, prompt: `a lighthouse at dusk, ${model.id}`, aspectRatio });
+      const [width, height] = [
+        model.pixelSizes[aspectRatio as '1:1']['1K']!.width,
+        model.pixelSizes[aspectRatio as '1:1']['1K']!.height,
+      ];
+      t.equal(
+        await page.locator('#price').textContent(),
+        `Price: ${model.prices['1K']} tokens for ${width} × ${height} px`,
+        `${model.id}: the price before Generate`,
+      );
+      t.match(await page.locator('#prompt-count').textContent(), `/ ${model.promptLength.max} code points`);
+      await session.screenshot(`playground-2-form-${model.id}`);
+
+      await page.getByRole('button', { name: 'Generate' }).click();
+      await page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor();
+      await page.waitForFunction(() => {
+        const image = document.querySelector('#result img.generated') as HTMLImageElement | null;
+        return image?.complete && image.naturalWidth > 0;
+      });
+      const shown = await page.locator('#result img.generated').evaluate((image: HTMLImageElement) => ({
+        naturalWidth: image.naturalWidth,
+        naturalHeight: image.naturalHeight,
+        ratio: image.getBoundingClientRect().width / image.getBoundingClientRect().height,
+      }));
+      t.same(
+        [shown.naturalWidth, shown.naturalHeight],
+        [width, height],
+        `${model.id}: the image is ${width} × ${height}`,
+      );
+      t.ok(Math.abs(shown.ratio - width / height) < 0.01, `${model.id}: shown at its aspect ratio`);
+      const statuses = await page.locator('#task-events li').allTextContents();
+      t.equal(statuses.at(-1), 'COMPLETED');
+      t.ok(statuses.includes('CREATED') || statuses.includes('IN_PROGRESS'), `${model.id}: states seen live`);
+      t.match(await page.locator('#result figcaption').textContent(), `${width} × ${height} px`);
+      t.ok(await page.getByRole('link', { name: 'Download' }).getAttribute('href'));
+      await session.screenshot(`playground-3-result-${model.id}`);
+    }
+    assertCleanPage(t, session);
+  },
+);
+
+t.test('a refusal shows the problem code and detail: 402 insufficient_tokens', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key } = await session.newAccount(10);
+  await session.enterKey(key);
+  await generateFromForm(session, { model: 'alpha-pro', prompt: 'a red kite over the dunes' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  const problem = page.getByRole('alert');
+  await problem.locator('.problem-code').waitFor();
+  t.equal(await problem.locator('.problem-code').textContent(), 'insufficient_tokens');
+  t.match(await problem.textContent(), /^402 /);
+  t.match(await problem.locator('.problem-detail').textContent(), /token/i, 'the detail');
+  t.equal(await page.locator('#balance').textContent(), '10', 'nothing charged');
+  await session.screenshot('playground-4-refused');
+  assertCleanPage(t, session, [402]);
+});
+
+t.test('cancel while the task waits: the stream shows CANCELED, the cost comes back', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key } = await session.newAccount(100);
+  await session.enterKey(key);
+  // No worker runs: the task stays CREATED until it is canceled.
+  await generateFromForm(session, { model: 'beta-v5-pro', prompt: 'a slow painting of a snail' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.locator('#task-events li', { hasText: 'CREATED' }).waitFor();
+  await page.locator('#balance', { hasText: '75' }).waitFor();
+  await page.getByRole('button', { name: 'Cancel task' }).click();
+  await page.locator('#task-events li', { hasText: 'CANCELED' }).waitFor();
+  await page.locator('#balance', { hasText: '100' }).waitFor();
+  t.ok(await page.getByRole('button', { name: 'Cancel task' }).isHidden(), 'no cancel once it ended');
+  t.same(
+    await page.locator('#ledger tbody td:nth-child(2)').allTextContents(),
+    ['refund', 'debit', 'grant'],
+    'the ledger: refund, debit, grant',
+  );
+  await session.screenshot('playground-5-canceled');
+  assertCleanPage(t, session);
+});
+
+t.test('image-to-image with two uploaded references', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key, auth } = await session.newAccount(1000);
+  await session.enterKey(key);
+  testWorker(t, session, { events: session.events }).start();
+  await page.getByLabel('Model').selectOption('alpha-pro');
+  await page.locator('#reference-files').setInputFiles([
+    { name: 'one.png', mimeType: 'image/png', buffer: await encodedImage('png', 64, 48) },
+    { name: 'two.webp', mimeType: 'image/webp', buffer: await encodedImage('webp', 40, 40) },
+  ]);
+  await page.locator('#reference-list li').nth(1).waitFor();
+  const mediaIds = await page.locator('#reference-list .media-id').allTextContents();
+  t.equal(mediaIds.length, 2, 'two thumbnails with their media_id');
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll<HTMLImageElement>('#reference-list img')].every((i) => i.naturalWidth > 0),
+  );
+  await generateFromForm(session, { model: 'alpha-pro', prompt: 'the two of them, together' });
+  await session.screenshot('playground-6-references');
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor();
+  await page.locator('#result img.generated').waitFor();
+  const list = await session.app.inject({ url: '/api/v1/images/generations', headers: auth });
+  t.same(list.json().data[0].image_reference, mediaIds, 'the task names both references');
+  await session.screenshot('playground-7-image-to-image');
+  assertCleanPage(t, session);
+});
