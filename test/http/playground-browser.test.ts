@@ -193,3 +193,80 @@ t.test('image-to-image with two uploaded references', { skip }, async (t) => {
   await session.screenshot('playground-7-image-to-image');
   assertCleanPage(t, session);
 });
+
+t.test('history: a grid of the account tasks, paged by cursor, filtered by status', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key, auth } = await session.newAccount(10_000);
+  // 14 tasks, the 3 oldest canceled: one page of 12 and a second of 2.
+  const ids: string[] = [];
+  for (let i = 0; i < 14; i++) {
+    const created = await session.app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: auth,
+      payload: { model: 'beta-v5-pro', prompt: `history task ${i}` },
+    });
+    ids.push(created.json().data.task_id);
+  }
+  for (const id of ids.slice(0, 3))
+    await session.app.inject({ method: 'POST', url: `/api/v1/images/generations/${id}/cancel`, headers: auth });
+  await session.enterKey(key);
+  const items = page.locator('#history li');
+  await items.nth(11).waitFor();
+  t.equal(await items.count(), 12, 'the first page');
+  t.equal(await items.first().getAttribute('data-task-id'), ids[13], 'newest first');
+  await page.getByRole('button', { name: 'Older tasks' }).click();
+  await items.nth(13).waitFor();
+  t.same(
+    await items.evaluateAll((nodes) => nodes.map((n) => (n as HTMLElement).dataset.taskId)),
+    [...ids].reverse(),
+    'both pages, each task once',
+  );
+  t.ok(await page.getByRole('button', { name: 'Older tasks' }).isHidden(), 'no more pages');
+  await page.getByLabel('Status', { exact: true }).selectOption('CANCELED');
+  await page.waitForFunction(() => document.querySelectorAll('#history li').length === 3);
+  t.same(await items.evaluateAll((nodes) => nodes.map((n) => (n as HTMLElement).dataset.status)), [
+    'CANCELED',
+    'CANCELED',
+    'CANCELED',
+  ]);
+  t.equal(await page.locator('#balance').textContent(), String(10_000 - 11 * 25), 'the balance');
+  t.equal(await page.locator('#ledger tbody tr').count(), 10, 'the last 10 ledger entries');
+  await session.screenshot('playground-8-history');
+  assertCleanPage(t, session);
+});
+
+t.test('on a phone-sized screen: nothing wider than the screen, every control labelled', { skip }, async (t) => {
+  const session = await openPlayground(t, { viewport: { width: 390, height: 844 } });
+  const { page } = session;
+  const { key } = await session.newAccount(1000);
+  await session.enterKey(key);
+  testWorker(t, session, { events: session.events }).start();
+  await generateFromForm(session, { model: 'alpha-pro', prompt: 'a tall tree', aspectRatio: '9:16' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.locator('#result img.generated').waitFor();
+  await page.waitForFunction(() => (document.querySelector('#result img.generated') as HTMLImageElement).complete);
+  t.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'no horizontal scrolling');
+  const box = (await page.locator('#result img.generated').boundingBox())!;
+  t.ok(box.width <= 390, `the image fits: ${Math.round(box.width)} px wide`);
+  const unlabelled = await page.evaluate(() =>
+    [...document.querySelectorAll<HTMLInputElement>('input, select, textarea, button')]
+      .filter((control) => {
+        if (control instanceof HTMLButtonElement) return !(control.textContent?.trim() || control.ariaLabel);
+        return (control.labels?.length ?? 0) === 0;
+      })
+      .map((control) => control.id || control.outerHTML),
+  );
+  t.same(unlabelled, [], 'every control has a label or a name');
+  // The keyboard reaches the form: the key field, its buttons, then the model select.
+  await page.locator('#api-key').focus();
+  const order: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    await page.keyboard.press('Tab');
+    order.push(await page.evaluate(() => document.activeElement?.id ?? ''));
+  }
+  t.ok(order.includes('model') && order.includes('prompt'), `Tab reaches the model and the prompt: ${order}`);
+  await session.screenshot('playground-9-phone');
+  assertCleanPage(t, session);
+});
