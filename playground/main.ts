@@ -234,11 +234,10 @@ function showResult(task: Task): void {
     return;
   }
   for (const [index, item] of task.generated.entries()) {
-    const caption = el('figcaption', {}, `${item.width} × ${item.height} px · ${item.content_type}`);
-    const size = el('span', { className: 'size' });
-    caption.append(
-      size,
-      ' · ',
+    const caption = el(
+      'figcaption',
+      {},
+      `${item.width} × ${item.height} px · ${item.content_type} · ${humanBytes(item.size_bytes)} · `,
       el('a', { href: item.url, download: `${task.task_id}-${index}`, textContent: 'Download' }),
     );
     result.append(
@@ -255,13 +254,6 @@ function showResult(task: Task): void {
         caption,
       ),
     );
-    // The byte size from the content's headers (a HEAD the signed URL answers without the key).
-    void fetch(item.url, { method: 'HEAD' })
-      .then((response) => {
-        const length = Number(response.headers.get('content-length'));
-        if (length > 0) size.textContent = ` · ${humanBytes(length)}`;
-      })
-      .catch(() => {});
   }
 }
 

@@ -6,7 +6,7 @@ import type { Page } from 'playwright-core';
 import tap, { type Test } from 'tap';
 import { buildPlayground } from '../../scripts/build-playground.js';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { buildTestApp, type TestApp } from './app.js';
+import { buildTestApp, type TestApp, type TestAppOptions } from './app.js';
 import { launchChromium } from './chromium.js';
 import { freePort } from './processes.js';
 
@@ -45,7 +45,13 @@ export interface PlaygroundSession extends TestApp {
  */
 export async function openPlayground(
   t: Test,
-  options: { viewport?: { width: number; height: number }; env?: Record<string, string>; testApp?: object } = {},
+  options: {
+    viewport?: { width: number; height: number };
+    env?: Record<string, string>;
+    testApp?: TestAppOptions;
+    /** Origins the page may reach besides the API's (an S3 bucket that presigned downloads redirect to). */
+    alsoAllowed?: string[];
+  } = {},
 ): Promise<PlaygroundSession> {
   const port = await freePort();
   const origin = `http://127.0.0.1:${port}`;
@@ -66,7 +72,8 @@ export async function openPlayground(
   page.on('pageerror', (error) => consoleErrors.push(String(error)));
   await page.route('**/*', (route) => {
     const url = route.request().url();
-    if (url.startsWith(origin) || url.startsWith('blob:') || url.startsWith('data:')) return route.continue();
+    const allowed = [origin, ...(options.alsoAllowed ?? []), 'blob:'];
+    if (allowed.some((prefix) => url.startsWith(prefix))) return route.continue();
     foreignRequests.push(url);
     return route.abort();
   });

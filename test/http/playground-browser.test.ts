@@ -1,9 +1,11 @@
 import { existsSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { MODEL_CATALOG } from '../../schemas/catalog.js';
+import { S3BlobStore } from '../../src/blobs/s3-blob-store.js';
 import { CHROMIUM } from '../helpers/chromium.js';
 import { encodedImage } from '../helpers/images.js';
 import { openPlayground, type PlaygroundSession } from '../helpers/playground.js';
+import { startTestS3, testS3Client } from '../helpers/s3.js';
 import { testWorker } from '../helpers/worker.js';
 
 const skip = !existsSync(CHROMIUM) && `no ${CHROMIUM}`;
@@ -268,5 +270,42 @@ t.test('on a phone-sized screen: nothing wider than the screen, every control la
   }
   t.ok(order.includes('model') && order.includes('prompt'), `Tab reaches the model and the prompt: ${order}`);
   await session.screenshot('playground-9-phone');
+  assertCleanPage(t, session);
+});
+
+t.test('with S3 presigned downloads the result is shown from the bucket, within the CSP', { skip }, async (t) => {
+  const s3 = await startTestS3(t);
+  const client = testS3Client(t, s3);
+  const session = await openPlayground(t, {
+    env: { ...s3.env, S3_PRESIGNED_DOWNLOADS: 'true' },
+    testApp: {
+      blobAdapter: {
+        kind: 's3',
+        open: async () => ({
+          blobs: new S3BlobStore({ client, bucket: s3.bucket }),
+          env: s3.env,
+          storedKeys: async () => [],
+        }),
+      },
+    },
+    alsoAllowed: [new URL(s3.endpoint).origin],
+  });
+  t.match(session.pageHeaders['content-security-policy'], new URL(s3.endpoint).origin, 'the bucket may serve images');
+  const { page } = session;
+  const { key } = await session.newAccount(1000);
+  await session.enterKey(key);
+  testWorker(t, session, { events: session.events }).start();
+  await generateFromForm(session, { model: 'beta-v5-pro', prompt: 'a bucket of paint', aspectRatio: '4:3' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  const [redirected] = await Promise.all([
+    page.waitForResponse((response) => response.url().startsWith(new URL(s3.endpoint).origin)),
+    page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor(),
+  ]);
+  t.equal(redirected.status(), 200, 'the image came from S3');
+  await page.waitForFunction(() => {
+    const image = document.querySelector('#result img.generated') as HTMLImageElement | null;
+    return image?.complete && image.naturalWidth === 1200 && image.naturalHeight === 896;
+  });
+  await session.screenshot('playground-10-s3-presigned');
   assertCleanPage(t, session);
 });
