@@ -12,7 +12,11 @@ t.test('GET /playground: the page, its script and styles, with the security head
   t.match(page.body, '<script type="module" src="/playground/playground.js">');
   t.equal(page.headers['x-frame-options'], 'DENY');
   t.match(page.headers['content-security-policy'], /^default-src 'self'; script-src 'self'; style-src 'self'; /);
-  t.notMatch(page.body, /<script>|<style|\sstyle=|\son[a-z]+=/, 'no inline script, style or handler for the CSP to refuse');
+  t.notMatch(
+    page.body,
+    /<script>|<style|\sstyle=|\son[a-z]+=/,
+    'no inline script, style or handler for the CSP to refuse',
+  );
   for (const [path, type] of [
     ['/playground/playground.js', /^text\/javascript/],
     ['/playground/playground.css', /^text\/css/],
