@@ -60,6 +60,9 @@ t.test('the page: its security headers, key entry kept in sessionStorage only, a
   await page.locator('body[data-ready=yes]').waitFor();
   t.pass('a reload in the same tab keeps the key');
   await session.screenshot('playground-1-key');
+  await page.getByRole('button', { name: 'Forget key' }).click();
+  t.equal(await page.evaluate(() => sessionStorage.length), 0, 'Forget key empties the storage');
+  t.ok(await page.locator('#workspace').isHidden(), 'and hides the form');
   assertCleanPage(t, session, [401]);
 });
 
@@ -261,6 +264,42 @@ t.test('on a phone-sized screen: nothing wider than the screen, every control la
       .map((control) => control.id || control.outerHTML),
   );
   t.same(unlabelled, [], 'every control has a label or a name');
+  // WCAG AA contrast of every piece of text against the background it is drawn on.
+  const contrast = await page.evaluate(() => {
+    const rgb = (color: string) => (color.match(/[\d.]+/g) ?? []).map(Number);
+    const luminance = ([r, g, b]: number[]) => {
+      const [R, G, B] = [r, g, b].map((v) => {
+        const c = v / 255;
+        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+    };
+    const background = (node: Element | null): number[] => {
+      for (let at = node; at; at = at.parentElement) {
+        const [r, g, b, a = 1] = rgb(getComputedStyle(at).backgroundColor);
+        if (a > 0) return [r, g, b];
+      }
+      return [255, 255, 255];
+    };
+    const failures: string[] = [];
+    let checked = 0;
+    for (const node of document.querySelectorAll('body *')) {
+      const element = node as HTMLElement;
+      const ownText = [...element.childNodes].some((c) => c.nodeType === Node.TEXT_NODE && c.textContent?.trim());
+      if (!ownText || element.offsetParent === null) continue;
+      checked++;
+      const style = getComputedStyle(element);
+      const [fg, bg] = [luminance(rgb(style.color)), luminance(background(element))];
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      const large =
+        Number.parseFloat(style.fontSize) >= 24 ||
+        (Number.parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) failures.push(`${element.tagName}#${element.id}: ${ratio.toFixed(2)}`);
+    }
+    return { failures, checked };
+  });
+  t.ok(contrast.checked > 30, `${contrast.checked} pieces of text checked`);
+  t.same(contrast.failures, [], 'text contrast at least 4.5:1 (3:1 for large text)');
   // The keyboard reaches the form: the key field, its buttons, then the model select.
   await page.locator('#api-key').focus();
   const order: string[] = [];
