@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { MODEL_CATALOG } from '../../schemas/catalog.js';
 import { S3BlobStore } from '../../src/blobs/s3-blob-store.js';
+import type { GeneratedImage, GenerationInput, ImageGenerator } from '../../src/generators/port.js';
+import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { CHROMIUM } from '../helpers/chromium.js';
 import { encodedImage } from '../helpers/images.js';
 import { openPlayground, type PlaygroundSession } from '../helpers/playground.js';
@@ -9,6 +11,25 @@ import { startTestS3, testS3Client } from '../helpers/s3.js';
 import { testWorker } from '../helpers/worker.js';
 
 const skip = !existsSync(CHROMIUM) && `no ${CHROMIUM}`;
+
+/** The local renderer, each generation held until the test releases one: status changes can be watched. */
+class HeldGenerator implements ImageGenerator {
+  readonly name = 'held';
+  private credits = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.credits++;
+  }
+
+  async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
+    if (this.credits > 0) this.credits--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    return new LocalRenderer().generate(input, signal);
+  }
+}
 
 /**
  * What every test ends with: nothing went wrong in the page and nothing left this origin. Chromium
@@ -74,7 +95,21 @@ t.test(
     const { page } = session;
     const { key } = await session.newAccount(1000);
     await session.enterKey(key);
-    testWorker(t, session, { events: session.events }).start();
+    const held = new HeldGenerator();
+    testWorker(t, session, { events: session.events, generator: held }).start();
+
+    await page.getByLabel('Prompt').fill('🦊🦊');
+    await page.locator('#price[data-state=bad]').waitFor();
+    t.match(
+      await page.locator('#prompt-count').textContent(),
+      /^2 \/ \d+ code points \(at least 3\)$/,
+      'code points, not UTF-16 units',
+    );
+    t.match(
+      await page.locator('#price').textContent(),
+      /once the prompt has 3 to/,
+      'no price for a prompt out of bounds',
+    );
 
     const choices = { 'alpha-pro': '16:9', 'beta-v5-pro': '3:4' } as Record<string, string>;
     for (const model of MODEL_CATALOG) {
@@ -104,6 +139,10 @@ t.test(
       await session.screenshot(`playground-2-form-${model.id}`);
 
       await page.getByRole('button', { name: 'Generate' }).click();
+      await page.locator('#task-events li', { hasText: 'IN_PROGRESS' }).waitFor();
+      t.equal(await page.locator('#result img').count(), 0, `${model.id}: no image while it runs`);
+      await session.screenshot(`playground-3-running-${model.id}`);
+      held.release();
       await page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor();
       await page.waitForFunction(() => {
         const image = document.querySelector('#result img.generated') as HTMLImageElement | null;
@@ -122,7 +161,7 @@ t.test(
       t.ok(Math.abs(shown.ratio - width / height) < 0.01, `${model.id}: shown at its aspect ratio`);
       const statuses = await page.locator('#task-events li').allTextContents();
       t.equal(statuses.at(-1), 'COMPLETED');
-      t.ok(statuses.includes('CREATED') || statuses.includes('IN_PROGRESS'), `${model.id}: states seen live`);
+      t.ok(statuses.includes('IN_PROGRESS'), `${model.id}: states seen live: ${statuses}`);
       t.match(await page.locator('#result figcaption').textContent(), `${width} × ${height} px`);
       t.ok(await page.getByRole('link', { name: 'Download' }).getAttribute('href'));
       await session.screenshot(`playground-3-result-${model.id}`);
