@@ -128,7 +128,8 @@ function onPromptInput(): void {
   const { min, max } = model.prompt_length;
   const output = $('prompt-count');
   output.textContent = `${count} / ${max} code points${count < min ? ` (at least ${min})` : ''}`;
-  output.classList.toggle('bad', count < min || count > max);
+  // Nothing typed yet is not an error; too short or too long is.
+  output.classList.toggle('bad', (count > 0 && count < min) || count > max);
   schedulePrice();
 }
 
@@ -151,7 +152,7 @@ async function showPrice(): Promise<void> {
   const count = codePoints($<HTMLTextAreaElement>('prompt').value);
   if (count < min || count > max) {
     output.textContent = `Price shown once the prompt has ${min} to ${max} code points`;
-    output.dataset.state = 'bad';
+    output.dataset.state = count === 0 ? 'empty' : 'bad';
     return;
   }
   try {
@@ -311,6 +312,10 @@ async function generate(event: SubmitEvent): Promise<void> {
   event.preventDefault();
   if (!client || running) return;
   showProblem(undefined);
+  // The previous task's states and image go at once, before the create is answered.
+  $('task-events').replaceChildren();
+  $('result').replaceChildren();
+  $('task-status').textContent = '';
   $<HTMLButtonElement>('generate').disabled = true;
   try {
     const task = unwrap(
