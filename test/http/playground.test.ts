@@ -11,6 +11,9 @@ t.test('GET /playground: the page, its script and styles, with the security head
   t.match(page.headers['content-type'], /^text\/html/);
   t.match(page.body, '<script type="module" src="/playground/playground.js">');
   t.equal(page.headers['x-frame-options'], 'DENY');
+  t.type(page.headers['content-security-policy'], 'string', "one policy: the page's replaces helmet's");
+  t.equal(page.headers['x-content-type-options'], 'nosniff');
+  t.equal(page.headers['referrer-policy'], 'no-referrer', 'signed URLs never leave in a Referer');
   t.match(page.headers['content-security-policy'], /^default-src 'self'; script-src 'self'; style-src 'self'; /);
   t.notMatch(
     page.body,

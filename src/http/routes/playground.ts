@@ -84,12 +84,11 @@ export async function playgroundRoutes(app: FastifyInstance, options: { config: 
     const file = files.get(name);
     if (!file)
       return reply.code(404).type('text/plain; charset=utf-8').send('The Playground is not built: npm run build');
-    // Security headers of these routes only: the API's own answers are JSON for any origin.
+    // helmet (app.ts) gives every answer nosniff, no-referrer and a CSP for /docs; the page
+    // replaces that CSP with its own (the result URLs' origins) and forbids every frame.
     return reply
       .header('content-security-policy', policy)
       .header('x-frame-options', 'DENY')
-      .header('x-content-type-options', 'nosniff')
-      .header('referrer-policy', 'no-referrer')
       .header('cache-control', 'no-cache')
       .type(file.type)
       .send(file.body);
