@@ -288,6 +288,7 @@ async function printDevelopmentKey(runtime: Runtime, config: Config): Promise<vo
       `    -d '{"model":"alpha-pro","prompt":"a lighthouse at dawn","parameters":{"aspect_ratio":"16:9"}}'`,
       '',
       `API docs: ${base}/docs`,
+      ...(config.PLAYGROUND ? [`Playground (paste the key there): ${base}/playground`] : []),
       '',
     ].join('\n'),
   );
@@ -306,6 +307,7 @@ function printAnotherKeyHint(config: Config): void {
       'To make another key, run the CLI on the same DATA_DIR:',
       `  DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`,
       `API docs: ${publicBaseUrl(config)}/docs`,
+      ...(config.PLAYGROUND ? [`Playground: ${publicBaseUrl(config)}/playground`] : []),
       '',
     ].join('\n'),
   );

@@ -148,6 +148,10 @@ export const ConfigSchema = Type.Object({
     description:
       'Task event streams open at once per API key (or, through signed URLs, per account) and process; more get 429.',
   }),
+  PLAYGROUND: Type.Boolean({
+    default: true,
+    description: 'Serve the Playground page at /playground (serve and api); false = no page.',
+  }),
   SSE_HEARTBEAT_MS: Int({
     minimum: 100,
     default: 15_000,

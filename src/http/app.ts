@@ -38,6 +38,7 @@ import sse from '@fastify/sse';
 import { healthRoutes } from './routes/health.js';
 import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
+import { playgroundRoutes } from './routes/playground.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { releaseImageCaches } from '../images/normalize-upload.js';
 import { parseJsonBody } from './json-body.js';
@@ -63,6 +64,8 @@ export interface AppDependencies {
   metricsRegistry?: Registry;
   /** Shared rate-limit counters; default: a connection to REDIS_URL when set, else process memory. */
   rateLimitRedis?: Redis | null;
+  /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
+  playgroundDir?: string;
 }
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -181,6 +184,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     app.log.warn({ err: error }, 'queue metrics unavailable'),
   );
   await registerOpenApi(app, { exposeUi: true });
+  if (deps.config.PLAYGROUND) await app.register(playgroundRoutes, { config: deps.config, dir: deps.playgroundDir });
 
   const signer = new HmacMediaUrlSigner(
     deps.mediaSigningSecret,

@@ -62,6 +62,8 @@ export interface TestAppOptions {
   blobAdapter?: BlobAdapterUnderTest;
   /** Check every injected answer against openapi.yaml (response-validation.ts); default true. */
   validateResponses?: boolean;
+  /** The built Playground to serve (scripts/build-playground.ts). */
+  playgroundDir?: string;
 }
 
 export async function buildTestApp(
