@@ -59,11 +59,6 @@ function clip(text: string): string {
   return text.length <= PROBLEM_TEXT_MAX_LENGTH ? text : `${text.slice(0, PROBLEM_TEXT_MAX_LENGTH - 1)}…`;
 }
 
-/** The error codes a status can carry, for the OpenAPI description of each problem response. */
-export function codesForStatus(status: number): ErrorCode[] {
-  return (Object.keys(PROBLEM_BY_CODE) as ErrorCode[]).filter((c) => PROBLEM_BY_CODE[c].status === status);
-}
-
 /** One segment of a JSON Pointer (RFC 6901): "~" and "/" in a key are written "~0" and "~1". */
 export function escapePointer(segment: string): string {
   return segment.replace(/~/g, '~0').replace(/\//g, '~1');
