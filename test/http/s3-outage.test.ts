@@ -1,11 +1,9 @@
 import t from 'tap';
-import { createS3Client, S3BlobStore } from '../../src/blobs/s3-blob-store.js';
 import { buildTestApp } from '../helpers/app.js';
 import type { BlobAdapterUnderTest } from '../helpers/blobs.js';
-import { startCuttingProxy } from '../helpers/cutting-proxy.js';
 import { noisyImage } from '../helpers/images.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
-import { S3RVER_CREDENTIALS, startTestS3 } from '../helpers/s3.js';
+import { s3BehindCuttingProxy } from '../helpers/s3.js';
 
 /**
  * The S3 store away (s3rver behind a loopback proxy that resets and refuses its connections)
@@ -15,20 +13,10 @@ import { S3RVER_CREDENTIALS, startTestS3 } from '../helpers/s3.js';
  */
 
 t.test('S3 away: uploads 503 with Retry-After, /readyz blobs failing; back: uploads 201', async (t) => {
-  const s3 = await startTestS3(t);
-  const proxy = await startCuttingProxy(t, { host: '127.0.0.1', port: Number(new URL(s3.endpoint).port) });
+  const { proxy, blobs } = await s3BehindCuttingProxy(t);
   const s3BehindProxy: BlobAdapterUnderTest = {
     kind: 's3',
-    async open(t) {
-      const client = createS3Client({
-        region: 'us-east-1',
-        endpoint: `http://${proxy.address}`,
-        forcePathStyle: true,
-        credentials: { ...S3RVER_CREDENTIALS },
-      });
-      t.teardown(() => client.destroy());
-      return { blobs: new S3BlobStore({ client, bucket: s3.bucket }), env: {}, storedKeys: async () => [] };
-    },
+    open: async () => ({ blobs, env: {}, storedKeys: async () => [] }),
   };
   const { app, newAccount } = await buildTestApp(t, {}, { blobAdapter: s3BehindProxy });
   const { auth } = await newAccount(100);

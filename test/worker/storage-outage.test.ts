@@ -1,9 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import t, { type Test } from 'tap';
-import { S3BlobStore, createS3Client } from '../../src/blobs/s3-blob-store.js';
-import { type CuttingProxy, startCuttingProxy } from '../helpers/cutting-proxy.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { S3RVER_CREDENTIALS, startTestS3 } from '../helpers/s3.js';
+import { s3BehindCuttingProxy } from '../helpers/s3.js';
 import { testStoreAdapter } from '../helpers/store.js';
 import { ScriptedGenerator, insertTask, newAccountWithTokens, testWorker } from '../helpers/worker.js';
 
@@ -14,19 +12,7 @@ import { ScriptedGenerator, insertTask, newAccountWithTokens, testWorker } from 
  */
 
 async function runtimeWithS3BehindProxy(t: Test) {
-  const s3 = await startTestS3(t);
-  const proxy: CuttingProxy = await startCuttingProxy(t, {
-    host: '127.0.0.1',
-    port: Number(new URL(s3.endpoint).port),
-  });
-  const client = createS3Client({
-    region: 'us-east-1',
-    endpoint: `http://${proxy.address}`,
-    forcePathStyle: true,
-    credentials: { ...S3RVER_CREDENTIALS },
-  });
-  t.teardown(() => client.destroy());
-  const blobs = new S3BlobStore({ client, bucket: s3.bucket });
+  const { proxy, blobs } = await s3BehindCuttingProxy(t);
   const { store } = await testStoreAdapter().open(t);
   return { store, blobs, proxy };
 }
