@@ -44,11 +44,12 @@ export function StringEnum<T extends string>(values: readonly T[], options: Reco
 }
 
 /**
- * Text every store can keep as sent: with Ajv's unicode regular expressions this matches only
- * strings without lone surrogates (not text: no UTF-8 form) and without U+0000 (which PostgreSQL's
- * text type cannot hold, and which means nothing to a model).
+ * Text every store can keep as sent, with at least one character that is not whitespace: with
+ * Ajv's unicode regular expressions this matches only strings without lone surrogates (not text:
+ * no UTF-8 form) and without U+0000 (which PostgreSQL's text type cannot hold, and which means
+ * nothing to a model). Linear: each star stops at the one character class between them.
  */
-export const STORABLE_TEXT_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*$';
+export const NON_BLANK_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*[^\\s\\u0000\\uD800-\\uDFFF][^\\u0000\\uD800-\\uDFFF]*$';
 
 export const WebhookUrl = Type.String({
   minLength: 1,
@@ -68,9 +69,10 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
       prompt: Type.String({
         minLength: entry.promptLength.min,
         maxLength: entry.promptLength.max,
-        // JSON can carry a lone UTF-16 surrogate or a U+0000, which no store can keep as sent.
-        pattern: STORABLE_TEXT_PATTERN,
-        description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points.`,
+        // JSON can carry a lone UTF-16 surrogate or a U+0000, which no store can keep as sent; a
+        // prompt of whitespace alone asks for nothing and is not charged.
+        pattern: NON_BLANK_PATTERN,
+        description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points, not whitespace alone.`,
       }),
       image_reference: Type.Optional(
         Type.Array(UuidInput('A media_id returned by POST /api/v1/media (either case).'), {

@@ -246,6 +246,8 @@ export const ERROR_CODES = [
   'headers_too_large',
   'range_not_satisfiable',
   'too_many_streams',
+  'retry_in_progress',
+  'retry_budget_exhausted',
   'resolution_unavailable',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];

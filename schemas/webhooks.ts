@@ -10,8 +10,8 @@ export const WEBHOOK_EVENT_TYPES = [
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const WEBHOOK_DELIVERY_STATUSES = ['pending', 'delivered', 'failed'] as const;
-/** Attempts a delivery can have: the published schedule's ten plus replays. */
-const MAX_LISTED_ATTEMPTS = 1000;
+/** Attempts listed (and kept) per delivery: the most recent ones; older ones are only counted. */
+export const MAX_LISTED_ATTEMPTS = 1000;
 
 const WebhookSigningSecret = (description: string) =>
   Type.String({ maxLength: 100, pattern: '^whsec_[A-Za-z0-9+/=]+$', description });
@@ -45,7 +45,11 @@ export const WebhookDelivery = Type.Object(
     event_type: StringEnum(WEBHOOK_EVENT_TYPES),
     url: UrlString(WEBHOOK_URL_MAX_LENGTH),
     status: StringEnum(WEBHOOK_DELIVERY_STATUSES),
-    attempts: Type.Array(Type.Ref(WebhookAttempt), { maxItems: MAX_LISTED_ATTEMPTS }),
+    attempts: Type.Array(Type.Ref(WebhookAttempt), {
+      maxItems: MAX_LISTED_ATTEMPTS,
+      description: 'The most recent attempts, oldest first; older ones are counted in attempt_count.',
+    }),
+    attempt_count: Int32({ description: 'Every attempt made, including those no longer listed.' }),
     next_attempt_at: Nullable(Timestamp),
     created_at: Timestamp,
   },

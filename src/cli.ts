@@ -240,7 +240,7 @@ function backendsInUse(config: Config): string[] {
  */
 async function listenForMetrics(config: Config, registry: Registry, log: pino.Logger): Promise<FastifyInstance | null> {
   if (config.WORKER_METRICS_PORT === 0) return null;
-  const app = buildWorkerMetricsApp(registry);
+  const app = buildWorkerMetricsApp(registry, config.METRICS_TOKEN);
   try {
     await app.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
     log.info({ port: config.WORKER_METRICS_PORT, host: config.HOST }, 'worker metrics listening');
@@ -288,6 +288,7 @@ async function printDevelopmentKey(runtime: Runtime, config: Config): Promise<vo
       `    -d '{"model":"alpha-pro","prompt":"a lighthouse at dawn","parameters":{"aspect_ratio":"16:9"}}'`,
       '',
       `API docs: ${base}/docs`,
+      ...(config.PLAYGROUND ? [`Playground (paste the key there): ${base}/playground`] : []),
       '',
     ].join('\n'),
   );
@@ -306,6 +307,7 @@ function printAnotherKeyHint(config: Config): void {
       'To make another key, run the CLI on the same DATA_DIR:',
       `  DATA_DIR=${dataDir} npm run cli -- keys create --name NAME --tokens 1000`,
       `API docs: ${publicBaseUrl(config)}/docs`,
+      ...(config.PLAYGROUND ? [`Playground: ${publicBaseUrl(config)}/playground`] : []),
       '',
     ].join('\n'),
   );

@@ -148,6 +148,10 @@ export const ConfigSchema = Type.Object({
     description:
       'Task event streams open at once per API key (or, through signed URLs, per account) and process; more get 429.',
   }),
+  PLAYGROUND: Type.Boolean({
+    default: true,
+    description: 'Serve the Playground page at /playground (serve and api); false = no page.',
+  }),
   SSE_HEARTBEAT_MS: Int({
     minimum: 100,
     default: 15_000,
@@ -219,6 +223,27 @@ export const ConfigSchema = Type.Object({
     description: 'How often expired media and idempotency keys are swept.',
   }),
   WEBHOOK_ALLOW_PRIVATE: Bool('Allow http and loopback/private webhook targets (tests, local development).'),
+  WEBHOOK_MANUAL_RETRIES_PER_HOUR: Int({
+    minimum: 1,
+    default: 10,
+    description: 'Manual replays (POST …/retry) of one webhook delivery per hour.',
+  }),
+  WEBHOOK_MANUAL_RETRIES_PER_ACCOUNT_PER_HOUR: Int({
+    minimum: 1,
+    default: 100,
+    description: "Manual replays of all of one account's webhook deliveries per hour.",
+  }),
+  WEBHOOK_ALLOWED_PORTS: Type.String({
+    default: '80,443,1024-65535',
+    pattern: '^\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?(\\s*,\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?)*\\s*$',
+    description: 'Ports a webhook_url may name: comma-separated ports and low-high ranges.',
+  }),
+  METRICS_TOKEN: Type.Optional(
+    Type.String({
+      minLength: 16,
+      description: '/metrics answers only Authorization: Bearer <this>; unset, loopback clients only.',
+    }),
+  ),
   TASK_LEASE_MS: Int({
     minimum: 100,
     default: 30_000,

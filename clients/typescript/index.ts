@@ -48,7 +48,8 @@ export class ImageGenApiError extends Error {
   }
 }
 
-function unwrap<T>(result: { data?: T; error?: unknown; response: Response }): T {
+/** An openapi-fetch result's data, or an ImageGenApiError carrying the problem. */
+export function unwrap<T>(result: { data?: T; error?: unknown; response: Response }): T {
   if (result.data !== undefined) return result.data;
   throw new ImageGenApiError(result.response.status, result.error as Problem);
 }

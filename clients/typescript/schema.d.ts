@@ -363,7 +363,7 @@ export interface paths {
         put?: never;
         /**
          * Send a delivery again now (same webhook-id)
-         * @description Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.
+         * @description Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats. One replay at a time per delivery (429 `retry_in_progress` while one is queued or being sent), within a budget per delivery and per account per hour (429 `retry_budget_exhausted` with `Retry-After`).
          */
         post: operations["retryWebhookDelivery"];
         delete?: never;
@@ -447,7 +447,7 @@ export interface components {
              * @enum {string}
              */
             model: "alpha-pro";
-            /** @description Text prompt, 3 to 10000 Unicode code points. */
+            /** @description Text prompt, 3 to 10000 Unicode code points, not whitespace alone. */
             prompt: string;
             /** @description Image-to-image references, 1 to 8. Omit for text-to-image. */
             image_reference?: string[];
@@ -478,7 +478,7 @@ export interface components {
              * @enum {string}
              */
             model: "beta-v5-pro";
-            /** @description Text prompt, 3 to 5000 Unicode code points. */
+            /** @description Text prompt, 3 to 5000 Unicode code points, not whitespace alone. */
             prompt: string;
             /** @description Image-to-image references, 1 to 10. Omit for text-to-image. */
             image_reference?: string[];
@@ -995,7 +995,7 @@ export interface components {
              * @description Stable machine-readable error code.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "resolution_unavailable";
+            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "retry_in_progress" | "retry_budget_exhausted" | "resolution_unavailable";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
             /** @description The field errors; the first one found is reported. */
@@ -1046,7 +1046,13 @@ export interface components {
             url: string;
             /** @enum {string} */
             status: "pending" | "delivered" | "failed";
+            /** @description The most recent attempts, oldest first; older ones are counted in attempt_count. */
             attempts: components["schemas"]["WebhookAttempt"][];
+            /**
+             * Format: int32
+             * @description Every attempt made, including those no longer listed.
+             */
+            attempt_count: number;
             /** Format: date-time */
             next_attempt_at: string | null;
             /** Format: date-time */
@@ -4180,7 +4186,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: `rate_limited` */
+            /** @description Problem: `rate_limited`, `retry_in_progress`, `retry_budget_exhausted` */
             429: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */

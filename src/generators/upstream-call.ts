@@ -30,11 +30,6 @@ export class UpstreamCalls {
       }
     }, signal);
   }
-
-  /** Calls running plus calls waiting for a slot. */
-  get pending(): number {
-    return this.limit.pending;
-  }
 }
 
 export function generationError(failure: UpstreamFailure, details: GenerationErrorDetails = {}): GenerationError {

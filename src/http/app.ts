@@ -7,6 +7,7 @@ import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blobs/port.js';
 import cors from '@fastify/cors';
+import helmet from '@fastify/helmet';
 import { GENERATION_REQUEST_SCHEMAS } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
@@ -19,13 +20,14 @@ import { openBlobStore } from '../runtime.js';
 import { TaskEvents } from '../services/task-events.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
-import type { LookupAll } from '../webhooks/ssrf-guard.js';
+import { parsePortRanges, type LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerMetrics } from './plugins/metrics.js';
+import { metricsAccess } from './metrics-access.js';
 import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
@@ -37,6 +39,7 @@ import sse from '@fastify/sse';
 import { healthRoutes } from './routes/health.js';
 import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
+import { playgroundRoutes } from './routes/playground.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { releaseImageCaches } from '../images/normalize-upload.js';
 import { parseJsonBody } from './json-body.js';
@@ -62,6 +65,8 @@ export interface AppDependencies {
   metricsRegistry?: Registry;
   /** Shared rate-limit counters; default: a connection to REDIS_URL when set, else process memory. */
   rateLimitRedis?: Redis | null;
+  /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
+  playgroundDir?: string;
 }
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -157,7 +162,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // text body must be refused with 415 rather than reach the schema as a string.
   app.removeContentTypeParser('text/plain');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, parseJsonBody);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   // A write that found the disk full makes /readyz fail for a while (DiskSpace).
@@ -168,11 +173,19 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     now,
   });
   registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });
-  const metricsRegistry = registerMetrics(app, deps.metricsRegistry);
+  // Security headers on every answer (DESIGN 3.8): nosniff everywhere, and a CSP that keeps /docs
+  // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
+  await app.register(helmet, {
+    contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
+    crossOriginResourcePolicy: { policy: 'cross-origin' },
+    strictTransportSecurity: false,
+  });
+  const metricsRegistry = registerMetrics(app, deps.metricsRegistry, metricsAccess(deps.config.METRICS_TOKEN));
   registerQueueMetrics(metricsRegistry, deps.store, (error) =>
     app.log.warn({ err: error }, 'queue metrics unavailable'),
   );
   await registerOpenApi(app, { exposeUi: true });
+  if (deps.config.PLAYGROUND) await app.register(playgroundRoutes, { config: deps.config, dir: deps.playgroundDir });
 
   const signer = new HmacMediaUrlSigner(
     deps.mediaSigningSecret,
@@ -185,7 +198,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     now,
     maxActiveTasks: deps.config.MAX_ACTIVE_TASKS,
     crossProcessPollMs: deps.config.LONG_POLL_FALLBACK_MS,
-    webhookPolicy: { allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
+    webhookPolicy: {
+      allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE,
+      lookup: deps.webhookLookup,
+      allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
+    },
     resolutionCheck: upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE),
     backendUnavailableFor: backendCircuit(deps.config, deps.store),
   });
@@ -238,6 +255,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   await app.register(
     async (api) => {
+      // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
+      api.addHook('onRequest', (_request, reply, done) => {
+        reply.header('cache-control', 'no-store');
+        done();
+      });
       // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
       // run after it, since they need the caller; idempotency (a preHandler) runs only for
       // requests that passed both.
@@ -286,7 +308,16 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         }),
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });
-      await api.register(webhookRoutes, { store: deps.store, now, onDeliveryQueued: deps.onWebhookQueued });
+      await api.register(webhookRoutes, {
+        store: deps.store,
+        now,
+        onDeliveryQueued: deps.onWebhookQueued,
+        replayBudget: {
+          perDelivery: config.WEBHOOK_MANUAL_RETRIES_PER_HOUR,
+          perAccount: config.WEBHOOK_MANUAL_RETRIES_PER_ACCOUNT_PER_HOUR,
+          windowMs: 3600_000,
+        },
+      });
     },
     { prefix: '/api/v1' },
   );

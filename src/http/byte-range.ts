@@ -5,7 +5,9 @@ import type { ByteRange } from '../blobs/port.js';
  * The part of a representation of sizeBytes to send for a Range header (RFC 9110 14): one byte
  * range, 'unsatisfiable' (416), or null for the whole of it: no Range, an If-Range that is not our
  * current ETag (we give no Last-Modified, so a date never matches), another unit, several ranges
- * (served whole rather than as multipart/byteranges) or a malformed header, which is ignored.
+ * that do not merge into one (served whole rather than as multipart/byteranges; ranges that
+ * overlap or touch are one range) or a malformed header, which is ignored. A suffix range longer
+ * than the representation is all of it (RFC 9110 14.1.3), not unsatisfiable.
  */
 export function requestedByteRange(
   range: string | undefined,

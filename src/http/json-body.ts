@@ -11,16 +11,25 @@ import { escapePointer } from './problem.js';
  */
 export function parseJsonBody(
   _request: FastifyRequest,
-  body: string,
+  bytes: Buffer,
   done: (error: Error | null, value?: unknown) => void,
 ): void {
-  if (body.length === 0) {
+  if (bytes.length === 0) {
     done(
       new DomainError(
         'invalid_json',
         'The body is empty, but its Content-Type says JSON: send a JSON body, or no Content-Type.',
       ),
     );
+    return;
+  }
+  let body: string;
+  try {
+    // JSON is UTF-8 (RFC 8259 8.1): bytes that are not are refused, not replaced with U+FFFD and
+    // stored (or charged for) as something the client never sent.
+    body = STRICT_UTF8.decode(bytes);
+  } catch {
+    done(new DomainError('invalid_json', 'The body is not valid UTF-8; JSON must be.'));
     return;
   }
   let value: unknown;
@@ -43,6 +52,8 @@ export function parseJsonBody(
   }
   done(null, value);
 }
+
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /**
  * The JSON Pointer of the first key secure-json-parse refuses, in a value parsed without it. Walked

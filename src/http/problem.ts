@@ -20,6 +20,8 @@ export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string 
   rate_limited: { status: 429, title: 'Rate limited' },
   too_many_active_tasks: { status: 429, title: 'Too many active tasks' },
   too_many_streams: { status: 429, title: 'Too many open event streams' },
+  retry_in_progress: { status: 429, title: 'Replay in progress' },
+  retry_budget_exhausted: { status: 429, title: 'Replay budget exhausted' },
   method_not_allowed: { status: 405, title: 'Method not allowed' },
   request_timeout: { status: 408, title: 'Request timeout' },
   headers_too_large: { status: 431, title: 'Request header fields too large' },
@@ -56,11 +58,6 @@ export function problemBody(
  */
 function clip(text: string): string {
   return text.length <= PROBLEM_TEXT_MAX_LENGTH ? text : `${text.slice(0, PROBLEM_TEXT_MAX_LENGTH - 1)}…`;
-}
-
-/** The error codes a status can carry, for the OpenAPI description of each problem response. */
-export function codesForStatus(status: number): ErrorCode[] {
-  return (Object.keys(PROBLEM_BY_CODE) as ErrorCode[]).filter((c) => PROBLEM_BY_CODE[c].status === status);
 }
 
 /** One segment of a JSON Pointer (RFC 6901): "~" and "/" in a key are written "~0" and "~1". */

@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv'
 import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
 import type { FieldError } from '../core/errors.js';
+import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
 import { escapePointer } from './problem.js';
 
 /**
@@ -142,7 +143,7 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
     case 'exclusiveMinimum':
     case 'exclusiveMaximum':
       code = 'out_of_range';
-      detail = `Must be ${error.message}.`;
+      detail = `Must be ${COMPARISON_WORDS[String(params.comparison)] ?? String(params.comparison)} ${params.limit}.`;
       break;
     case 'finite':
       code = 'out_of_range';
@@ -155,11 +156,32 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
     case 'pattern':
     case 'format':
       code = 'invalid_format';
-      detail = error.keyword === 'format' ? `Must be a valid ${params.format}.` : 'Does not have the expected format.';
+      detail =
+        error.keyword === 'format'
+          ? `Must be a valid ${params.format}.`
+          : (PATTERN_DETAILS[String(params.pattern)] ?? 'Does not have the expected format.');
       break;
     default:
       code = 'invalid';
-      detail = error.message ?? 'Invalid value.';
+      detail = error.message ? sentence(error.message) : 'Invalid value.';
   }
   return { pointer, location, code, detail };
+}
+
+/** What a pattern of the contract asks for, where its text alone does not say it. */
+const PATTERN_DETAILS: Record<string, string> = {
+  [NON_BLANK_PATTERN]: 'Must contain a character other than whitespace, and no U+0000 or lone surrogate.',
+};
+
+const COMPARISON_WORDS: Record<string, string> = {
+  '<=': 'at most',
+  '>=': 'at least',
+  '<': 'less than',
+  '>': 'more than',
+};
+
+/** Ajv's message ("must be …") as a sentence: a capital first, a full stop last. */
+function sentence(message: string): string {
+  const text = message.charAt(0).toUpperCase() + message.slice(1);
+  return /[.!?]$/.test(text) ? text : `${text}.`;
 }

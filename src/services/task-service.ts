@@ -68,8 +68,14 @@ export class TaskService {
    */
   async prepare(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
     const now = this.options.now();
-    if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
-    const task = createTask(request, { accountId, now, newId: () => newIdAt(now) });
+    // The URL is stored (and later sent to) as read: its normalised href.
+    const webhookUrl =
+      request.webhook_url === undefined ? undefined : await this.assertWebhookUrlAllowed(request.webhook_url);
+    const task = createTask(webhookUrl === undefined ? request : { ...request, webhook_url: webhookUrl }, {
+      accountId,
+      now,
+      newId: () => newIdAt(now),
+    });
     this.assertResolutionServed(request.model, task);
     await this.assertBackendAvailable(request.model, now);
     return task;
@@ -209,9 +215,10 @@ export class TaskService {
     ]);
   }
 
-  private async assertWebhookUrlAllowed(url: string): Promise<void> {
+  /** The URL's normalised href, or the 400 (pointer /webhook_url) that refuses it. */
+  private async assertWebhookUrlAllowed(url: string): Promise<string> {
     try {
-      await assertWebhookUrlAllowed(url, this.options.webhookPolicy);
+      return (await assertWebhookUrlAllowed(url, this.options.webhookPolicy)).href;
     } catch (error) {
       if (!(error instanceof WebhookUrlRejectedError)) throw error;
       throw new DomainError('invalid_request', error.message, [

@@ -1,3 +1,4 @@
+import type { WebhookReplayBudget } from '../core/webhook-replay-budget.js';
 import type { WebhookEventType } from '../../schemas/webhooks.js';
 import type { BackendLimitSettings, BackendLimitState, UpstreamOutcome } from '../core/backend-capacity.js';
 import type { TaskRecord, TaskStatus } from '../core/task.js';
@@ -364,6 +365,7 @@ export interface WebhookAttempt {
 }
 
 export interface WebhookDeliveryWithAttempts extends WebhookDelivery {
+  /** The most recent attempts, oldest first, at most WEBHOOK_ATTEMPTS_KEPT; `attempts` counts them all. */
   attemptLog: WebhookAttempt[];
 }
 
@@ -399,8 +401,17 @@ export interface WebhookStore {
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
   ): Promise<Page<WebhookDeliveryWithAttempts>>;
-  /** Makes a delivery due now again, whatever its status; DomainError not_found for another account's. */
-  replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts>;
+  /**
+   * Makes a delivery due now again, whatever its status, within the replay budget
+   * (assertReplayAllowed decides, in the same transaction that records the replay);
+   * DomainError not_found for another account's.
+   */
+  replayWebhookDelivery(
+    accountId: string,
+    deliveryId: string,
+    now: Date,
+    budget: WebhookReplayBudget,
+  ): Promise<WebhookDeliveryWithAttempts>;
 }
 
 export interface Store

@@ -1,5 +1,6 @@
 import { promises as dns } from 'node:dns';
 import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
 import ipaddr from 'ipaddr.js';
 
 export type LookupAll = (hostname: string) => Promise<{ address: string; family: 4 | 6 }[]>;
@@ -8,13 +9,40 @@ export interface WebhookUrlPolicy {
   /** Allows http and private/loopback targets (tests, local development). */
   allowPrivate: boolean;
   lookup?: LookupAll;
+  /** Ports a webhook may be sent to (WEBHOOK_ALLOWED_PORTS); default DEFAULT_WEBHOOK_PORTS. */
+  allowedPorts?: PortRanges;
 }
+
+/** Inclusive port ranges. */
+export type PortRanges = readonly (readonly [number, number])[];
+
+/** Ports 80 and 443, and none of the well-known ports of other services (ssh, smtp, databases…). */
+export const DEFAULT_WEBHOOK_PORTS = '80,443,1024-65535';
+
+/** "80,443,1024-65535" as ranges; throws on anything else (a port is 1 to 65535). */
+export function parsePortRanges(spec: string): PortRanges {
+  return spec.split(',').map((part) => {
+    const match = /^\s*(\d{1,5})(?:\s*-\s*(\d{1,5}))?\s*$/.exec(part);
+    const from = Number(match?.[1]);
+    const to = match?.[2] === undefined ? from : Number(match[2]);
+    if (!match || from < 1 || to > 65535 || from > to)
+      throw new RangeError(
+        `WEBHOOK_ALLOWED_PORTS: ${JSON.stringify(part.trim())} is not a port (1-65535) or a range of ports (low-high)`,
+      );
+    return [from, to] as const;
+  });
+}
+
+const DEFAULT_PORT_RANGES = parsePortRanges(DEFAULT_WEBHOOK_PORTS);
 
 export type WebhookUrlRejectionReason =
   | 'invalid_url'
   | 'too_long'
   | 'scheme'
   | 'userinfo'
+  | 'forbidden_character'
+  | 'non_canonical'
+  | 'port'
   | 'empty_host'
   | 'reserved_name'
   | 'non_public_address'
@@ -58,10 +86,23 @@ export function isPublicAddress(address: string): boolean {
   return parsed.kind() === 'ipv4' || parsed.match(IPV6_GLOBAL_UNICAST);
 }
 
-/** Throws WebhookUrlRejectedError; used at task create (the HTTP layer maps it to 400 with pointer /webhook_url). */
-export async function assertWebhookUrlAllowed(rawUrl: string, policy: WebhookUrlPolicy): Promise<URL> {
+/**
+ * The one reading of a webhook URL (DESIGN 3.6): WHATWG `URL`, and only what it reads as written.
+ * Whitespace, control characters and backslashes (which WHATWG drops or turns into slashes while
+ * other parsers do not), userinfo, a missing "//", and a host or port WHATWG had to rewrite
+ * (`https:8.8.8.8`, `https:///x`, `127.1`, `0x7f.1`, `%6c…`, `:0443`) are refused, so that the
+ * host checked is the one every reader of the stored `href` connects to. Throws
+ * WebhookUrlRejectedError.
+ */
+export function parseWebhookUrl(rawUrl: string, policy: WebhookUrlPolicy): URL {
   if (rawUrl.length > MAX_WEBHOOK_URL_LENGTH) {
     throw new WebhookUrlRejectedError('too_long', `webhook_url must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`);
+  }
+  if (/[\s\p{Cc}\\]/u.test(rawUrl)) {
+    throw new WebhookUrlRejectedError(
+      'forbidden_character',
+      'webhook_url must not contain whitespace, control characters or backslashes',
+    );
   }
   let url: URL;
   try {
@@ -76,9 +117,46 @@ export async function assertWebhookUrlAllowed(rawUrl: string, policy: WebhookUrl
       `webhook_url must use ${policy.allowPrivate ? 'http or https' : 'https'}`,
     );
   }
-  if (url.username !== '' || url.password !== '') {
+  if (url.username !== '' || url.password !== '' || rawUrl.slice(0, rawUrl.search(/[/?#]|$/)).includes('@')) {
     throw new WebhookUrlRejectedError('userinfo', 'webhook_url must not contain credentials');
   }
+  if (url.hostname === '') {
+    throw new WebhookUrlRejectedError('empty_host', 'webhook_url must have a host');
+  }
+  const written = writtenAuthority(rawUrl, url.protocol);
+  const writtenHost = written?.host.toLowerCase();
+  const sameHost =
+    writtenHost !== undefined &&
+    (writtenHost === url.hostname || (/\P{ASCII}/u.test(writtenHost) && domainToASCII(writtenHost) === url.hostname));
+  if (!written || !sameHost || (written.port !== null && !/^(0|[1-9]\d*)$/.test(written.port))) {
+    throw new WebhookUrlRejectedError(
+      'non_canonical',
+      `webhook_url must be written as ${url.protocol}//host[:port]/path, its host as it is (here: ${url.host})`,
+    );
+  }
+  const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
+  if (!(policy.allowedPorts ?? DEFAULT_PORT_RANGES).some(([from, to]) => port >= from && port <= to)) {
+    throw new WebhookUrlRejectedError('port', `webhook_url must not use port ${port}`);
+  }
+  return url;
+}
+
+/** The host and port as written after "scheme://", or null when the URL does not start so. */
+function writtenAuthority(rawUrl: string, protocol: string): { host: string; port: string | null } | null {
+  if (rawUrl.slice(0, protocol.length + 2).toLowerCase() !== `${protocol}//`) return null;
+  const rest = rawUrl.slice(protocol.length + 2);
+  const authority = rest.slice(0, rest.search(/[/?#]|$/));
+  const match = /^(\[[^\]]*\]|[^:]*)(?::(.*))?$/.exec(authority);
+  return match ? { host: match[1], port: match[2] ?? null } : null;
+}
+
+/**
+ * Reads the URL (parseWebhookUrl) and refuses a host that is not public (unless the policy allows
+ * private targets). Throws WebhookUrlRejectedError; used at task create (the HTTP layer maps it to
+ * 400 with pointer /webhook_url). The returned URL's `href` is what is stored and sent.
+ */
+export async function assertWebhookUrlAllowed(rawUrl: string, policy: WebhookUrlPolicy): Promise<URL> {
+  const url = parseWebhookUrl(rawUrl, policy);
   // WHATWG parsing has already normalised decimal/octal/hex IPv4 forms and percent-encoding.
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
   if (host === '') {

@@ -60,8 +60,9 @@ for (const [api, adapter] of Object.entries(adapters)) {
       t.match(error, { code: 'upstream_rate_limited', transient: true, retryAfterMs: 3000 }, 'read as a rate limit');
       const held = (outcome: string) =>
         provider.calls.filter((c) => c.outcome === outcome).map((c) => c.answeredAt! - c.receivedAt);
+      // Date.now() is read in whole milliseconds on either side of a 300 ms timer: 299 is 300.
       t.ok(
-        held('ok').every((ms) => ms >= 300),
+        held('ok').every((ms) => ms >= 299),
         `the served calls were answered after the latency (${held('ok')} ms)`,
       );
       t.ok(

@@ -1,5 +1,6 @@
 import type { Test } from 'tap';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import { contractValidator } from './response-validation.js';
 import type { BlobStore } from '../../src/blobs/port.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
@@ -28,6 +29,26 @@ export interface TestApp {
   newAccount(tokens?: number): Promise<{ accountId: string; key: string; auth: { authorization: string } }>;
 }
 
+/** Wraps app.inject so that an answer that breaks openapi.yaml rejects with what it breaks. */
+function checkResponsesAgainstContract(app: FastifyInstance): void {
+  const inject = app.inject.bind(app) as (options: InjectOptions) => Promise<LightMyRequestResponse>;
+  const validator = contractValidator();
+  app.inject = ((options: InjectOptions | string) => {
+    const request = typeof options === 'string' ? { url: options } : options;
+    return inject(request).then((response) => {
+      const broken = validator.check(
+        request.method ?? 'GET',
+        String(request.url ?? request.path ?? ''),
+        response.statusCode,
+        response.headers['content-type'] as string | undefined,
+        response.body,
+      );
+      if (broken) throw new Error(`response breaks openapi.yaml: ${broken}`);
+      return response;
+    });
+  }) as FastifyInstance['inject'];
+}
+
 export const TEST_MEDIA_SIGNING_SECRET = 'test-signing-secret-0123456789abcdef';
 
 /** One app on its own temp data dir (blobs under it too), closed when the test ends. */
@@ -39,6 +60,10 @@ export interface TestAppOptions {
   storeAdapter?: StoreAdapterUnderTest;
   /** The blob adapter; by default the one TEST_BLOBS names (fs). */
   blobAdapter?: BlobAdapterUnderTest;
+  /** Check every injected answer against openapi.yaml (response-validation.ts); default true. */
+  validateResponses?: boolean;
+  /** The built Playground to serve (scripts/build-playground.ts). */
+  playgroundDir?: string;
 }
 
 export async function buildTestApp(
@@ -48,7 +73,12 @@ export async function buildTestApp(
 ): Promise<TestApp> {
   const dataDir = t.testdir({});
   const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', WORKER_CONCURRENCY: '0', ...env });
-  const { storeAdapter = testStoreAdapter(), blobAdapter = testBlobAdapter(), ...appOptions } = options;
+  const {
+    storeAdapter = testStoreAdapter(),
+    blobAdapter = testBlobAdapter(),
+    validateResponses = true,
+    ...appOptions
+  } = options;
   // The store's teardown, registered first, runs after the app's: tap runs teardowns last in, first out.
   const { store, env: storeEnv, reopen: reopenStore } = await storeAdapter.open(t, { dataDir });
   const { blobs, env: blobEnv, storedKeys: storedBlobKeys } = await blobAdapter.open(t, dataDir);
@@ -61,6 +91,7 @@ export async function buildTestApp(
     ...appOptions,
   });
   t.teardown(() => app.close());
+  if (validateResponses) checkResponsesAgainstContract(app);
   return {
     app,
     store,

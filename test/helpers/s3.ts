@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import S3rver from 's3rver';
 import type { Test } from 'tap';
-import { createS3Client } from '../../src/blobs/s3-blob-store.js';
+import { createS3Client, S3BlobStore } from '../../src/blobs/s3-blob-store.js';
+import { startCuttingProxy } from './cutting-proxy.js';
 
 /** s3rver's fixed credentials: it checks every request's signature against them. */
 export const S3RVER_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } as const;
@@ -193,4 +194,15 @@ const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 function xml(value: string): string {
   return value.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+/**
+ * s3rver behind a loopback proxy that can cut it (test/helpers/cutting-proxy.ts), and a blob store
+ * that reaches it only through the proxy: for the tests of an S3 outage.
+ */
+export async function s3BehindCuttingProxy(t: Test) {
+  const s3 = await startTestS3(t);
+  const proxy = await startCuttingProxy(t, { host: '127.0.0.1', port: Number(new URL(s3.endpoint).port) });
+  const client = testS3Client(t, { ...s3, endpoint: `http://${proxy.address}` });
+  return { proxy, blobs: new S3BlobStore({ client, bucket: s3.bucket }) };
 }

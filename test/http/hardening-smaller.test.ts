@@ -107,7 +107,7 @@ t.test("a deleted generated image leaves its task's generated list", async (t) =
   t.same(listed[0].generated, []);
 });
 
-t.test("ledger entry ids count per account: an account's ids say nothing about other accounts", async (t) => {
+t.test('ledger entry ids are UUIDv7s, newest first, paged without gaps or repeats', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const first = await newAccount(10);
   const second = await newAccount(10);
@@ -125,6 +125,12 @@ t.test("ledger entry ids count per account: an account's ids say nothing about o
       ids.push(...page.data.map((e) => e.id));
       cursor = page.next_cursor;
     } while (cursor);
-    t.same(ids, ['4', '3', '2', '1'], 'newest first, numbered within the account, paged by the same numbers');
+    t.equal(ids.length, 4, 'the opening grant and three more');
+    t.equal(new Set(ids).size, 4, 'no repeats');
+    t.ok(
+      ids.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)),
+      'UUIDv7 (no counter that tells the volume)',
+    );
+    t.strictSame(ids, [...ids].sort().reverse(), 'newest first');
   }
 });

@@ -114,10 +114,15 @@ t.test(
     writeFileSync(filler, Buffer.alloc(Math.max(0, bavail * bsize - 64 * 1024)));
 
     const statuses = new Map<number, number>();
+    let refusedKey = '';
     for (let i = 0; i < 400 && !statuses.has(503); i++) {
-      const response = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
+      const headers = { ...auth, 'idempotency-key': `full-${i}` };
+      const response = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
       statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1);
-      if (response.statusCode === 503) t.equal(response.headers['retry-after'], '5');
+      if (response.statusCode === 503) {
+        t.equal(response.headers['retry-after'], '5');
+        refusedKey = headers['idempotency-key'];
+      }
     }
     t.comment(`answers while the disk filled: ${JSON.stringify(Object.fromEntries(statuses))}`);
     t.ok(statuses.has(503), 'a create that found the disk full is 503');
@@ -125,9 +130,12 @@ t.test(
     t.match(await readyz(app), { status: 503, body: { checks: { disk: 'failing' } } });
 
     await rm(filler);
-    const after = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
-    t.equal(after.statusCode, 202, 'room again: served, without a restart');
+    // The refused create, retried with its Idempotency-Key once there is room: one task, one debit.
+    const headers = { ...auth, 'idempotency-key': refusedKey };
+    const retried = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
+    t.equal(retried.statusCode, 202, 'room again: the refused create is served, without a restart');
     const listed = await store.listTasks(accountId, { limit: 100 });
     t.equal(listed.items.length, (statuses.get(202) ?? 0) + 1, 'every 202 is a task, and only those');
+    t.equal((await store.ledgerTotals(accountId)).debit, listed.items.length * 25, 'each debited once');
   },
 );

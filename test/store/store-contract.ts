@@ -3,6 +3,7 @@ import { TASK_STATUSES } from '../../schemas/resources.js';
 import { DomainError } from '../../src/core/errors.js';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
+import { encodeCursor } from '../../src/store/cursor.js';
 import type { UpstreamOutcome } from '../../src/core/backend-capacity.js';
 import type { ClaimPolicy, GeneratedMediaInput, Store, StoredResponse, TaskListQuery } from '../../src/store/port.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
@@ -18,6 +19,7 @@ import { allPages, mixedTasks, MIX_START, MIXED_MODELS, newestFirst } from '../h
 
 const HOUR = 60 * 60 * 1000;
 const LIMITS = { maxActiveTasks: 1000 };
+const REPLAY_BUDGET = { perDelivery: 10, perAccount: 100, windowMs: HOUR };
 const codeOf = (reason: unknown) => (reason instanceof DomainError ? reason.code : String(reason));
 
 async function newAccount(store: Store, tokens: number, name = 'contract'): Promise<string> {
@@ -144,6 +146,26 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         ['k0', 'k1', 'k2'],
       );
       t.equal(await store.revokeApiKey('ig_nothing', new Date()), false);
+    });
+
+    t.test('keys made in the same millisecond list in the same order on every adapter (by id)', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 0);
+      const now = new Date();
+      // Ids given out of order on purpose: the tie is broken by id, not by insertion.
+      for (const id of ['0190f0a0-0000-7000-8000-000000000002', '0190f0a0-0000-7000-8000-000000000001'])
+        await store.insertApiKey({
+          id,
+          accountId,
+          name: id.slice(-1),
+          prefix: `ig_t${id.slice(-1)}${now.getTime()}`,
+          hash: `h-${id}`,
+          now,
+        });
+      t.strictSame(
+        (await store.listApiKeys(accountId)).map((k) => k.name),
+        ['1', '2'],
+      );
     });
   });
 
@@ -290,18 +312,19 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await assertLedgerInvariant(t, store, accountId);
     });
 
-    t.test("ledger entry ids count per account: another account's entries do not show in them", async (t) => {
+    t.test('ledger entry ids are distinct UUIDv7s, newest first', async (t) => {
       const store = await open(t);
       const one = await newAccount(store, 100, 'one');
-      const other = await newAccount(store, 100, 'other');
-      for (let i = 0; i < 3; i++) await store.grantTokens({ accountId: other, amount: 1, note: null, now: new Date() });
-      await store.grantTokens({ accountId: one, amount: 1, note: null, now: new Date() });
-      const ids = (await store.listLedger(one, { limit: 10 })).items.map((e) => e.id);
-      t.same(ids, ['2', '1'], 'the opening grant, then the next entry of this account');
+      for (let i = 0; i < 3; i++) await store.grantTokens({ accountId: one, amount: 1, note: null, now: new Date() });
+      const entries = (await store.listLedger(one, { limit: 10 })).items;
       t.same(
-        (await store.listLedger(other, { limit: 10 })).items.map((e) => e.id),
-        ['4', '3', '2', '1'],
+        entries.map((e) => e.balanceAfter),
+        [103, 102, 101, 100],
+        'newest first',
       );
+      const ids = entries.map((e) => e.id);
+      t.equal(new Set(ids).size, 4);
+      t.ok(ids.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)));
     });
 
     t.test('listLedger pages newest first without gaps or repeats', async (t) => {
@@ -322,6 +345,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(new Set(seen.map((e) => e.id)).size, 7, 'no repeats');
       t.equal(seen[6].kind, 'grant', 'the opening grant comes last');
       await assertLedgerInvariant(t, store, accountId);
+    });
+
+    t.test('listLedger refuses a cursor that is not a position it gave, alike on every adapter', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 1000);
+      // Past 2^53 (would round, and return the first page again), zero, negative, not a number.
+      for (const position of ['99999999999999999', '0', '-1', '1e3', 'abc'])
+        await t.rejects(
+          store.listLedger(accountId, { limit: 3, cursor: encodeCursor(position) }),
+          { code: 'invalid_request' },
+          `position ${position}`,
+        );
     });
   });
 
@@ -1396,7 +1431,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           manual: false,
           now: new Date(now),
         });
-        const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date(now + 1000));
+        const replayed = await store.replayWebhookDelivery(
+          accountId,
+          delivery!.id,
+          new Date(now + 1000),
+          REPLAY_BUDGET,
+        );
         t.match(
           replayed,
           { scheduledAttempts: 1, manualRetry: { resumeAt: scheduledAt } },
@@ -1420,6 +1460,70 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         );
       },
     );
+
+    t.test(
+      'replays: one at a time per delivery, within the per-delivery and per-account budgets of the window',
+      async (t) => {
+        const { store, accountId } = await withDeliveries(t, 3);
+        const budget = { perDelivery: 2, perAccount: 3, windowMs: HOUR };
+        const start = Date.now();
+        const [first, second] = (await store.listWebhookDeliveries(accountId, { limit: 3 })).items;
+        // A replay is pending until an attempt is recorded for it.
+        const attemptMade = async (id: string, at: number) =>
+          store.recordWebhookAttempt({
+            deliveryId: id,
+            attempt: { attemptedAt: new Date(at), statusCode: 500, error: null, durationMs: 1 },
+            status: 'failed',
+            nextAttemptAt: null,
+            manual: true,
+            now: new Date(at),
+          });
+        const refusal = (id: string, at: number) =>
+          store.replayWebhookDelivery(accountId, id, new Date(at), budget).then(
+            () => null,
+            (e: { code: string; retryAfterMs: number | null }) => ({ code: e.code, retryAfterMs: e.retryAfterMs }),
+          );
+
+        await store.replayWebhookDelivery(accountId, first.id, new Date(start), budget);
+        t.same(await refusal(first.id, start + 10), { code: 'retry_in_progress', retryAfterMs: null });
+        await attemptMade(first.id, start + 20);
+        t.equal(await refusal(first.id, start + 30), null, 'the second replay of the window');
+        await attemptMade(first.id, start + 40);
+        t.same(
+          await refusal(first.id, start + 50),
+          { code: 'retry_budget_exhausted', retryAfterMs: HOUR - 50 },
+          'the delivery spent its budget: the oldest replay leaves the window in an hour',
+        );
+        t.equal(await refusal(second.id, start + 60), null, 'another delivery has its own budget');
+        await attemptMade(second.id, start + 70);
+        t.match(
+          await refusal(second.id, start + 80),
+          { code: 'retry_budget_exhausted' },
+          "the account's budget (3) is spent too",
+        );
+        t.equal(await refusal(first.id, start + HOUR + 1), null, 'an hour later the window has moved on');
+      },
+    );
+
+    t.test('a delivery keeps its most recent attempts up to the listed bound, and counts them all', async (t) => {
+      const { store, accountId } = await withDeliveries(t, 1);
+      const [delivery] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
+      const start = Date.now();
+      for (let i = 0; i < 1003; i++)
+        await store.recordWebhookAttempt({
+          deliveryId: delivery.id,
+          attempt: { attemptedAt: new Date(start + i), statusCode: 500, error: `attempt ${i}`, durationMs: 1 },
+          status: 'pending',
+          nextAttemptAt: new Date(start + i + 1),
+          manual: false,
+          now: new Date(start + i),
+        });
+      const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
+      t.equal(listed.attempts, 1003, 'every attempt counted');
+      t.equal(listed.attemptLog.length, 1000, 'the most recent 1000 kept');
+      t.equal(listed.attemptLog[0].error, 'attempt 3', 'oldest kept first');
+      t.equal(listed.attemptLog[999].error, 'attempt 1002');
+    });
 
     t.test(
       'deliveries are listed newest first, by task and status, page by page; replay makes one due again',
@@ -1448,10 +1552,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           manual: false,
           now: new Date(),
         });
-        const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date());
+        const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date(), REPLAY_BUDGET);
         t.match(replayed, { id: delivery!.id, status: 'pending', attemptLog: [{ statusCode: 410 }] });
         await t.rejects(
-          store.replayWebhookDelivery(await newAccount(store, 0), delivery!.id, new Date()),
+          store.replayWebhookDelivery(await newAccount(store, 0), delivery!.id, new Date(), REPLAY_BUDGET),
           { code: 'not_found' },
           "another account's",
         );

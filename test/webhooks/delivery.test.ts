@@ -428,3 +428,46 @@ t.test('a manual retry of a delivery that had failed for good, failing again, st
   t.equal(after.status, 'failed');
   t.equal(after.next_attempt_at, null);
 });
+
+t.test(
+  '100 manual retries 15 ms apart: at most the budget is queued (202), the rest 429 with Retry-After',
+  async (t) => {
+    const h = await setup(t);
+    const receiver = await startReceiver(t, [200]);
+    await h.createTask(receiver.url);
+    await testWorker(t, h).runOnce();
+    const dispatcher = h.makeDispatcher({ now: () => new Date() });
+    await drain(dispatcher);
+    const [delivery] = (await h.deliveries()).data;
+    dispatcher.start();
+    t.teardown(() => dispatcher.stop());
+
+    const statuses: Record<number, number> = {};
+    const codes = new Set<string>();
+    let withoutRetryAfter = 0;
+    for (let i = 0; i < 100; i++) {
+      const res = await h.app.inject({
+        method: 'POST',
+        url: `/api/v1/webhooks/deliveries/${delivery.delivery_id}/retry`,
+        headers: h.auth,
+      });
+      statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1;
+      if (res.statusCode === 429) {
+        codes.add(res.json().code);
+        if (!(Number(res.headers['retry-after']) >= 1)) withoutRetryAfter++;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 15));
+    }
+    await dispatcher.stop();
+    await drain(dispatcher);
+    const budget = h.config.WEBHOOK_MANUAL_RETRIES_PER_HOUR;
+    t.ok((statuses[202] ?? 0) >= 1 && statuses[202] <= budget, `${statuses[202]} queued, at most ${budget}`);
+    t.equal((statuses[202] ?? 0) + (statuses[429] ?? 0), 100, 'every other one refused with 429');
+    t.equal(withoutRetryAfter, 0, 'Retry-After on every refusal');
+    t.ok(codes.has('retry_budget_exhausted'), 'the budget ran out');
+    t.ok(receiver.received.length <= budget + 1, `the receiver got ${receiver.received.length} POSTs`);
+    const [after] = (await h.deliveries()).data;
+    t.equal(after.attempt_count, receiver.received.length);
+    t.ok(after.attempts.length <= 1000);
+  },
+);

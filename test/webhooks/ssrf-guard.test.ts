@@ -2,6 +2,7 @@ import t from 'tap';
 import {
   assertWebhookUrlAllowed,
   isPublicAddress,
+  parsePortRanges,
   WebhookUrlRejectedError,
   type LookupAll,
   type WebhookUrlRejectionReason,
@@ -49,18 +50,33 @@ const REFUSED: [string, WebhookUrlRejectionReason, string?][] = [
   ['javascript:alert(1)', 'scheme'],
   ['https://user:pass@example.test/', 'userinfo'],
   ['https://example.test@127.0.0.1/', 'userinfo'],
-  ['not a url', 'invalid_url'],
+  // Issue 36: forms on which WHATWG and other parsers disagree, or that WHATWG rewrites.
+  ['https://8.8.8.8\\@127.0.0.1/', 'forbidden_character'],
+  [' https://8.8.8.8/', 'forbidden_character'],
+  ['https://8.8.8.8/ ', 'forbidden_character'],
+  ['https://8.8.8.8/\thook', 'forbidden_character'],
+  ['https:8.8.8.8', 'non_canonical'],
+  ['https:///8.8.8.8', 'non_canonical'],
+  ['https:/8.8.8.8/', 'non_canonical'],
+  ['https://134744072/', 'non_canonical'],
+  ['https://8.8.8.8:08443/', 'non_canonical'],
+  ['https://8.8.8.8:/', 'non_canonical'],
+  ['https://8.8.8.8:22/', 'port'],
+  ['https://8.8.8.8:0/', 'port'],
+  ['https://8.8.8.8:1023/', 'port'],
+  ['not a url', 'forbidden_character'],
+  ['not-a-url', 'invalid_url'],
   ['/relative/path', 'invalid_url'],
   [`https://hooks.example.test/${'a'.repeat(2048)}`, 'too_long'],
   ['https://127.0.0.1/', 'non_public_address'],
-  ['https://2130706433/', 'non_public_address'],
-  ['https://0177.0.0.1/', 'non_public_address'],
-  ['https://0x7f.0.0.1/', 'non_public_address'],
-  ['https://0x7f000001/', 'non_public_address'],
-  ['https://0x7f.1/', 'non_public_address'],
-  ['https://127.1/', 'non_public_address'],
+  ['https://2130706433/', 'non_canonical'],
+  ['https://0177.0.0.1/', 'non_canonical'],
+  ['https://0x7f.0.0.1/', 'non_canonical'],
+  ['https://0x7f000001/', 'non_canonical'],
+  ['https://0x7f.1/', 'non_canonical'],
+  ['https://127.1/', 'non_canonical'],
   ['https://[::1]/', 'non_public_address'],
-  ['https://[::ffff:127.0.0.1]/', 'non_public_address'],
+  ['https://[::ffff:127.0.0.1]/', 'non_canonical'],
   ['https://[::ffff:7f00:1]/', 'non_public_address'],
   ['https://[::ffff:a9fe:a9fe]/', 'non_public_address'],
   ['https://[::7f00:1]/', 'non_public_address'],
@@ -85,7 +101,7 @@ const REFUSED: [string, WebhookUrlRejectionReason, string?][] = [
   ['https://[2001:0:a00:1::]/', 'non_public_address'],
   ['https://localhost/', 'reserved_name'],
   ['https://LOCALHOST./', 'reserved_name'],
-  ['https://%6c%6fcalhost/', 'reserved_name'],
+  ['https://%6c%6fcalhost/', 'non_canonical'],
   ['https://foo.localhost/', 'reserved_name'],
   ['https://metadata.internal/', 'reserved_name'],
   ['https://printer.local/', 'reserved_name'],
@@ -129,6 +145,24 @@ t.test('allowPrivate accepts http to loopback without a lookup', async (t) => {
   t.equal(url.port, '8080');
   await t.resolves(assertWebhookUrlAllowed('http://localhost:8080/', { allowPrivate: true, lookup }));
   t.same(calls, []);
+});
+
+t.test('the URL is read as written: default ports, case and IDN are normalised in href', async (t) => {
+  const policy = { allowPrivate: false, lookup: stubLookup().lookup };
+  const href = async (url: string) => (await assertWebhookUrlAllowed(url, policy)).href;
+  t.equal(await href('HTTPS://93.184.216.34:443/Hook'), 'https://93.184.216.34/Hook');
+  t.equal(await href('https://93.184.216.34:8443/hook'), 'https://93.184.216.34:8443/hook');
+  t.equal(await href('https://[2606:4700::1]:1024/'), 'https://[2606:4700::1]:1024/');
+});
+
+t.test('WEBHOOK_ALLOWED_PORTS: only the ports listed', async (t) => {
+  const policy = { allowPrivate: false, lookup: stubLookup().lookup, allowedPorts: parsePortRanges('443, 8000-8100') };
+  t.equal(await rejectionReason(assertWebhookUrlAllowed('https://93.184.216.34:8443/', policy)), 'port');
+  t.equal(await rejectionReason(assertWebhookUrlAllowed('https://93.184.216.34:80/', policy)), 'port');
+  await t.resolves(assertWebhookUrlAllowed('https://93.184.216.34:8080/', policy));
+  await t.resolves(assertWebhookUrlAllowed('https://93.184.216.34/', policy));
+  for (const bad of ['0', '70000', '9-3', 'x'])
+    t.throws(() => parsePortRanges(bad), { message: /WEBHOOK_ALLOWED_PORTS/ }, bad);
 });
 
 t.test('allowPrivate still refuses other schemes and credentials', async (t) => {

@@ -1,9 +1,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import t, { type Test } from 'tap';
-import { S3BlobStore, createS3Client } from '../../src/blobs/s3-blob-store.js';
-import { type CuttingProxy, startCuttingProxy } from '../helpers/cutting-proxy.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { S3RVER_CREDENTIALS, startTestS3 } from '../helpers/s3.js';
+import { s3BehindCuttingProxy } from '../helpers/s3.js';
 import { testStoreAdapter } from '../helpers/store.js';
 import { ScriptedGenerator, insertTask, newAccountWithTokens, testWorker } from '../helpers/worker.js';
 
@@ -14,19 +12,7 @@ import { ScriptedGenerator, insertTask, newAccountWithTokens, testWorker } from 
  */
 
 async function runtimeWithS3BehindProxy(t: Test) {
-  const s3 = await startTestS3(t);
-  const proxy: CuttingProxy = await startCuttingProxy(t, {
-    host: '127.0.0.1',
-    port: Number(new URL(s3.endpoint).port),
-  });
-  const client = createS3Client({
-    region: 'us-east-1',
-    endpoint: `http://${proxy.address}`,
-    forcePathStyle: true,
-    credentials: { ...S3RVER_CREDENTIALS },
-  });
-  t.teardown(() => client.destroy());
-  const blobs = new S3BlobStore({ client, bucket: s3.bucket });
+  const { proxy, blobs } = await s3BehindCuttingProxy(t);
   const { store } = await testStoreAdapter().open(t);
   return { store, blobs, proxy };
 }
@@ -40,32 +26,35 @@ async function until(condition: () => Promise<boolean>, ms: number): Promise<boo
   return condition();
 }
 
-t.test('S3 away for 3 s while 6 tasks finish: all COMPLETED on their first attempt, generated once each', async (t) => {
-  const { store, blobs, proxy } = await runtimeWithS3BehindProxy(t);
-  const accountId = await newAccountWithTokens(store, 6 * 25);
-  const tasks = await Promise.all(Array.from({ length: 6 }, (_, i) => insertTask(store, accountId, `harbour ${i}`)));
-  const generator = new ScriptedGenerator(['render']);
-  proxy.cut(3000);
-  const worker = testWorker(t, { store, blobs }, { generator, concurrency: 3, retryBaseMs: 200 });
-  worker.start();
+t.test(
+  'S3 away for 10 s while 6 tasks finish: all COMPLETED on their first attempt, generated once each',
+  async (t) => {
+    const { store, blobs, proxy } = await runtimeWithS3BehindProxy(t);
+    const accountId = await newAccountWithTokens(store, 6 * 25);
+    const tasks = await Promise.all(Array.from({ length: 6 }, (_, i) => insertTask(store, accountId, `harbour ${i}`)));
+    const generator = new ScriptedGenerator(['render']);
+    proxy.cut(10_000);
+    const worker = testWorker(t, { store, blobs }, { generator, concurrency: 3, retryBaseMs: 200 });
+    worker.start();
 
-  const allDone = await until(
-    async () =>
-      (await Promise.all(tasks.map((task) => store.getTaskById(task.id)))).every((x) => x?.status === 'COMPLETED'),
-    30_000,
-  );
-  t.ok(allDone, 'every task completed once S3 was back');
-  for (const task of tasks) {
-    const done = (await store.getTaskById(task.id))!;
-    t.match(done, { status: 'COMPLETED', attempt: 1 }, `${task.prompt}: first attempt`);
-    const [item] = done.generated;
-    const key = (await store.mediaBlobKeys(accountId, [item!.media_id])).get(item!.media_id)!;
-    t.equal((await blobs.getBuffer(key))?.length, item!.size_bytes, 'its image is stored');
-  }
-  t.equal(generator.calls, 6, 'no image was generated twice');
-  t.same(await store.ledgerTotals(accountId), { grant: 150, debit: 150, refund: 0 });
-  await assertLedgerInvariant(t, store, accountId);
-});
+    const allDone = await until(
+      async () =>
+        (await Promise.all(tasks.map((task) => store.getTaskById(task.id)))).every((x) => x?.status === 'COMPLETED'),
+      45_000,
+    );
+    t.ok(allDone, 'every task completed once S3 was back');
+    for (const task of tasks) {
+      const done = (await store.getTaskById(task.id))!;
+      t.match(done, { status: 'COMPLETED', attempt: 1 }, `${task.prompt}: first attempt`);
+      const [item] = done.generated;
+      const key = (await store.mediaBlobKeys(accountId, [item!.media_id])).get(item!.media_id)!;
+      t.equal((await blobs.getBuffer(key))?.length, item!.size_bytes, 'its image is stored');
+    }
+    t.equal(generator.calls, 6, 'no image was generated twice');
+    t.same(await store.ledgerTotals(accountId), { grant: 150, debit: 150, refund: 0 });
+    await assertLedgerInvariant(t, store, accountId);
+  },
+);
 
 t.test('S3 away past the deadline: that task fails deadline_exceeded, refunded once', async (t) => {
   const { store, blobs, proxy } = await runtimeWithS3BehindProxy(t);

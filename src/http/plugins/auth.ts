@@ -24,7 +24,7 @@ declare module 'fastify' {
   }
 }
 
-/** Counts failed attempts per client address and shuts the address out once it has too many. */
+/** Counts failed attempts per client address and refuses its further failures once it has too many. */
 export interface AuthFailureLimiter {
   /**
    * Throws the 429 problem (with its headers set on reply) while the address is shut out; counters
@@ -75,8 +75,6 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
     }
     const key = bearerTokenOf(request.headers.authorization);
     if (!key) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>.');
-    // A shut-out address is refused before its key is even hashed: guessing costs us nothing more.
-    await options.failureLimiter?.assertAllowed(request, reply);
     const now = options.now();
     let caller: Caller | null = null;
     if (isWellFormedApiKey(key)) {
@@ -85,6 +83,9 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
       caller = activeKeys.cached(hash, now.getTime()) ?? (await activeKeys.load(hash, now.getTime()));
     }
     if (!caller) {
+      // Only failures are throttled: a valid key is served whatever others sent from the same
+      // address (a shared NAT, a proxy without TRUST_PROXY). A shut-out address gets 429.
+      await options.failureLimiter?.assertAllowed(request, reply);
       await options.failureLimiter?.recordFailure(request);
       throw new DomainError('unauthorized', 'The API key is unknown or revoked.');
     }

@@ -1,12 +1,17 @@
 import type { FastifyInstance } from 'fastify';
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { metricsAccess } from '../metrics-access.js';
 
 /**
  * Prometheus metrics at GET /metrics: process metrics and one latency histogram per route
  * (labelled by the route pattern, never the raw URL, so ids do not explode the label set).
  * Each app has its own registry, so tests that build many apps do not share counters.
  */
-export function registerMetrics(app: FastifyInstance, registry = newProcessRegistry()): Registry {
+export function registerMetrics(
+  app: FastifyInstance,
+  registry = newProcessRegistry(),
+  access = metricsAccess(undefined),
+): Registry {
   const duration = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'HTTP request duration by route, method and status',
@@ -31,7 +36,7 @@ export function registerMetrics(app: FastifyInstance, registry = newProcessRegis
     done();
   });
 
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
+  app.get('/metrics', { schema: { hide: true }, onRequest: access }, async (_request, reply) => {
     reply.type(registry.contentType);
     return registry.metrics();
   });

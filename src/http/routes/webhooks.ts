@@ -8,6 +8,7 @@ import {
   WebhookDeliveryPage,
   WebhookSecret,
 } from '../../../schemas/webhooks.js';
+import { WebhookReplayRefused, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
 import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
 import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
 import {
@@ -26,6 +27,7 @@ export interface WebhookRoutesOptions {
   now: () => Date;
   /** Wakes this process's dispatcher after a replay; absent in an API-only process. */
   onDeliveryQueued?: () => void;
+  replayBudget: WebhookReplayBudget;
 }
 
 /** How long a rotated-out secret still signs deliveries, so receivers can switch without a gap. */
@@ -47,6 +49,7 @@ function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
     event_type: d.eventType,
     url: d.url,
     status: d.status,
+    attempt_count: d.attempts,
     attempts: d.attemptLog.map((a) => ({
       attempted_at: a.attemptedAt.toISOString(),
       status_code: a.statusCode,
@@ -61,7 +64,7 @@ function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
 
 export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (
   app,
-  { store, now, onDeliveryQueued },
+  { store, now, onDeliveryQueued, replayBudget },
 ) => {
   const secretResponse = (secrets: { current: string; previousExpiresAt: Date | null }) => ({
     data: { secret: secrets.current, previous_secret_expires_at: secrets.previousExpiresAt?.toISOString() ?? null },
@@ -151,21 +154,29 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         tags: ['webhooks'],
         summary: 'Send a delivery again now (same webhook-id)',
         description:
-          'Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats.',
+          'Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats. One replay at a time per delivery (429 `retry_in_progress` while one is queued or being sent), within a budget per delivery and per account per hour (429 `retry_budget_exhausted` with `Retry-After`).',
         security: BEARER_SECURITY,
         params: uuidParam('delivery_id', 'A delivery_id from the delivery log (either case).', EXAMPLE_TASK_ID),
         response: {
           202: apiSuccess(Type.Ref(WebhookDeliveryEnvelope), 'The delivery, queued to be sent now.'),
-          ...problemResponses([...AUTHENTICATED_CODES, ...JSON_BODY_CODES, 'not_found']),
+          ...problemResponses([
+            ...AUTHENTICATED_CODES,
+            ...JSON_BODY_CODES,
+            'not_found',
+            'retry_in_progress',
+            'retry_budget_exhausted',
+          ]),
         },
       },
     },
     async (request, reply) => {
-      const delivery = await store.replayWebhookDelivery(
-        request.caller.accountId,
-        canonicalId(request.params.delivery_id),
-        now(),
-      );
+      const delivery = await store
+        .replayWebhookDelivery(request.caller.accountId, canonicalId(request.params.delivery_id), now(), replayBudget)
+        .catch((error: unknown) => {
+          if (error instanceof WebhookReplayRefused && error.retryAfterMs !== null)
+            reply.header('retry-after', Math.ceil(error.retryAfterMs / 1000));
+          throw error;
+        });
       onDeliveryQueued?.();
       return reply.code(202).send({ data: toDeliveryResource(delivery) });
     },

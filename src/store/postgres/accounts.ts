@@ -1,5 +1,6 @@
 import { DomainError } from '../../core/errors.js';
-import { decodeCursor } from '../cursor.js';
+import { newIdAt } from '../../ids.js';
+import { decodeSequenceCursor } from '../cursor.js';
 import { pageFetchSize, pageOf } from '../paging.js';
 import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
 import type { PostgresDatabase, Tx } from './postgres-database.js';
@@ -45,12 +46,13 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
   }
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
-    const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
+    const before = query.cursor ? decodeSequenceCursor(query.cursor) : Number.MAX_SAFE_INTEGER;
     const { rows } = await this.db.query<LedgerRow>(
       'SELECT * FROM ledger WHERE account_id = $1 AND account_seq < $2 ORDER BY account_seq DESC LIMIT $3',
-      [accountId, Number.isSafeInteger(before) ? before : 0, pageFetchSize(query.limit)],
+      [accountId, before, pageFetchSize(query.limit)],
     );
-    return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
+    const page = pageOf(rows, query.limit, (r) => String(r.account_seq));
+    return { items: page.items.map(toLedgerEntry), nextCursor: page.nextCursor };
   }
 
   async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
@@ -135,7 +137,7 @@ async function requireAccount(tx: Tx, accountId: string): Promise<Account> {
 
 /**
  * Moves the balance and records why, in the caller's transaction. The conditional update takes
- * the account's row lock, so the ledger ids of one account follow the order of its balances.
+ * the account's row lock, so the ledger positions (account_seq) of one account follow the order of its balances.
  * False when the account is missing or a debit would go negative.
  */
 export async function addLedgerEntry(
@@ -155,9 +157,9 @@ export async function addLedgerEntry(
   if (!rows[0]) return false;
   // The next number of the account's own sequence, read under the row lock the update above took.
   await tx.query(
-    `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
-     VALUES ($1, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = $1), $2, $3, $4, $5, $6, $7)`,
-    [accountId, kind, amount, rows[0].balance, taskId, note, now],
+    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
+     VALUES ($1, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = $1), $8, $2, $3, $4, $5, $6, $7)`,
+    [accountId, kind, amount, rows[0].balance, taskId, note, now, newIdAt(now)],
   );
   return true;
 }

@@ -198,4 +198,29 @@ export const POSTGRES_MIGRATIONS: string[] = [
     updated_at timestamptz NOT NULL
   );
   `,
+  `
+  -- Manual replays of webhook deliveries within the budget's window (see the SQLite migration of
+  -- the same change).
+  CREATE TABLE webhook_replays (
+    delivery_id text COLLATE "C" NOT NULL REFERENCES webhook_deliveries(id),
+    account_id text COLLATE "C" NOT NULL REFERENCES accounts(id),
+    replayed_at timestamptz NOT NULL
+  );
+  CREATE INDEX webhook_replays_delivery ON webhook_replays(delivery_id, replayed_at);
+  CREATE INDEX webhook_replays_account ON webhook_replays(account_id, replayed_at);
+  `,
+  `
+  -- Ledger entry ids are UUIDv7 (see the SQLite migration of the same change): existing entries
+  -- get a UUIDv7 of their created_at with random bits (a v4's, whose variant bits are the same);
+  -- pages stay keyed by account_seq, so order and earlier cursors are unchanged.
+  ALTER TABLE ledger ADD COLUMN entry_id text COLLATE "C";
+  UPDATE ledger SET entry_id = overlay(
+    overlay(gen_random_uuid()::text PLACING '7' FROM 15 FOR 1)
+    PLACING (substr(ms, 1, 8) || '-' || substr(ms, 9, 4)) FROM 1 FOR 13
+  ) FROM (SELECT id AS ledger_id, lpad(to_hex((extract(epoch FROM created_at) * 1000)::bigint), 12, '0') AS ms
+          FROM ledger) AS times
+  WHERE ledger.id = times.ledger_id;
+  ALTER TABLE ledger ALTER COLUMN entry_id SET NOT NULL;
+  CREATE UNIQUE INDEX ledger_entry_id ON ledger(entry_id);
+  `,
 ];

@@ -31,6 +31,7 @@ export interface ApiKeyRow {
 export interface LedgerRow {
   id: number;
   account_seq: number;
+  entry_id: string;
   account_id: string;
   kind: LedgerKind;
   amount: number;
@@ -114,7 +115,7 @@ export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
-  id: String(r.account_seq),
+  id: r.entry_id,
   accountId: r.account_id,
   kind: r.kind,
   amount: r.amount,

@@ -1,4 +1,5 @@
-import type { WebhookEventType } from '../../../schemas/webhooks.js';
+import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
+import { assertReplayAllowed, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
@@ -85,6 +86,12 @@ export class PostgresWebhooks implements WebhookStore {
         'INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)',
         [input.deliveryId, attempt.attemptedAt, attempt.statusCode, attempt.error, Math.round(attempt.durationMs)],
       );
+      // Only the most recent attempts are kept (the list's bound); the delivery counts them all.
+      await tx.query(
+        `DELETE FROM webhook_attempts WHERE delivery_id = $1 AND id <= (
+           SELECT id FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`,
+        [input.deliveryId, MAX_LISTED_ATTEMPTS],
+      );
       await tx.query(
         `UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + $7,
            manual_attempt = false, resume_at = NULL, next_attempt_at = $2, last_status_code = $3, last_error = $4,
@@ -120,18 +127,55 @@ export class PostgresWebhooks implements WebhookStore {
     return { items: await this.withAttempts(page.items), nextCursor: page.nextCursor };
   }
 
-  async replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts> {
-    const { rows } = await this.db.query<WebhookDeliveryRow>(
-      // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the first
-      // one's), so that a failed manual retry leaves the schedule where it was.
-      `UPDATE webhook_deliveries SET
-         resume_at = CASE WHEN manual_attempt THEN resume_at WHEN status = 'pending' THEN next_attempt_at END,
-         manual_attempt = true, status = 'pending', next_attempt_at = $1, updated_at = $1
-       WHERE id = $2 AND account_id = $3 RETURNING *`,
-      [now, deliveryId, accountId],
-    );
-    if (!rows[0]) throw new DomainError('not_found', 'Webhook delivery not found.');
-    return (await this.withAttempts(rows))[0];
+  async replayWebhookDelivery(
+    accountId: string,
+    deliveryId: string,
+    now: Date,
+    budget: WebhookReplayBudget,
+  ): Promise<WebhookDeliveryWithAttempts> {
+    const row = await this.db.transaction(async (tx) => {
+      // The account's row lock orders its replays, so two at once cannot both take the last slot.
+      await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
+      const { rows: current } = await tx.query<{ manual_attempt: boolean }>(
+        'SELECT manual_attempt FROM webhook_deliveries WHERE id = $1 AND account_id = $2',
+        [deliveryId, accountId],
+      );
+      if (!current[0]) throw new DomainError('not_found', 'Webhook delivery not found.');
+      await tx.query('DELETE FROM webhook_replays WHERE account_id = $1 AND replayed_at <= $2', [
+        accountId,
+        new Date(now.getTime() - budget.windowMs),
+      ]);
+      const replays = async (column: 'delivery_id' | 'account_id', id: string) => {
+        const { rows } = await tx.query<{ n: number; oldest: Date | null }>(
+          `SELECT count(*)::int AS n, min(replayed_at) AS oldest FROM webhook_replays WHERE ${column} = $1`,
+          [id],
+        );
+        return { count: rows[0].n, oldestAt: rows[0].oldest };
+      };
+      assertReplayAllowed({
+        manualReplayPending: current[0].manual_attempt,
+        delivery: await replays('delivery_id', deliveryId),
+        account: await replays('account_id', accountId),
+        budget,
+        now,
+      });
+      await tx.query('INSERT INTO webhook_replays (delivery_id, account_id, replayed_at) VALUES ($1, $2, $3)', [
+        deliveryId,
+        accountId,
+        now,
+      ]);
+      const { rows } = await tx.query<WebhookDeliveryRow>(
+        // The scheduled attempt this one goes ahead of is kept, so that a failed manual retry
+        // leaves the schedule where it was.
+        `UPDATE webhook_deliveries SET
+           resume_at = CASE WHEN status = 'pending' THEN next_attempt_at END,
+           manual_attempt = true, status = 'pending', next_attempt_at = $1, updated_at = $1
+         WHERE id = $2 RETURNING *`,
+        [now, deliveryId],
+      );
+      return rows[0];
+    });
+    return (await this.withAttempts([row]))[0];
   }
 
   private async withAttempts(rows: WebhookDeliveryRow[]): Promise<WebhookDeliveryWithAttempts[]> {

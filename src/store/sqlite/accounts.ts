@@ -1,5 +1,6 @@
 import { DomainError } from '../../core/errors.js';
-import { decodeCursor } from '../cursor.js';
+import { newIdAt } from '../../ids.js';
+import { decodeSequenceCursor } from '../cursor.js';
 import { pageOf } from '../paging.js';
 import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
@@ -38,11 +39,12 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
   }
 
   async listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>> {
-    const before = query.cursor ? Number(decodeCursor(query.cursor)) : Number.MAX_SAFE_INTEGER;
+    const before = query.cursor ? decodeSequenceCursor(query.cursor) : Number.MAX_SAFE_INTEGER;
     const rows = this.db
       .statement('SELECT * FROM ledger WHERE account_id = ? AND account_seq < ? ORDER BY account_seq DESC LIMIT ?')
       .all(accountId, before, query.limit + 1) as LedgerRow[];
-    return pageOf(rows.map(toLedgerEntry), query.limit, (e) => e.id);
+    const page = pageOf(rows, query.limit, (r) => String(r.account_seq));
+    return { items: page.items.map(toLedgerEntry), nextCursor: page.nextCursor };
   }
 
   async ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>> {
@@ -96,8 +98,8 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
 
   async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
     const rows = accountId
-      ? this.db.statement('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at').all(accountId)
-      : this.db.statement('SELECT * FROM api_keys ORDER BY created_at').all();
+      ? this.db.statement('SELECT * FROM api_keys WHERE account_id = ? ORDER BY created_at, id').all(accountId)
+      : this.db.statement('SELECT * FROM api_keys ORDER BY created_at, id').all();
     return (rows as ApiKeyRow[]).map(toApiKey);
   }
 
@@ -140,9 +142,9 @@ export function addLedgerEntry(
   if (!updated) return false;
   // The next number of the account's own sequence; the write transaction serialises this read.
   db.statement(
-    `INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, task_id, note, created_at)
-       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?)`,
-  ).run(accountId, accountId, kind, amount, updated.balance, taskId, note, now.getTime());
+    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
+       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(accountId, accountId, newIdAt(now), kind, amount, updated.balance, taskId, note, now.getTime());
   return true;
 }
 

@@ -246,4 +246,29 @@ export const SQLITE_MIGRATIONS: string[] = [
     updated_at INTEGER NOT NULL
   ) WITHOUT ROWID;
   `,
+  `
+  -- Manual replays of webhook deliveries within the budget's window (DESIGN 3.6): one row per
+  -- replay, counted per delivery and per account; rows older than the window are deleted as the
+  -- account replays again.
+  CREATE TABLE webhook_replays (
+    delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(id),
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    replayed_at INTEGER NOT NULL
+  );
+  CREATE INDEX webhook_replays_delivery ON webhook_replays(delivery_id, replayed_at);
+  CREATE INDEX webhook_replays_account ON webhook_replays(account_id, replayed_at);
+  `,
+  `
+  -- Ledger entry ids are UUIDv7 (DESIGN 3.8), like task ids: the API's LedgerEntry.id is a uuid,
+  -- and a number (even one counted per account) is not. Existing entries get a UUIDv7 of their
+  -- created_at with random bits; new ones get theirs when they are written. Pages stay keyed by
+  -- account_seq, so their order and the cursors handed out before this change are unchanged.
+  ALTER TABLE ledger ADD COLUMN entry_id TEXT;
+  UPDATE ledger SET entry_id = printf(
+    '%08x-%04x-7%03x-%04x-%012x',
+    (created_at >> 16) & 4294967295, created_at & 65535, random() & 4095, 32768 | (random() & 16383),
+    random() & 281474976710655
+  );
+  CREATE UNIQUE INDEX ledger_entry_id ON ledger(entry_id);
+  `,
 ];

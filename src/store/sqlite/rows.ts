@@ -32,6 +32,7 @@ export interface ApiKeyRow {
 export interface LedgerRow {
   id: number;
   account_seq: number;
+  entry_id: string;
   account_id: string;
   kind: LedgerKind;
   amount: number;
@@ -127,7 +128,7 @@ export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
-  id: String(r.account_seq),
+  id: r.entry_id,
   accountId: r.account_id,
   kind: r.kind,
   amount: r.amount,
@@ -177,7 +178,8 @@ export const fromTask = (t: TaskRecord): TaskRow => ({
   attempt: t.attempt,
   deferred_attempts: t.deferredAttempts,
   lease_expires_at: null,
-  run_after: 0,
+  // A new task may run from its creation, as on PostgreSQL.
+  run_after: t.createdAt.getTime(),
   created_at: t.createdAt.getTime(),
   started_at: msOrNull(t.startedAt),
   completed_at: msOrNull(t.completedAt),

@@ -1,4 +1,5 @@
-import type { WebhookEventType } from '../../../schemas/webhooks.js';
+import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
+import { assertReplayAllowed, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
@@ -93,6 +94,13 @@ export class SqliteWebhooks implements WebhookStore {
             'INSERT INTO webhook_attempts (delivery_id, attempted_at, status_code, error, duration_ms) VALUES (?, ?, ?, ?, ?)',
           )
           .run(input.deliveryId, attempt.attemptedAt.getTime(), attempt.statusCode, attempt.error, attempt.durationMs);
+        // Only the most recent attempts are kept (the list's bound); the delivery counts them all.
+        this.db
+          .statement(
+            `DELETE FROM webhook_attempts WHERE delivery_id = ? AND id <= (
+               SELECT id FROM webhook_attempts WHERE delivery_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`,
+          )
+          .run(input.deliveryId, input.deliveryId, MAX_LISTED_ATTEMPTS);
         this.db
           .statement(
             `UPDATE webhook_deliveries SET status = ?, attempts = attempts + 1, scheduled_attempts = scheduled_attempts + ?,
@@ -128,21 +136,48 @@ export class SqliteWebhooks implements WebhookStore {
     return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
   }
 
-  async replayWebhookDelivery(accountId: string, deliveryId: string, now: Date): Promise<WebhookDeliveryWithAttempts> {
-    const row = this.db.write(
-      () =>
-        this.db
-          .statement(
-            // The scheduled attempt this one goes ahead of is kept (a second manual retry keeps the
-            // first one's), so that a failed manual retry leaves the schedule where it was.
-            `UPDATE webhook_deliveries SET
-               resume_at = CASE WHEN manual_attempt = 1 THEN resume_at WHEN status = 'pending' THEN next_attempt_at END,
-               manual_attempt = 1, status = 'pending', next_attempt_at = ?, updated_at = ?
-             WHERE id = ? AND account_id = ? RETURNING *`,
-          )
-          .get(now.getTime(), now.getTime(), deliveryId, accountId) as WebhookDeliveryRow | undefined,
-    );
-    if (!row) throw new DomainError('not_found', 'Webhook delivery not found.');
+  async replayWebhookDelivery(
+    accountId: string,
+    deliveryId: string,
+    now: Date,
+    budget: WebhookReplayBudget,
+  ): Promise<WebhookDeliveryWithAttempts> {
+    const row = this.db.write(() => {
+      const current = this.db
+        .statement('SELECT manual_attempt FROM webhook_deliveries WHERE id = ? AND account_id = ?')
+        .get(deliveryId, accountId) as { manual_attempt: number } | undefined;
+      if (!current) throw new DomainError('not_found', 'Webhook delivery not found.');
+      const windowStart = now.getTime() - budget.windowMs;
+      this.db
+        .statement('DELETE FROM webhook_replays WHERE account_id = ? AND replayed_at <= ?')
+        .run(accountId, windowStart);
+      const replays = (column: 'delivery_id' | 'account_id', id: string) => {
+        const r = this.db
+          .statement(`SELECT count(*) AS n, min(replayed_at) AS oldest FROM webhook_replays WHERE ${column} = ?`)
+          .get(id) as { n: number; oldest: number | null };
+        return { count: r.n, oldestAt: r.oldest === null ? null : new Date(r.oldest) };
+      };
+      assertReplayAllowed({
+        manualReplayPending: current.manual_attempt === 1,
+        delivery: replays('delivery_id', deliveryId),
+        account: replays('account_id', accountId),
+        budget,
+        now,
+      });
+      this.db
+        .statement('INSERT INTO webhook_replays (delivery_id, account_id, replayed_at) VALUES (?, ?, ?)')
+        .run(deliveryId, accountId, now.getTime());
+      return this.db
+        .statement(
+          // The scheduled attempt this one goes ahead of is kept, so that a failed manual retry
+          // leaves the schedule where it was.
+          `UPDATE webhook_deliveries SET
+             resume_at = CASE WHEN status = 'pending' THEN next_attempt_at END,
+             manual_attempt = 1, status = 'pending', next_attempt_at = ?, updated_at = ?
+           WHERE id = ? RETURNING *`,
+        )
+        .get(now.getTime(), now.getTime(), deliveryId) as WebhookDeliveryRow;
+    });
     return this.withAttempts(row);
   }
 

@@ -1,0 +1,389 @@
+import { existsSync } from 'node:fs';
+import t, { type Test } from 'tap';
+import { MODEL_CATALOG } from '../../schemas/catalog.js';
+import { S3BlobStore } from '../../src/blobs/s3-blob-store.js';
+import type { GeneratedImage, GenerationInput, ImageGenerator } from '../../src/generators/port.js';
+import { LocalRenderer } from '../../src/generators/local-renderer.js';
+import { CHROMIUM } from '../helpers/chromium.js';
+import { encodedImage } from '../helpers/images.js';
+import { openPlayground, type PlaygroundSession } from '../helpers/playground.js';
+import { startTestS3, testS3Client } from '../helpers/s3.js';
+import { testWorker } from '../helpers/worker.js';
+
+const skip = !existsSync(CHROMIUM) && `no ${CHROMIUM}`;
+
+/** The local renderer, each generation held until the test releases one: status changes can be watched. */
+class HeldGenerator implements ImageGenerator {
+  readonly name = 'held';
+  private credits = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.credits++;
+  }
+
+  async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
+    if (this.credits > 0) this.credits--;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    return new LocalRenderer().generate(input, signal);
+  }
+}
+
+/**
+ * What every test ends with: nothing went wrong in the page and nothing left this origin. Chromium
+ * logs each answer ≥ 400 to the console; those the test asked for are named in `refusals`.
+ */
+function assertCleanPage(t: Test, session: PlaygroundSession, refusals: number[] = []): void {
+  const unexpected = session.consoleErrors.filter(
+    (message) => !refusals.some((status) => message.includes(`the server responded with a status of ${status}`)),
+  );
+  t.same(unexpected, [], 'no console errors, no CSP violations');
+  t.same(session.foreignRequests, [], 'no request to another origin');
+}
+
+/** The form filled in, the price awaited; Generate pressed. */
+async function generateFromForm(
+  session: PlaygroundSession,
+  choice: { model: string; prompt: string; aspectRatio?: string; resolution?: string },
+) {
+  const { page } = session;
+  await page.getByLabel('Model').selectOption(choice.model);
+  await page.getByLabel('Prompt').fill(choice.prompt);
+  if (choice.aspectRatio) await page.getByLabel('Aspect ratio').selectOption(choice.aspectRatio);
+  if (choice.resolution) await page.getByLabel('Resolution').selectOption(choice.resolution);
+  await page.locator('#price[data-state=ok]').waitFor();
+}
+
+t.test('the page: its security headers, key entry kept in sessionStorage only, a refused key', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page, pageHeaders, origin } = session;
+  const csp = pageHeaders['content-security-policy'];
+  t.match(csp, /default-src 'self'/);
+  t.match(csp, new RegExp(`img-src 'self' blob: ${origin.replace(/[.]/g, '\\.')}`), 'images: self and the result URLs');
+  t.match(csp, /frame-ancestors 'none'/);
+  t.equal(pageHeaders['x-frame-options'], 'DENY');
+
+  await page.getByRole('textbox', { name: /^API key/ }).fill('igk_not-a-real-key');
+  await page.getByRole('button', { name: 'Use key' }).click();
+  await page.locator('#key-state', { hasText: 'refused' }).waitFor();
+  t.match(await page.locator('#key-state').textContent(), /401 unauthorized/);
+  t.ok(await page.locator('#workspace').isHidden(), 'no form without a valid key');
+
+  const { key } = await session.newAccount(1000);
+  await session.enterKey(key);
+  t.equal(await page.evaluate(() => document.cookie), '', 'no cookie');
+  t.equal(await page.evaluate(() => Object.values(sessionStorage).filter((v) => v.startsWith('igk_')).length), 1);
+  t.equal(await page.evaluate(() => localStorage.length), 0, 'nothing in localStorage');
+  t.notMatch(page.url(), key, 'never in the URL');
+  await page.reload();
+  await page.locator('body[data-ready=yes]').waitFor();
+  t.pass('a reload in the same tab keeps the key');
+  await session.screenshot('playground-1-key');
+  await page.getByRole('button', { name: 'Forget key' }).click();
+  t.equal(await page.evaluate(() => sessionStorage.length), 0, 'Forget key empties the storage');
+  t.ok(await page.locator('#workspace').isHidden(), 'and hides the form');
+  assertCleanPage(t, session, [401]);
+});
+
+t.test(
+  'text-to-image on each model from the form: live status, then the image at the catalog pixel size',
+  { skip },
+  async (t) => {
+    const session = await openPlayground(t);
+    const { page } = session;
+    const { key } = await session.newAccount(1000);
+    await session.enterKey(key);
+    const held = new HeldGenerator();
+    testWorker(t, session, { events: session.events, generator: held }).start();
+
+    await page.getByLabel('Prompt').fill('🦊🦊');
+    await page.locator('#price[data-state=bad]').waitFor();
+    t.match(
+      await page.locator('#prompt-count').textContent(),
+      /^2 \/ \d+ code points \(at least 3\)$/,
+      'code points, not UTF-16 units',
+    );
+    t.match(
+      await page.locator('#price').textContent(),
+      /once the prompt has 3 to/,
+      'no price for a prompt out of bounds',
+    );
+
+    const choices = { 'alpha-pro': '16:9', 'beta-v5-pro': '3:4' } as Record<string, string>;
+    for (const model of MODEL_CATALOG) {
+      const aspectRatio = choices[model.id];
+      await page.getByLabel('Model').selectOption(model.id);
+      const offered = await page
+        .locator('#aspect-ratio option')
+        .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+      t.same(offered, model.aspectRatios, `${model.id}: the aspect ratios it offers`);
+      const resolutions = await page
+        .locator('#resolution option')
+        .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+      t.same(resolutions, model.resolutions, `${model.id}: the resolutions it offers`);
+      t.equal(await page.getByLabel('Prompt').getAttribute('maxlength'), String(model.promptLength.max));
+
+      await generateFromForm(session, { model: model.id, prompt: `a lighthouse at dusk, ${model.id}`, aspectRatio });
+      const [width, height] = [
+        model.pixelSizes[aspectRatio as '1:1']['1K']!.width,
+        model.pixelSizes[aspectRatio as '1:1']['1K']!.height,
+      ];
+      t.equal(
+        await page.locator('#price').textContent(),
+        `Price: ${model.prices['1K']} tokens for ${width} × ${height} px`,
+        `${model.id}: the price before Generate`,
+      );
+      t.match(await page.locator('#prompt-count').textContent(), `/ ${model.promptLength.max} code points`);
+      await session.screenshot(`playground-2-form-${model.id}`);
+
+      await page.getByRole('button', { name: 'Generate' }).click();
+      await page.locator('#task-events li', { hasText: 'IN_PROGRESS' }).waitFor();
+      t.equal(await page.locator('#result img').count(), 0, `${model.id}: no image while it runs`);
+      await session.screenshot(`playground-3-running-${model.id}`);
+      held.release();
+      await page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor();
+      await page.waitForFunction(() => {
+        const image = document.querySelector('#result img.generated') as HTMLImageElement | null;
+        return image?.complete && image.naturalWidth > 0;
+      });
+      const shown = await page.locator('#result img.generated').evaluate((image: HTMLImageElement) => ({
+        naturalWidth: image.naturalWidth,
+        naturalHeight: image.naturalHeight,
+        ratio: image.getBoundingClientRect().width / image.getBoundingClientRect().height,
+      }));
+      t.same(
+        [shown.naturalWidth, shown.naturalHeight],
+        [width, height],
+        `${model.id}: the image is ${width} × ${height}`,
+      );
+      t.ok(Math.abs(shown.ratio - width / height) < 0.01, `${model.id}: shown at its aspect ratio`);
+      const statuses = await page.locator('#task-events li').allTextContents();
+      t.equal(statuses.at(-1), 'COMPLETED');
+      t.ok(statuses.includes('IN_PROGRESS'), `${model.id}: states seen live: ${statuses}`);
+      t.match(await page.locator('#result figcaption').textContent(), `${width} × ${height} px`);
+      t.ok(await page.getByRole('link', { name: 'Download' }).getAttribute('href'));
+      await session.screenshot(`playground-3-result-${model.id}`);
+    }
+    assertCleanPage(t, session);
+  },
+);
+
+t.test('a refusal shows the problem code and detail: 402 insufficient_tokens', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key } = await session.newAccount(10);
+  await session.enterKey(key);
+  await generateFromForm(session, { model: 'alpha-pro', prompt: 'a red kite over the dunes' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  const problem = page.getByRole('alert');
+  await problem.locator('.problem-code').waitFor();
+  t.equal(await problem.locator('.problem-code').textContent(), 'insufficient_tokens');
+  t.match(await problem.textContent(), /^402 /);
+  t.match(await problem.locator('.problem-detail').textContent(), /token/i, 'the detail');
+  t.equal(await page.locator('#balance').textContent(), '10', 'nothing charged');
+  await session.screenshot('playground-4-refused');
+  assertCleanPage(t, session, [402]);
+});
+
+t.test('cancel while the task waits: the stream shows CANCELED, the cost comes back', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key } = await session.newAccount(100);
+  await session.enterKey(key);
+  // No worker runs: the task stays CREATED until it is canceled.
+  await generateFromForm(session, { model: 'beta-v5-pro', prompt: 'a slow painting of a snail' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.locator('#task-events li', { hasText: 'CREATED' }).waitFor();
+  await page.locator('#balance', { hasText: '75' }).waitFor();
+  await page.getByRole('button', { name: 'Cancel task' }).click();
+  await page.locator('#task-events li', { hasText: 'CANCELED' }).waitFor();
+  await page.locator('#balance', { hasText: '100' }).waitFor();
+  t.ok(await page.getByRole('button', { name: 'Cancel task' }).isHidden(), 'no cancel once it ended');
+  t.same(
+    await page.locator('#ledger tbody td:nth-child(2)').allTextContents(),
+    ['refund', 'debit', 'grant'],
+    'the ledger: refund, debit, grant',
+  );
+  await session.screenshot('playground-5-canceled');
+  assertCleanPage(t, session);
+});
+
+t.test('image-to-image with two uploaded references', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key, auth } = await session.newAccount(1000);
+  await session.enterKey(key);
+  testWorker(t, session, { events: session.events }).start();
+  await page.getByLabel('Model').selectOption('alpha-pro');
+  await page.locator('#reference-files').setInputFiles([
+    { name: 'one.png', mimeType: 'image/png', buffer: await encodedImage('png', 64, 48) },
+    { name: 'two.webp', mimeType: 'image/webp', buffer: await encodedImage('webp', 40, 40) },
+  ]);
+  await page.locator('#reference-list li').nth(1).waitFor();
+  const mediaIds = await page.locator('#reference-list .media-id').allTextContents();
+  t.equal(mediaIds.length, 2, 'two thumbnails with their media_id');
+  await page.waitForFunction(() =>
+    [...document.querySelectorAll<HTMLImageElement>('#reference-list img')].every((i) => i.naturalWidth > 0),
+  );
+  await generateFromForm(session, { model: 'alpha-pro', prompt: 'the two of them, together' });
+  await session.screenshot('playground-6-references');
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor();
+  await page.locator('#result img.generated').waitFor();
+  const list = await session.app.inject({ url: '/api/v1/images/generations', headers: auth });
+  t.same(list.json().data[0].image_reference, mediaIds, 'the task names both references');
+  await session.screenshot('playground-7-image-to-image');
+  assertCleanPage(t, session);
+});
+
+t.test('history: a grid of the account tasks, paged by cursor, filtered by status', { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key, auth } = await session.newAccount(10_000);
+  // 14 tasks, the 3 oldest canceled: one page of 12 and a second of 2.
+  const ids: string[] = [];
+  for (let i = 0; i < 14; i++) {
+    const created = await session.app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: auth,
+      payload: { model: 'beta-v5-pro', prompt: `history task ${i}` },
+    });
+    ids.push(created.json().data.task_id);
+  }
+  for (const id of ids.slice(0, 3))
+    await session.app.inject({ method: 'POST', url: `/api/v1/images/generations/${id}/cancel`, headers: auth });
+  await session.enterKey(key);
+  const items = page.locator('#history li');
+  await items.nth(11).waitFor();
+  t.equal(await items.count(), 12, 'the first page');
+  t.equal(await items.first().getAttribute('data-task-id'), ids[13], 'newest first');
+  await page.getByRole('button', { name: 'Older tasks' }).click();
+  await items.nth(13).waitFor();
+  t.same(
+    await items.evaluateAll((nodes) => nodes.map((n) => (n as HTMLElement).dataset.taskId)),
+    [...ids].reverse(),
+    'both pages, each task once',
+  );
+  t.ok(await page.getByRole('button', { name: 'Older tasks' }).isHidden(), 'no more pages');
+  await page.getByLabel('Status', { exact: true }).selectOption('CANCELED');
+  await page.waitForFunction(() => document.querySelectorAll('#history li').length === 3);
+  t.same(await items.evaluateAll((nodes) => nodes.map((n) => (n as HTMLElement).dataset.status)), [
+    'CANCELED',
+    'CANCELED',
+    'CANCELED',
+  ]);
+  t.equal(await page.locator('#balance').textContent(), String(10_000 - 11 * 25), 'the balance');
+  t.equal(await page.locator('#ledger tbody tr').count(), 10, 'the last 10 ledger entries');
+  await session.screenshot('playground-8-history');
+  assertCleanPage(t, session);
+});
+
+t.test('on a phone-sized screen: nothing wider than the screen, every control labelled', { skip }, async (t) => {
+  const session = await openPlayground(t, { viewport: { width: 390, height: 844 } });
+  const { page } = session;
+  const { key } = await session.newAccount(1000);
+  await session.enterKey(key);
+  testWorker(t, session, { events: session.events }).start();
+  await generateFromForm(session, { model: 'alpha-pro', prompt: 'a tall tree', aspectRatio: '9:16' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  await page.locator('#result img.generated').waitFor();
+  await page.waitForFunction(() => (document.querySelector('#result img.generated') as HTMLImageElement).complete);
+  t.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'no horizontal scrolling');
+  const box = (await page.locator('#result img.generated').boundingBox())!;
+  t.ok(box.width <= 390, `the image fits: ${Math.round(box.width)} px wide`);
+  const unlabelled = await page.evaluate(() =>
+    [...document.querySelectorAll<HTMLInputElement>('input, select, textarea, button')]
+      .filter((control) => {
+        if (control instanceof HTMLButtonElement) return !(control.textContent?.trim() || control.ariaLabel);
+        return (control.labels?.length ?? 0) === 0;
+      })
+      .map((control) => control.id || control.outerHTML),
+  );
+  t.same(unlabelled, [], 'every control has a label or a name');
+  // WCAG AA contrast of every piece of text against the background it is drawn on.
+  const contrast = await page.evaluate(() => {
+    const rgb = (color: string) => (color.match(/[\d.]+/g) ?? []).map(Number);
+    const luminance = ([r, g, b]: number[]) => {
+      const [R, G, B] = [r, g, b].map((v) => {
+        const c = v / 255;
+        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+      });
+      return 0.2126 * R + 0.7152 * G + 0.0722 * B;
+    };
+    const background = (node: Element | null): number[] => {
+      for (let at = node; at; at = at.parentElement) {
+        const [r, g, b, a = 1] = rgb(getComputedStyle(at).backgroundColor);
+        if (a > 0) return [r, g, b];
+      }
+      return [255, 255, 255];
+    };
+    const failures: string[] = [];
+    let checked = 0;
+    for (const node of document.querySelectorAll('body *')) {
+      const element = node as HTMLElement;
+      const ownText = [...element.childNodes].some((c) => c.nodeType === Node.TEXT_NODE && c.textContent?.trim());
+      if (!ownText || element.offsetParent === null) continue;
+      checked++;
+      const style = getComputedStyle(element);
+      const [fg, bg] = [luminance(rgb(style.color)), luminance(background(element))];
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      const large =
+        Number.parseFloat(style.fontSize) >= 24 ||
+        (Number.parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) failures.push(`${element.tagName}#${element.id}: ${ratio.toFixed(2)}`);
+    }
+    return { failures, checked };
+  });
+  t.ok(contrast.checked > 30, `${contrast.checked} pieces of text checked`);
+  t.same(contrast.failures, [], 'text contrast at least 4.5:1 (3:1 for large text)');
+  // The keyboard reaches the form: the key field, its buttons, then the model select.
+  await page.locator('#api-key').focus();
+  const order: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    await page.keyboard.press('Tab');
+    order.push(await page.evaluate(() => document.activeElement?.id ?? ''));
+  }
+  t.ok(order.includes('model') && order.includes('prompt'), `Tab reaches the model and the prompt: ${order}`);
+  await session.screenshot('playground-9-phone');
+  assertCleanPage(t, session);
+});
+
+t.test('with S3 presigned downloads the result is shown from the bucket, within the CSP', { skip }, async (t) => {
+  const s3 = await startTestS3(t);
+  const client = testS3Client(t, s3);
+  const session = await openPlayground(t, {
+    env: { ...s3.env, S3_PRESIGNED_DOWNLOADS: 'true' },
+    testApp: {
+      blobAdapter: {
+        kind: 's3',
+        open: async () => ({
+          blobs: new S3BlobStore({ client, bucket: s3.bucket }),
+          env: s3.env,
+          storedKeys: async () => [],
+        }),
+      },
+    },
+    alsoAllowed: [new URL(s3.endpoint).origin],
+  });
+  t.match(session.pageHeaders['content-security-policy'], new URL(s3.endpoint).origin, 'the bucket may serve images');
+  const { page } = session;
+  const { key } = await session.newAccount(1000);
+  await session.enterKey(key);
+  testWorker(t, session, { events: session.events }).start();
+  await generateFromForm(session, { model: 'beta-v5-pro', prompt: 'a bucket of paint', aspectRatio: '4:3' });
+  await page.getByRole('button', { name: 'Generate' }).click();
+  const [redirected] = await Promise.all([
+    page.waitForResponse((response) => response.url().startsWith(new URL(s3.endpoint).origin)),
+    page.locator('#task-events li', { hasText: 'COMPLETED' }).waitFor(),
+  ]);
+  t.equal(redirected.status(), 200, 'the image came from S3');
+  await page.waitForFunction(() => {
+    const image = document.querySelector('#result img.generated') as HTMLImageElement | null;
+    return image?.complete && image.naturalWidth === 1200 && image.naturalHeight === 896;
+  });
+  await session.screenshot('playground-10-s3-presigned');
+  assertCleanPage(t, session);
+});

@@ -1,0 +1,80 @@
+import t from 'tap';
+import { loadConfig } from '../../src/config.js';
+import { playgroundContentSecurityPolicy } from '../../src/http/routes/playground.js';
+import { buildTestApp } from '../helpers/app.js';
+import { builtPlayground } from '../helpers/playground.js';
+
+t.test('GET /playground: the page, its script and styles, with the security headers', async (t) => {
+  const { app } = await buildTestApp(t, {}, { playgroundDir: await builtPlayground() });
+  const page = await app.inject({ url: '/playground' });
+  t.equal(page.statusCode, 200);
+  t.match(page.headers['content-type'], /^text\/html/);
+  t.match(page.body, '<script type="module" src="/playground/playground.js">');
+  t.equal(page.headers['x-frame-options'], 'DENY');
+  t.type(page.headers['content-security-policy'], 'string', "one policy: the page's replaces helmet's");
+  t.equal(page.headers['x-content-type-options'], 'nosniff');
+  t.equal(page.headers['referrer-policy'], 'no-referrer', 'signed URLs never leave in a Referer');
+  t.match(page.headers['content-security-policy'], /^default-src 'self'; script-src 'self'; style-src 'self'; /);
+  t.notMatch(
+    page.body,
+    /<script>|<style|\sstyle=|\son[a-z]+=/,
+    'no inline script, style or handler for the CSP to refuse',
+  );
+  for (const [path, type] of [
+    ['/playground/playground.js', /^text\/javascript/],
+    ['/playground/playground.css', /^text\/css/],
+  ] as const) {
+    const asset = await app.inject({ url: path });
+    t.equal(asset.statusCode, 200, path);
+    t.match(asset.headers['content-type'], type);
+  }
+  const document = (await app.inject({ url: '/openapi.json' })).json();
+  t.same(
+    Object.keys(document.paths).filter((path) => path.startsWith('/playground')),
+    [],
+    'not in the OpenAPI document',
+  );
+});
+
+t.test('PLAYGROUND=false: no page', async (t) => {
+  const { app } = await buildTestApp(t, { PLAYGROUND: 'false' }, { playgroundDir: await builtPlayground() });
+  t.equal((await app.inject({ url: '/playground' })).statusCode, 404);
+  t.equal((await app.inject({ url: '/playground/playground.js' })).statusCode, 404);
+});
+
+t.test('the CSP lets images come from the result URLs and, with presigned downloads, the bucket', async (t) => {
+  const imagesOf = (env: Record<string, string>) =>
+    playgroundContentSecurityPolicy(loadConfig({ DATA_DIR: t.testdir(), ...env }))
+      .split('; ')
+      .find((directive) => directive.startsWith('img-src '));
+  t.equal(
+    imagesOf({ PUBLIC_BASE_URL: 'https://images.example.com/' }),
+    "img-src 'self' blob: https://images.example.com",
+  );
+  t.equal(
+    imagesOf({
+      PUBLIC_BASE_URL: 'https://api.example.com',
+      BLOB_STORE: 's3',
+      S3_BUCKET: 'pics',
+      S3_REGION: 'eu-west-1',
+      S3_PRESIGNED_DOWNLOADS: 'true',
+    }),
+    "img-src 'self' blob: https://api.example.com https://s3.eu-west-1.amazonaws.com https://pics.s3.eu-west-1.amazonaws.com",
+  );
+  t.equal(
+    imagesOf({
+      PUBLIC_BASE_URL: 'https://api.example.com',
+      BLOB_STORE: 's3',
+      S3_BUCKET: 'pics',
+      S3_REGION: 'auto',
+      S3_ENDPOINT: 'https://acct.r2.cloudflarestorage.com',
+      S3_PRESIGNED_DOWNLOADS: 'true',
+    }),
+    "img-src 'self' blob: https://api.example.com https://acct.r2.cloudflarestorage.com https://pics.acct.r2.cloudflarestorage.com",
+  );
+  t.equal(
+    imagesOf({ PUBLIC_BASE_URL: 'https://api.example.com', BLOB_STORE: 's3', S3_BUCKET: 'pics', S3_REGION: 'auto' }),
+    "img-src 'self' blob: https://api.example.com",
+    'without presigned downloads the API streams the bytes itself',
+  );
+});
