@@ -37,7 +37,9 @@ export class OpenApiResponseValidator {
 
   /** What breaks the contract in this answer, or null. Answers of no documented operation pass. */
   check(method: string, url: string, status: number, contentType: string | undefined, body: string): string | null {
-    const path = url.split(/[?#]/, 1)[0];
+    // The path the server was asked for: inject, like curl and browsers, resolves dot segments
+    // (`/generations/.` is the list, not a task), so match what the WHATWG URL parser makes of it.
+    const path = new URL(url, 'http://localhost').pathname;
     const found = this.paths.find((p) => p.pattern.test(path));
     const verb = method.toLowerCase();
     const operation = found?.operations[verb];
