@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { renderOpenApiYaml } from '../src/http/openapi-document.js';
+import { renderOpenApiYaml } from './openapi-document.js';
 import { generateClientTypes } from './client-types.js';
 
 const documentPath = fileURLToPath(new URL('../openapi.yaml', import.meta.url));

@@ -3,6 +3,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
 import { buildApp } from './http/app.js';
+import { releaseImageCaches } from './images/normalize-upload.js';
 import { openRuntime, type Runtime } from './runtime.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
@@ -41,6 +42,9 @@ function loadDotEnv(): void {
   }
 }
 
+/** The commands that serve or work for as long as the process lives. */
+const LONG_RUNNING_COMMANDS = new Set(['serve', 'api', 'worker']);
+
 async function main(argv: string[]): Promise<number> {
   loadDotEnv();
   const [command, subcommand, ...rest] = argv;
@@ -49,6 +53,8 @@ async function main(argv: string[]): Promise<number> {
     return command ? 0 : 1;
   }
   const config = loadConfig(process.env);
+  // Process-wide settings, made once before any image is touched (not by each app or worker built).
+  if (LONG_RUNNING_COMMANDS.has(command)) releaseImageCaches();
 
   switch (command) {
     case 'serve':

@@ -4,15 +4,18 @@ import { join } from 'node:path';
 import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
+import { releaseImageCaches } from '../../src/images/normalize-upload.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 
 /**
  * The app in this process, listening on 127.0.0.1 (an ephemeral port), on dataDir, with no workers,
  * and an account without tokens with one API key: for the memory benches, which measure the
- * process they run in. Configuration not set here comes from the environment.
+ * process they run in, set up as `serve` sets up its process. Configuration not set here comes
+ * from the environment.
  */
 export async function listenOnLoopback(dataDir: string) {
+  releaseImageCaches();
   const config = loadConfig({
     ...process.env,
     DATA_DIR: dataDir,

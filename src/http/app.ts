@@ -16,7 +16,6 @@ import { publicBaseUrl, trustProxyOption } from '../config.js';
 import { IdempotencyService } from '../services/idempotency.js';
 import { MediaService } from '../services/media-service.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
-import { openBlobStore } from '../runtime.js';
 import { TaskEvents } from '../services/task-events.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
@@ -41,7 +40,6 @@ import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
 import { playgroundRoutes } from './routes/playground.js';
 import { webhookRoutes } from './routes/webhooks.js';
-import { releaseImageCaches } from '../images/normalize-upload.js';
 import { parseJsonBody } from './json-body.js';
 import { buildSerializerCompilerFactory } from './serialization.js';
 import { buildValidatorCompilerFactory } from './validation.js';
@@ -51,8 +49,8 @@ export interface AppDependencies {
   store: Store;
   /** HMAC secret for signed media URLs. */
   mediaSigningSecret: string;
-  /** Media bytes; default: the adapter the configuration selects (files under DATA_DIR/blobs). */
-  blobs?: BlobStore;
+  /** Media bytes: the adapter the process opened (runtime.ts); the app never opens one itself. */
+  blobs: BlobStore;
   /** DNS for the webhook URL check; tests map names to addresses without a resolver. */
   webhookLookup?: LookupAll;
   /** Shared with in-process workers so that long-polls and cancels are heard at once. */
@@ -207,8 +205,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     backendUnavailableFor: backendCircuit(deps.config, deps.store),
   });
 
-  releaseImageCaches();
-  const blobs = deps.blobs ?? openBlobStore(deps.config);
+  const blobs = deps.blobs;
   const media = new MediaService({
     store: deps.store,
     blobs,

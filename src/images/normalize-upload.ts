@@ -36,8 +36,8 @@ const SHARP_FORMAT_OF: Record<ImageType, string> = {
 
 /**
  * libvips keeps the results of recent operations (50 MB by default) in case they are asked for
- * again; an upload never is, and a server holding that cache looks like a leak. Called once by the
- * processes that normalise uploads.
+ * again; neither an upload nor a generated image ever is, and a server holding that cache looks like
+ * a leak. Called once at process start by the long-running commands (serve, api, worker).
  */
 export function releaseImageCaches(): void {
   sharp.cache(false);

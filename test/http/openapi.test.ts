@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { parse } from 'yaml';
-import { renderOpenApiYaml } from '../../src/http/openapi-document.js';
+import { renderOpenApiYaml } from '../../scripts/openapi-document.js';
 import { ERROR_CODES } from '../../schemas/resources.js';
 
 const committed = readFileSync(new URL('../../openapi.yaml', import.meta.url), 'utf8');

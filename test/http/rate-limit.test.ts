@@ -1,9 +1,10 @@
+import { join } from 'node:path';
 import t from 'tap';
 import { Redis } from 'ioredis';
+import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
-import { issueApiKey } from '../../src/services/api-keys.js';
-import { createAccountWithKey } from '../../src/services/api-keys.js';
+import { createAccountWithKey, issueApiKey } from '../../src/services/api-keys.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { needsRedis, REDIS_URL, redisWithPrefix } from '../helpers/redis.js';
@@ -300,6 +301,7 @@ t.test('with REDIS_URL two API processes share one budget', withRedis, async (t)
   const two = await buildApp({
     config: one.config,
     store: one.store,
+    blobs: one.blobs,
     mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
     logger: false,
   });
@@ -334,6 +336,7 @@ t.test('with REDIS_URL failed authentications are counted across processes', wit
   const two = await buildApp({
     config: one.config,
     store: one.store,
+    blobs: one.blobs,
     mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
     logger: false,
   });
@@ -381,6 +384,7 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
   const app = await buildApp({
     config,
     store,
+    blobs: new FsBlobStore(join(dir, 'blobs')),
     mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
     logger: false,
     rateLimitRedis: deadRedis,
@@ -412,7 +416,13 @@ t.test('an unreachable REDIS_URL stops the start with a message naming it', asyn
   const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', REDIS_URL: 'redis://127.0.0.1:1' });
   const { store } = await testStoreAdapter().open(t, { dataDir: dir });
   await t.rejects(
-    buildApp({ config, store, mediaSigningSecret: 'test-signing-secret-0123456789abcdef', logger: false }),
+    buildApp({
+      config,
+      store,
+      blobs: new FsBlobStore(join(dir, 'blobs')),
+      mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
+      logger: false,
+    }),
     /REDIS_URL/,
   );
 });

@@ -10,7 +10,7 @@ import type { MediaService } from '../../services/media-service.js';
 import type { ConnectionSlots } from '../../services/connection-slots.js';
 import type { MediaRecord } from '../../store/port.js';
 import { requestFingerprint } from '../../services/idempotency.js';
-import { requestedByteRange } from '../byte-range.js';
+import { sendMediaContent } from '../media-content.js';
 import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';
 import type { Caller } from '../plugins/auth.js';
 import { SignedUrlQueryFields, signedUrlExpiry } from '../signed-url.js';
@@ -90,8 +90,6 @@ const CONTENT_RANGE = {
 } as const;
 
 const UPLOAD_SLOT_RETRY_AFTER_SECONDS = 1;
-
-const FILE_EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };
 
 /** Accepts anything: the multipart body is streamed and checked by the handler, never parsed into request.body. */
 const streamedBodyValidator = () => () => true;
@@ -261,46 +259,23 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
       const at = now();
       const mediaId = canonicalId(request.params.media_id);
       let found: MediaRecord;
-      let freshUntilMs: number;
+      let accessEndsAt: Date;
       const expiresSeconds = signedUrlExpiry(request.query, at, (expires, signature) =>
         signer.verify(mediaId, expires, signature, at),
       );
       if (expiresSeconds !== null) {
         found = await media.getForSignedAccess(mediaId);
-        freshUntilMs = Math.min(expiresSeconds * 1000, found.expiresAt.getTime());
+        accessEndsAt = new Date(expiresSeconds * 1000);
       } else {
         // Auth let this route through without a key so that signed URLs work; without a signature the key is required.
         const caller = request.caller as Caller | null;
         if (!caller)
           throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use a signed URL.');
         found = await media.get(caller.accountId, mediaId);
-        freshUntilMs = Math.min(at.getTime() + options.signedUrlTtlSeconds * 1000, found.expiresAt.getTime());
+        // A key read is cached no longer than a signed URL would live.
+        accessEndsAt = new Date(at.getTime() + options.signedUrlTtlSeconds * 1000);
       }
-
-      const etag = `"${found.sha256}"`;
-      const freshForSeconds = Math.max(0, Math.floor((freshUntilMs - at.getTime()) / 1000));
-      const cacheControl = `private, max-age=${freshForSeconds}`;
-      const contentDisposition = `inline; filename="${found.id}.${FILE_EXTENSIONS[found.contentType] ?? 'bin'}"`;
-      reply.header('etag', etag).header('cache-control', cacheControl).header('x-content-type-options', 'nosniff');
-      if (matchesEtag(request.headers['if-none-match'], etag)) return reply.code(304).send();
-
-      const direct = await media.directDownloadUrl(found, { contentDisposition, cacheControl }, freshForSeconds);
-      // The redirect itself is not cached: its URL lives for minutes, the content for longer.
-      if (direct) return reply.code(302).header('location', direct).header('cache-control', 'no-store').send();
-
-      reply.header('accept-ranges', 'bytes');
-      const range = requestedByteRange(request.headers.range, request.headers['if-range'], etag, found.sizeBytes);
-      if (range === 'unsatisfiable') {
-        reply.header('content-range', `bytes */${found.sizeBytes}`);
-        throw new DomainError('range_not_satisfiable', `The content has ${found.sizeBytes} bytes.`);
-      }
-      const content = await media.openContent(found, range ?? undefined);
-      if (range) reply.code(206).header('content-range', `bytes ${range.start}-${range.end}/${found.sizeBytes}`);
-      return reply
-        .type(found.contentType)
-        .header('content-length', content.sizeBytes)
-        .header('content-disposition', contentDisposition)
-        .send(content.body);
+      return sendMediaContent(request, reply, found, { media, at, accessEndsAt });
     },
   );
 
@@ -327,12 +302,3 @@ export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRoutesOptions> = async 
     },
   );
 };
-
-/** RFC 9110 If-None-Match: a list of entity tags (weak comparison) or `*`. */
-function matchesEtag(header: string | undefined, etag: string): boolean {
-  if (!header) return false;
-  return header.split(',').some((candidate) => {
-    const tag = candidate.trim();
-    return tag === '*' || tag.replace(/^W\//, '') === etag;
-  });
-}
