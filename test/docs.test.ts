@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { ConfigSchema } from '../src/config.js';
 
 /**
  * The repository explains itself (docs/design.md §6): what the code cites must exist. Citations are
@@ -67,6 +68,11 @@ t.test('code cites the design and decisions, not a design document or tracker ou
   // Written with a character class so that this file does not match itself.
   const outside = citations(codeFiles, /(\bD[E]SIGN(?: section)? \d|\b[Ii]ssue #?\d+)/g).map((c) => c.where);
   t.same(outside, [], 'cite docs/design.md §x.y or a decision note instead');
+});
+
+t.test('docs/design.md §4.1 names every configuration variable', async (t) => {
+  const design = read('docs/design.md');
+  for (const name of Object.keys(ConfigSchema.properties)) t.ok(design.includes(`\`${name}\``), name);
 });
 
 t.test('the decision index lists every note, and the README links the design', async (t) => {
