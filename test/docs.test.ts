@@ -2,6 +2,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { ConfigSchema } from '../src/config.js';
+import { canTransition, nextStatus, refundsOnEntry, type TaskEvent, type TaskStatus } from '../src/core/task.js';
+import { TASK_STATUSES } from '../schemas/resources.js';
 
 /**
  * The repository explains itself (docs/design.md §6): what the code cites must exist. Citations are
@@ -73,6 +75,21 @@ t.test('code cites the design and decisions, not a design document or tracker ou
 t.test('docs/design.md §4.1 names every configuration variable', async (t) => {
   const design = read('docs/design.md');
   for (const name of Object.keys(ConfigSchema.properties)) t.ok(design.includes(`\`${name}\``), name);
+});
+
+t.test("docs/design.md §3.5's table of moves is the core's state machine", async (t) => {
+  const rows = [...read('docs/design.md').matchAll(/^\| `([A-Z_]+)` \| (\w+) \| `([A-Z_]+)` \| (refund)? ?\|$/gm)];
+  const written = rows.map(([, from, event, to, refund]) => `${from} ${event} → ${to}${refund ? ' refund' : ''}`);
+  const events: TaskEvent[] = ['claim', 'complete', 'fail', 'cancel', 'release'];
+  const allowed = (TASK_STATUSES as readonly TaskStatus[]).flatMap((from) =>
+    events
+      .filter((event) => canTransition(from, event))
+      .map((event) => {
+        const to = nextStatus(from, event);
+        return `${from} ${event} → ${to}${refundsOnEntry(to) ? ' refund' : ''}`;
+      }),
+  );
+  t.same(written.sort(), allowed.sort());
 });
 
 t.test('the decision index lists every note, and the README links the design', async (t) => {
