@@ -1,7 +1,9 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { parse } from 'yaml';
 import { ConfigSchema } from '../src/config.js';
+import { PROBLEM_BY_CODE } from '../src/http/problem.js';
 import { canTransition, nextStatus, refundsOnEntry, type TaskEvent, type TaskStatus } from '../src/core/task.js';
 import { TASK_STATUSES } from '../schemas/resources.js';
 
@@ -90,6 +92,24 @@ t.test("docs/design.md §3.5's table of moves is the core's state machine", asyn
       }),
   );
   t.same(written.sort(), allowed.sort());
+});
+
+t.test('docs/design.md §3.7 gives every error code with its status', async (t) => {
+  const design = read('docs/design.md');
+  const table = design.slice(design.indexOf('### 3.7'), design.indexOf('### 3.8'));
+  const rows = [...table.matchAll(/^\| (\d{3})(?: \/ \d{3})? \| (.+?) \|/gm)];
+  const statusOf = new Map(
+    rows.flatMap(([, status, codes]) => [...codes.matchAll(/`(\w+)`/g)].map((m) => [m[1], Number(status)])),
+  );
+  for (const [code, { status }] of Object.entries(PROBLEM_BY_CODE)) t.equal(statusOf.get(code), status, code);
+  t.equal(statusOf.size, Object.keys(PROBLEM_BY_CODE).length, 'and no other code');
+});
+
+t.test('docs/design.md §3.4 lists every path of the OpenAPI document', async (t) => {
+  const design = read('docs/design.md');
+  const endpoints = design.slice(design.indexOf('### 3.4'), design.indexOf('### 3.5'));
+  for (const path of Object.keys(parse(read('openapi.yaml')).paths))
+    t.ok(endpoints.includes(`${path}\``) || endpoints.includes(`${path},`), path);
 });
 
 t.test('the decision index lists every note, and the README links the design', async (t) => {
