@@ -1,5 +1,5 @@
 /**
- * Issue 35: peak RSS of one Gemini call with 10 references of ~20 MiB each, prepared for the
+ * Decision 0011: peak RSS of one Gemini call with 10 references of ~20 MiB each, prepared for the
  * provider's per-image limit. Run alone: `scripts/with-node.sh 24 npx tsx bench/reference-prep-memory.ts`.
  * The references are noise PNGs (noise does not compress: the worst case for the bytes limit).
  */

@@ -1,5 +1,5 @@
 /**
- * The reference of every ratio in BENCHMARKS.md (DESIGN 5): a bare fastify server on the same
+ * The reference of every ratio in BENCHMARKS.md (docs/design.md §5): a bare fastify server on the same
  * routes as the service, whose create route validates the same request body schema with the same
  * Ajv configuration and answers a constant. No auth, no store, no logging: what is left of a
  * request once the service's own work is taken away.

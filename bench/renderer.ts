@@ -1,5 +1,5 @@
 /**
- * Local renderer timing (DESIGN 5: 1K < 150 ms, 4K < 1.5 s on one core). Calls LocalRenderer
+ * Local renderer timing (docs/design.md §5: 1K < 150 ms, 4K < 1.5 s on one core). Calls LocalRenderer
  * directly, best of N per size, and prints one JSON object. bench/run.ts runs it pinned to one CPU
  * (taskset) with libvips and the libuv pool limited to one thread; run alone:
  *

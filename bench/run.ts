@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: measures the service against DESIGN 5's budgets (embedded default, waiting and
+ * `npm run bench`: measures the service against docs/design.md §5's budgets (embedded default, waiting and
  * results, real-photo upload memory, and scale-out on PostgreSQL), and writes BENCHMARKS.md.
  *
  * Every throughput figure is a ratio to a reference measured in the same run: a bare fastify
@@ -133,7 +133,7 @@ const runtime = flags.runtime as ServiceRuntime;
 const ROUNDS = Number(flags.rounds ?? (flags.quick ? 2 : 5));
 // A list's budget is not judged by its ratio to the reference but compares the two stores within
 // each round (90 % or more against its 80 % in every full run recorded in BENCHMARKS.md before
-// issue #19): three rounds of them keep a full run inside its 8 minutes.
+// decision 0010): three rounds of them keep a full run inside its 8 minutes.
 const SHORT_ROUNDS = Math.min(ROUNDS, 3);
 const CONNECTIONS = Number(flags.connections);
 const LOAD: LoadOptions = {
@@ -476,7 +476,7 @@ async function uploadScenario(): Promise<void> {
   const service = await launch('service-upload', env);
   const { png, burst } = await concurrentUploadBurst(service, { authorization: `Bearer ${key}` });
 
-  // DESIGN 5: a 20 MiB image streams without buffering whole request bodies twice
+  // docs/design.md §5: a 20 MiB image streams without buffering whole request bodies twice
   // (bench/upload-streaming.ts, in a process of its own that can force collections).
   const large = await runJsonScript<NonNullable<BenchReport['upload']>['large']>('bench/upload-streaming.ts', {
     nodeFlags: ['--expose-gc'],
@@ -504,7 +504,7 @@ async function uploadScenario(): Promise<void> {
 }
 
 /**
- * DESIGN 5's upload memory: 10 uploads of 10 MiB at once into a fresh service warmed by one upload.
+ * docs/design.md §5's upload memory: 10 uploads of 10 MiB at once into a fresh service warmed by one upload.
  * VmHWM is reset before the burst where the kernel allows, and RSS is also sampled every 10 ms, so
  * the peak is caught either way.
  */

@@ -1,5 +1,5 @@
 /**
- * Scale-out scenarios (DESIGN 5) on the machine's PostgreSQL, each figure beside graphile-worker
+ * Scale-out scenarios (docs/design.md §5) on the machine's PostgreSQL, each figure beside graphile-worker
  * 0.18 measured in the same run on the same database: dispatch latency (create → generator called)
  * at light load, no-op tasks per second with 1, 2 and 4 worker slots, and creates per second
  * through 1 and 2 `api` processes. Run alone with `npm run bench:scale-out`; `runScaleOutBench`

@@ -1,5 +1,5 @@
 /**
- * Upload memory with real photos (issue 24; DESIGN 5's upload row): 10 concurrent uploads of a
+ * Upload memory with real photos (decision 0012; docs/design.md §5's upload row): 10 concurrent uploads of a
  * camera-like 20 MiB JPEG, then 10 concurrent uploads of a 40-megapixel PNG, each burst against
  * the app in this process over real HTTP on loopback. For each burst it reports the RSS growth at
  * the peak over the warmed-up baseline (budget < 300 MiB) and the RSS a minute after the burst

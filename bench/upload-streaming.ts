@@ -1,5 +1,5 @@
 /**
- * DESIGN 5: "a 20 MiB image streams without buffering whole request bodies twice". Builds the app
+ * docs/design.md §5: "a 20 MiB image streams without buffering whole request bodies twice". Builds the app
  * in this process on 127.0.0.1 (so that it can force collections), warms it with one small upload,
  * then sends one at a time, each body streamed from disk by a client that holds a chunk at a time:
  *

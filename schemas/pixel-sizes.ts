@@ -1,6 +1,6 @@
 /**
  * Exact output sizes (width × height) per aspect ratio and resolution, shared by every model
- * that offers the ratio (DESIGN 3.2). A model's module picks the ratios and resolutions it offers.
+ * that offers the ratio (docs/design.md §3.2). A model's module picks the ratios and resolutions it offers.
  */
 export const PIXEL_SIZES = {
   '1:1': { '1K': [1024, 1024], '2K': [2048, 2048], '4K': [4096, 4096] },

@@ -45,7 +45,7 @@ export const UrlString = (maxLength: number, description?: string) =>
  * `schema` or null. A schema of one primitive type becomes `type: [<type>, 'null']`; anything else
  * (an object, a $ref) an `anyOf` with null. Both mean the same in JSON Schema, but
  * fast-json-stringify writes a type list directly, whereas for an `anyOf` it runs a validator on
- * every value to pick the branch (about 9 % of a task list page; BENCHMARKS.md).
+ * every value to pick the branch (about 9 % of a task list page; docs/performance-history.md).
  */
 export function Nullable<T extends TSchema>(schema: T): TUnsafe<Static<T> | null> {
   const { type } = schema as { type?: unknown };

@@ -6,7 +6,7 @@ import { Cursor, Int32, Nullable, Timestamp, TokenAmount, UrlString, Uuid } from
 /** Shared response schemas; each has an `$id`, which names its OpenAPI component. */
 
 export const IMAGE_CONTENT_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
-/** Images a task can produce (DESIGN 3.3); more than one per task is room for models that return several. */
+/** Images a task can produce (docs/design.md §3.3); more than one per task is room for models that return several. */
 export const MAX_GENERATED_PER_TASK = 16;
 /** Signed URLs: PUBLIC_BASE_URL, the path and two short query parameters. */
 const SIGNED_URL_MAX_LENGTH = 4096;

@@ -8,7 +8,7 @@ import { assertValidBlobKey } from './blobs/port.js';
 import { parseOpenAiImageSizes } from './core/size-plan.js';
 
 /**
- * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
+ * The whole runtime configuration, read only from environment variables (docs/design.md §4). One schema
  * validates them at start; a bad value stops the process naming the variable.
  */
 const Int = (options: { minimum?: number; maximum?: number; default: number; description: string }) =>
@@ -453,7 +453,7 @@ export function modelBackends(config: Config): Record<string, GeneratorBackend> 
   );
 }
 
-/** The variable naming the provider's model for each catalog model (issue 35). */
+/** The variable naming the provider's model for each catalog model (decision 0011). */
 const UPSTREAM_MODEL_VARIABLE_OF_MODEL = {
   'alpha-pro': 'ALPHA_PRO_UPSTREAM_MODEL',
   'beta-v5-pro': 'BETA_V5_PRO_UPSTREAM_MODEL',

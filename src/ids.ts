@@ -4,7 +4,7 @@ import { V7Generator } from 'uuidv7';
 /**
  * The generator's random bits, drawn from the OS a thousand values at a time. uuidv7's default
  * source asks `crypto.getRandomValues` for 8 values at a time, and a UUIDv7 takes 1 to 3 of them:
- * that call was about 9 000 of the 14 000 instructions an id cost, on every create (BENCHMARKS.md,
+ * that call was about 9 000 of the 14 000 instructions an id cost, on every create (docs/performance-history.md,
  * "Optimisations"). The bits are still the OS's cryptographically strong ones; ids are not secrets.
  */
 class BufferedOsRandom {

@@ -124,7 +124,7 @@ export interface BenchReport {
     rssGrowthMiB: number;
     peakFrom: string;
     /**
-     * DESIGN 5's 20 MiB upload (bench/upload-streaming.ts), one at a time, a GC forced every 10 ms:
+     * docs/design.md §5's 20 MiB upload (bench/upload-streaming.ts), one at a time, a GC forced every 10 ms:
      * a body of that size that is not an image (received whole, then refused with 415 before any
      * image work), and a PNG of that size, stored. Growth of live Buffers and of RSS.
      */
@@ -152,7 +152,7 @@ export interface BenchReport {
   sections: ReportSection[];
 }
 
-/** DESIGN 5's figures, one place. */
+/** docs/design.md §5's figures, one place. */
 export const BUDGETS = {
   createShare: 0.2,
   readShare: 0.3,
@@ -305,7 +305,7 @@ export function renderGenerated(report: BenchReport): string {
   lines.push(
     `Reproduce: \`${report.command}\` (${s.rounds} alternating rounds per ratio, ${s.shortRounds} for the lists, ${s.warmupSec} s warm-up + ${s.durationSec} s each; service from \`${s.runtime}\`; SQLite ${s.sqliteSynchronous}).`,
   );
-  heading('Budgets (DESIGN 5)');
+  heading('Budgets (docs/design.md §5)');
   lines.push('| budget | target | measured | |');
   lines.push('|---|---|---|---|');
   for (const c of checkBudgets(report))
@@ -393,7 +393,7 @@ export function renderGenerated(report: BenchReport): string {
 
 const SKELETON = `# Benchmarks
 
-\`npm run bench\` measures the service against the budgets of DESIGN section 5 and rewrites the
+\`npm run bench\` measures the service against the budgets of docs/design.md §5 and rewrites the
 section between the markers below. Raw results of every run: \`bench/results/\` (not committed).
 
 ${BEGIN}

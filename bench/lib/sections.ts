@@ -3,7 +3,7 @@ import type { CapacityResult } from '../scenarios/capacity.js';
 import type { PhotoUploadReport } from '../upload-memory-photos.js';
 import { BUDGETS, type BudgetCheck, type LongPollResult, type ReportSection } from './report.js';
 
-/** DESIGN 5's upload row for real photos (issue 24): growth at the peak, and RSS a minute later. */
+/** docs/design.md §5's upload row for real photos (decision 0012): growth at the peak, and RSS a minute later. */
 export function photoUploadSection(report: PhotoUploadReport): ReportSection {
   const { budget } = report;
   const budgets: BudgetCheck[] = report.bursts.map((b) => ({
@@ -31,7 +31,7 @@ export function photoUploadSection(report: PhotoUploadReport): ReportSection {
 }
 
 /**
- * DESIGN 5's waiting rows for event streams: the long-poll scenario with one open
+ * docs/design.md §5's waiting rows for event streams: the long-poll scenario with one open
  * `GET …/{task_id}/events` per task instead of `?wait=60`, judged by the long-poll's budgets.
  */
 export function eventStreamSection(l: LongPollResult): ReportSection {
@@ -73,7 +73,7 @@ export interface S3UploadReport {
   budgetMiB: number;
 }
 
-/** DESIGN 5's upload row on the S3 adapter: met when every upload is stored and RSS grows less than the budget. */
+/** docs/design.md §5's upload row on the S3 adapter: met when every upload is stored and RSS grows less than the budget. */
 export function s3UploadSection(report: S3UploadReport): ReportSection {
   const all201 = Object.keys(report.statuses).every((status) => status === '201');
   const size = `${(report.uploadBytes / 2 ** 20).toFixed(1)} MiB`;
@@ -96,7 +96,7 @@ export function s3UploadSection(report: S3UploadReport): ReportSection {
 }
 
 /**
- * The scale-out rows (bench/scale-out.ts) judged against DESIGN 5: a row with a budget is met when
+ * The scale-out rows (bench/scale-out.ts) judged against docs/design.md §5: a row with a budget is met when
  * its ratio (above 1 = ours better) reaches the budget's factor (1, 1.3 ×, or 80 % for a list at
  * 1 M against 10 k), or, for the dispatch p99, when it is within 25 ms.
  */
@@ -128,7 +128,7 @@ export function scaleOutSection(rows: ScaleOutRow[]): ReportSection {
 }
 
 /**
- * DESIGN 5's capacity rows (bench/scenarios/capacity.ts), per setup: makespan against the provider's
+ * docs/design.md §5's capacity rows (bench/scenarios/capacity.ts), per setup: makespan against the provider's
  * own limit N·L/C, the provider's 429 share, the small accounts' last completion as a share of the
  * run, and the tasks that did not complete.
  */

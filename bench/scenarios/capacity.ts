@@ -1,5 +1,5 @@
 /**
- * DESIGN 5, capacity at a provider's limit (issue 28): a loopback provider of fixed capacity
+ * docs/design.md §5, capacity at a provider's limit (decision 0016): a loopback provider of fixed capacity
  * (C = 8 calls at once, L = 500 ms each, Gemini's documented 429 RESOURCE_EXHAUSTED with a
  * RetryInfo of 1 s for any call beyond C; test/helpers/capacity-provider.ts) serves `alpha-pro`
  * (ALPHA_PRO_BACKEND=gemini). 400 tasks: one account creates 340 at once, then, once those creates

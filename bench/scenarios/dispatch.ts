@@ -1,5 +1,5 @@
 /**
- * DESIGN 5, embedded default: dispatch latency, create → generator called, with in-process
+ * docs/design.md §5, embedded default: dispatch latency, create → generator called, with in-process
  * workers at light load (p50 ≤ 2 ms, p99 ≤ 10 ms).
  *
  * One text-to-image task at a time (1K, the smallest), each followed by a long-poll until it is

@@ -1,5 +1,5 @@
 /**
- * DESIGN 5, results: a 4K PNG through its signed URL ≥ 70 % of `@fastify/static` serving the same
+ * docs/design.md §5, results: a 4K PNG through its signed URL ≥ 70 % of `@fastify/static` serving the same
  * file, same run.
  *
  * `serve` with one in-process worker renders one text-to-image 4K task; its result's signed URL

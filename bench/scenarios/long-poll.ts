@@ -1,5 +1,5 @@
 /**
- * DESIGN 5, waiting: 5 000 concurrent `GET /images/generations/{id}?wait=60` add < 250 MiB RSS, and
+ * docs/design.md §5, waiting: 5 000 concurrent `GET /images/generations/{id}?wait=60` add < 250 MiB RSS, and
  * each returns within 20 ms (p99) of its task's completion.
  *
  * `serve` with its default in-process workers (one per core). The client (undici, one socket per
@@ -17,7 +17,7 @@
  * ends their long-polls the same way (measured apart, not the budget's figure).
  *
  * With `via: 'event-stream'` the same run holds one `GET /images/generations/{id}/events` per task
- * instead (DESIGN 5: "the same for 5 000 concurrent event streams"); its answer is the moment the
+ * instead (docs/design.md §5: "the same for 5 000 concurrent event streams"); its answer is the moment the
  * stream's terminal `task` event is parsed.
  */
 import { availableParallelism } from 'node:os';

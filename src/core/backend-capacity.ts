@@ -1,5 +1,5 @@
 /**
- * How many calls a model backend may have in flight at once, found without being told (DESIGN 4,
+ * How many calls a model backend may have in flight at once, found without being told (docs/design.md §4,
  * "Capacity"). A provider's quota is a number of calls at once (or per minute) that it does not
  * publish; beyond it, it refuses calls with 429 / RESOURCE_EXHAUSTED / an overloaded 503. The
  * limit is probed like TCP's congestion window (and Netflix's concurrency-limits AIMD):
@@ -54,7 +54,7 @@ export interface BackendLimitState {
   /** A moving average of successful calls' durations, in ms; null before the first. */
   typicalCallMs: number | null;
   /**
-   * The circuit breaker (issue 35): the backend refused us in a way no retry fixes (our key, the
+   * The circuit breaker (decision 0011): the backend refused us in a way no retry fixes (our key, the
    * project's billing, an exhausted quota). Until this instant no call is made and creates for its
    * models are refused; after it, one probe call decides. Null (or absent, in states stored before
    * it existed) = available.
@@ -62,7 +62,7 @@ export interface BackendLimitState {
   unavailableUntil?: number | null;
 }
 
-/** What one upstream call came to, for the limit (DESIGN 4: upstream calls by outcome). */
+/** What one upstream call came to, for the limit (docs/design.md §4: upstream calls by outcome). */
 export type UpstreamOutcome =
   | { kind: 'ok'; durationMs: number }
   /** The provider had no capacity for it (429, RESOURCE_EXHAUSTED, overloaded 503). */

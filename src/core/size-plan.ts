@@ -1,7 +1,7 @@
 import { PIXEL_SIZES, type AspectRatio } from '../../schemas/pixel-sizes.js';
 
 /**
- * What to ask a model provider for, so that it accepts the call (issue 33). Pure: the adapters
+ * What to ask a model provider for, so that it accepts the call (decision 0011). Pure: the adapters
  * send the planned request, then `toExactSizePng` scales and centre-crops the reply to the
  * catalog's exact size, and the task records `resized_from` when it had to.
  */

@@ -33,7 +33,7 @@ export function afterLostLease(
 
 /**
  * Claims that spent one of the task's attempts: a claim deferred for want of capacity (the
- * provider's, or our storage's) is not the task's failure (DESIGN 3.5).
+ * provider's, or our storage's) is not the task's failure (docs/design.md §3.5).
  */
 export function attemptsSpent(task: { attempt: number; deferredAttempts: number }): number {
   return task.attempt - task.deferredAttempts;
@@ -48,7 +48,7 @@ export interface ClaimCandidate {
 }
 
 /**
- * The order in which a claim tries the accounts' next tasks (DESIGN 3.5): accounts in turn, the
+ * The order in which a claim tries the accounts' next tasks (docs/design.md §3.5): accounts in turn, the
  * one with the fewest tasks in progress first, then the oldest task (UUIDv7 ids sort by creation).
  * One account's burst thus delays another account's task by at most its share of the slots.
  */
@@ -59,7 +59,7 @@ export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): 
 /**
  * A task whose attempt met a dependency that is away (the store, the blob store, the disk): not
  * the task's failure, so no attempt is spent on it; it waits (deferred) until its deadline, which
- * alone fails it (DESIGN 3.5).
+ * alone fails it (docs/design.md §3.5).
  */
 export function afterDependencyFailure(
   task: { createdAt: Date },
@@ -94,7 +94,7 @@ export function countsAsActive(status: TaskStatus): boolean {
   return !isTerminal(status);
 }
 
-/** The webhook event a move into `status` emits (DESIGN 3.6), or null: only terminal states emit one. */
+/** The webhook event a move into `status` emits (docs/design.md §3.6), or null: only terminal states emit one. */
 export function webhookEventFor(status: TaskStatus): WebhookEventType | null {
   return isTerminal(status) ? (`image.generation.${status.toLowerCase()}` as WebhookEventType) : null;
 }

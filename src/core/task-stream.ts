@@ -2,7 +2,7 @@ import { isTerminal, type TaskRecord } from './task.js';
 
 /**
  * The position of a task's state in the order of its changes: the id of its event on the task's
- * stream (DESIGN 3.4). A task moves CREATED → IN_PROGRESS (a claim raises `attempt`) → CREATED
+ * stream (docs/design.md §3.4). A task moves CREATED → IN_PROGRESS (a claim raises `attempt`) → CREATED
  * again (a release keeps `attempt`) or a terminal state, and `attempt` never decreases; so within
  * an attempt a claim comes first, then a release, then the end: 3·attempt + 0, 1, 2. A takeover
  * (IN_PROGRESS under a higher attempt) is a change too.

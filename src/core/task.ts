@@ -61,7 +61,7 @@ export interface TaskRecord {
   attempt: number;
   /**
    * Claims that ended without spending one of the task's attempts: the provider or our storage had
-   * no capacity for it (DESIGN 3.5). attempt − deferredAttempts is what TASK_MAX_ATTEMPTS bounds.
+   * no capacity for it (docs/design.md §3.5). attempt − deferredAttempts is what TASK_MAX_ATTEMPTS bounds.
    */
   deferredAttempts: number;
   createdAt: Date;
@@ -127,7 +127,7 @@ export function isTerminal(status: TaskStatus): boolean {
 
 export type TaskEvent = 'claim' | 'complete' | 'fail' | 'cancel' | 'release';
 
-/** DESIGN 3.5: every allowed move; anything else is a conflict. */
+/** docs/design.md §3.5: every allowed move; anything else is a conflict. */
 const TRANSITIONS: Record<TaskStatus, Partial<Record<TaskEvent, TaskStatus>>> = {
   CREATED: { claim: 'IN_PROGRESS', cancel: 'CANCELED', fail: 'FAILED' },
   IN_PROGRESS: { complete: 'COMPLETED', fail: 'FAILED', cancel: 'CANCELED', release: 'CREATED' },
@@ -151,7 +151,7 @@ export function statusesAllowing(event: TaskEvent): TaskStatus[] {
   return (Object.keys(TRANSITIONS) as TaskStatus[]).filter((s) => canTransition(s, event));
 }
 
-/** Whether moving into `status` gives the cost back (DESIGN 3.8: FAILED and CANCELED refund). */
+/** Whether moving into `status` gives the cost back (docs/design.md §3.8: FAILED and CANCELED refund). */
 export function refundsOnEntry(status: TaskStatus): boolean {
   return status === 'FAILED' || status === 'CANCELED';
 }

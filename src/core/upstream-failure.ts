@@ -22,7 +22,7 @@ export interface UpstreamFailure {
   /**
    * The provider had no capacity for the call (429, RESOURCE_EXHAUSTED, an overloaded 503): not
    * the task's failure. It goes back to the queue without spending an attempt, and the backend's
-   * limit comes down (DESIGN 3.5, 4).
+   * limit comes down (docs/design.md §3.5, §4).
    */
   capacity?: boolean;
   /**

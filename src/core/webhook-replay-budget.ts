@@ -1,6 +1,6 @@
 import { DomainError } from './errors.js';
 
-/** How many manual replays (POST …/retry) are allowed within a sliding window (DESIGN 3.6). */
+/** How many manual replays (POST …/retry) are allowed within a sliding window (docs/design.md §3.6). */
 export interface WebhookReplayBudget {
   perDelivery: number;
   perAccount: number;

@@ -36,7 +36,7 @@ function sizePlanOf(config: Config, backend: GeneratorBackend, upstreamModel: st
 
 /**
  * The enlargement a catalog cell would need on its model's backend, and whether MAX_UPSCALE
- * allows it: checked before a task is charged (DESIGN 3.2: nothing upscaled in secret).
+ * allows it: checked before a task is charged (docs/design.md §3.2: nothing upscaled in secret).
  */
 export function upscaleCheck(plans: Record<string, BackendSizePlan>, maxUpscale: number) {
   return (

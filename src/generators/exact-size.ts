@@ -8,7 +8,7 @@ import { GenerationError, RESULT_PNG_OPTIONS, type GeneratedImage } from './port
 const UPSTREAM_MAX_INPUT_PIXELS = 8192 * 8192;
 
 /**
- * Keeps the exact-size promise (DESIGN 3.2) for an image a model returned: at the catalog size
+ * Keeps the exact-size promise (docs/design.md §3.2) for an image a model returned: at the catalog size
  * and in PNG it is kept byte for byte; in another format it is re-encoded to PNG; at another size
  * it is scaled to cover the catalog size and centre-cropped to it, and the result says from what.
  * An image that would have to be enlarged by more than `maxUpscale` (MAX_UPSCALE) is refused:

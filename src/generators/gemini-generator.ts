@@ -73,7 +73,7 @@ export class GeminiGenerator implements ImageGenerator {
 
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
-    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35).
+    // Within the provider's per-image limit, prepared one at a time (decision 0011).
     const limits = this.options.referenceLimits ?? GEMINI_REFERENCE_LIMITS;
     const share = Math.floor(GEMINI_INLINE_BUDGET_BYTES / Math.max(1, input.references.length));
     const references = await prepareReferences(

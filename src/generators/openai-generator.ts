@@ -90,7 +90,7 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // organisation. Not to other providers, which may refuse a parameter they do not know.
       ...(family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
     };
-    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35).
+    // Within the provider's per-image limit, prepared one at a time (decision 0011).
     const references = await prepareReferences(
       input.references,
       this.options.referenceLimits ?? OPENAI_REFERENCE_LIMITS,

@@ -9,7 +9,7 @@ export interface ReferenceLimits {
 }
 
 /**
- * Per provider (decision 0011, issue 35). Gemini: 7 MB per inline image, Vertex AI's documented
+ * Per provider (decision 0011). Gemini: 7 MB per inline image, Vertex AI's documented
  * limit for Gemini 3 Pro Image (the Gemini API's own limit is the 20 MB request); OpenAI: "less
  * than 50MB" per image for the GPT image models' edits (the SDK's images types). The edge is ours:
  * no provider uses more than 4096 px of a reference, and it bounds the bytes sent well below both.

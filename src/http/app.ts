@@ -74,7 +74,7 @@ const DISK_FULL_REMEMBERED_MS = 60_000;
 
 /**
  * One info line per request, when it ends. Fastify's default writes two, serialising the request
- * and the reply, which was the largest cost of a request at LOG_LEVEL=info (BENCHMARKS.md,
+ * and the reply, which was the largest cost of a request at LOG_LEVEL=info (docs/performance-history.md,
  * "Optimisations"); and it logs the full URL, where a signed media URL carries its signature.
  */
 class OneLinePerRequest extends LogController {
@@ -171,7 +171,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     now,
   });
   registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });
-  // Security headers on every answer (DESIGN 3.8): nosniff everywhere, and a CSP that keeps /docs
+  // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
   // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
   await app.register(helmet, {
     contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },

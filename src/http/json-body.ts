@@ -7,7 +7,7 @@ import { escapePointer } from './problem.js';
  * The parser of JSON bodies: fastify's own (secure-json-parse, refusing keys that could poison
  * prototypes), except in what it says when it refuses. Fastify's reports every refusal as a body
  * that is not valid JSON, and a body with a `__proto__` key is valid JSON: its client is told
- * instead which key no request accepts, and where (DESIGN 3.7: a pointer to the field).
+ * instead which key no request accepts, and where (docs/design.md §3.7: a pointer to the field).
  */
 export function parseJsonBody(
   _request: FastifyRequest,

@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { PROBLEM_CONTENT_TYPE, problemBody } from './problem.js';
 
 /**
- * Who may read /metrics (DESIGN 3.8): with a token, requests that send `Authorization: Bearer
+ * Who may read /metrics (docs/design.md §3.8): with a token, requests that send `Authorization: Bearer
  * <token>` (Prometheus' `authorization` setting), from anywhere; without one, loopback clients only.
  * The metrics name routes, error counts and memory: not for whoever reaches the port. Both the API
  * and a worker process guard their /metrics with it (an onRequest hook of the route).

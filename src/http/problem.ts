@@ -2,7 +2,7 @@ import type { ErrorCode } from '../core/errors.js';
 import type { FieldError } from '../core/errors.js';
 import { PROBLEM_TEXT_MAX_LENGTH, type ProblemBody } from '../../schemas/resources.js';
 
-/** HTTP status and title of each stable error code (DESIGN 3.7); the only place codes meet HTTP. */
+/** HTTP status and title of each stable error code (docs/design.md §3.7); the only place codes meet HTTP. */
 export const PROBLEM_BY_CODE: Record<ErrorCode, { status: number; title: string }> = {
   invalid_json: { status: 400, title: 'Invalid JSON' },
   invalid_request: { status: 400, title: 'Invalid request' },

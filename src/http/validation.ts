@@ -6,7 +6,7 @@ import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
 import { escapePointer } from './problem.js';
 
 /**
- * Two explicitly configured Ajv instances (DESIGN 6). Bodies are validated exactly as sent: no
+ * Two explicitly configured Ajv instances (docs/design.md §6). Bodies are validated exactly as sent: no
  * removal of unknown fields, no type coercion, no defaults injected (the core applies defaults).
  * Query strings and path parameters arrive as text, so only they coerce ("20" → 20).
  * allErrors is off: the first error is the one reported, and validation stops early.

@@ -3,7 +3,7 @@ import type { Registry } from 'prom-client';
 import { metricsAccess } from './metrics-access.js';
 
 /**
- * What a `worker` process serves over HTTP (DESIGN 4, "Capacity"): /metrics for Prometheus (its
+ * What a `worker` process serves over HTTP (docs/design.md §4.2): /metrics for Prometheus (its
  * tasks in progress, upstream calls, generation durations, and the queue and limits it reads from
  * the store) and /healthz for the orchestrator. It has no API; /metrics takes METRICS_TOKEN, or
  * answers loopback clients only, like the API's. Never listens itself: the CLI does.

@@ -2,7 +2,7 @@
  * Whether an error means a dependency (the store, the blob store, Redis, the local disk) cannot
  * serve right now, as opposed to a bug or a bad request: the one place that knows the failure
  * shapes of `pg`, `better-sqlite3`, the AWS SDK, node's `fs` and `net`, and ioredis. What is
- * classified here is answered 503 with Retry-After (DESIGN 3.7): a client, an SDK or a load
+ * classified here is answered 503 with Retry-After (docs/design.md §3.7): a client, an SDK or a load
  * balancer reads that as "come back shortly", where a 500 reads as "a bug".
  *
  * - `unreachable`: the dependency did not answer or dropped the connection (refused, reset,

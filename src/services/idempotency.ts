@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { DomainError, type FieldError } from '../core/errors.js';
 import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../store/port.js';
 
-/** DESIGN 3.8: a key answers with its first response for 24 hours. */
+/** docs/design.md §3.8: a key answers with its first response for 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /**
  * How long an in-flight request holds its key without renewing it before the key counts as

@@ -27,7 +27,7 @@ export interface MediaSweepResult {
 const DEFAULT_BATCH_SIZE = 100;
 
 /**
- * One pass of retention (DESIGN 3.8): deletes expired media rows, then the blobs whose deletion is
+ * One pass of retention (docs/design.md §3.8): deletes expired media rows, then the blobs whose deletion is
  * due. Rows go first, so an expired media is unreachable even if its blob outlives this pass; a
  * blob that cannot be deleted now stays queued and is retried by the next pass. Safe to run in
  * several processes at once: every step is idempotent.

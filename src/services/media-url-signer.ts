@@ -20,7 +20,7 @@ export class HmacMediaUrlSigner implements MediaUrlSigner {
   /**
    * The last URL made for each scope. A URL stays the same for a minute, and a page of tasks
    * signs one per generated image, every time it is read; signing was a tenth of the cost of a
-   * list (BENCHMARKS.md, "Optimisations"). Map order is insertion order: the first is the oldest.
+   * list (docs/performance-history.md, "Optimisations"). Map order is insertion order: the first is the oldest.
    */
   private readonly recent = new Map<string, { expires: number; url: string; expiresAt: Date }>();
 

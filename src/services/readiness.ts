@@ -2,7 +2,7 @@ import { statfs } from 'node:fs/promises';
 import { Gauge, type Registry } from 'prom-client';
 
 /**
- * What /readyz reports (DESIGN 4): each dependency's state, and whether this node can accept work.
+ * What /readyz reports (docs/design.md §4): each dependency's state, and whether this node can accept work.
  * `degraded` is a dependency the node serves without (Redis: rate limits fail open), so it does
  * not make the node unready; `failing` does.
  */

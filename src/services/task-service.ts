@@ -195,7 +195,7 @@ export class TaskService {
 
   /**
    * A cell the configured backend would make only by enlarging a smaller image past MAX_UPSCALE is
-   * refused before any charge (the price is per resolution; DESIGN 3.2).
+   * refused before any charge (the price is per resolution; docs/design.md §3.2).
    */
   private assertResolutionServed(
     model: string,

@@ -192,7 +192,7 @@ export interface ClaimPolicy {
   /** Only tasks of these models (those of a backend with room for a call); absent = any model. */
   models?: readonly string[];
   /**
-   * A backend whose calls are limited for the whole cluster (DESIGN 4, "Capacity"): a task is
+   * A backend whose calls are limited for the whole cluster (docs/design.md §4.2): a task is
    * claimed only while the backend is not paused and its tasks in progress (tasks of `models`)
    * leave room under its shared limit (core/backend-capacity.ts admitsCall). A task counts as a
    * call in flight from its claim until recordUpstreamCall reports the call's end.

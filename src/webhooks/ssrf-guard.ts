@@ -87,7 +87,7 @@ export function isPublicAddress(address: string): boolean {
 }
 
 /**
- * The one reading of a webhook URL (DESIGN 3.6): WHATWG `URL`, and only what it reads as written.
+ * The one reading of a webhook URL (docs/design.md §3.6): WHATWG `URL`, and only what it reads as written.
  * Whitespace, control characters and backslashes (which WHATWG drops or turns into slashes while
  * other parsers do not), userinfo, a missing "//", and a host or port WHATWG had to rewrite
  * (`https:8.8.8.8`, `https:///x`, `127.1`, `0x7f.1`, `%6c…`, `:0443`) are refused, so that the

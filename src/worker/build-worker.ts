@@ -24,7 +24,7 @@ export interface BackgroundWorkOptions {
   metrics?: WorkerMetrics;
 }
 
-/** The adaptive limit starts here (DESIGN 4, "Capacity"), below any ceiling one would set by hand. */
+/** The adaptive limit starts here (docs/design.md §4.2), below any ceiling one would set by hand. */
 const INITIAL_REMOTE_CONCURRENCY = 4;
 
 /**

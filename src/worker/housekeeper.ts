@@ -15,7 +15,7 @@ export interface HousekeeperOptions {
 /**
  * A minute of keys at a thousand idempotent creates per second is 60 000 rows. Deleted in one
  * statement, 100 000 held the event loop (the API's too, in `serve`) for 250–340 ms; in slices of
- * this size each call takes about 2–3 ms and requests run between them (measured with a one-off probe, since removed; BENCHMARKS.md).
+ * this size each call takes about 2–3 ms and requests run between them (measured with a one-off probe, since removed; docs/performance-history.md).
  */
 const IDEMPOTENCY_KEYS_PER_DELETE = 1000;
 

@@ -35,7 +35,7 @@ export interface WorkerBackend {
   generator: ImageGenerator;
   /**
    * Its tasks this process runs at once: the cores for the CPU-bound local renderer; for a remote
-   * backend only a ceiling, since the shared limit decides (DESIGN 4, "Capacity").
+   * backend only a ceiling, since the shared limit decides (docs/design.md §4.2).
    */
   slots: number;
   /** A remote backend's adaptive limit on calls in flight, kept in the store for every process. */
@@ -110,7 +110,7 @@ class BackendLane {
 /**
  * Claims taken at once for a backend with free slots and no shared limit. One claim at a time
  * capped a PostgreSQL worker at one claim's round trip per task whatever its slots (232 / 279 / 293
- * no-op tasks/s at 1 / 2 / 4 slots, BENCHMARKS.md); concurrent claims are separate short
+ * no-op tasks/s at 1 / 2 / 4 slots, docs/performance-history.md); concurrent claims are separate short
  * transactions that SKIP LOCKED past each other. A shared limit claims one at a time: its claims
  * queue on the limit's row anyway.
  */
@@ -119,7 +119,7 @@ const CONCURRENT_CLAIMS = 8;
 /**
  * Claims tasks from the store and runs them: claim → generate → store images → finish, with a
  * heartbeat renewing the lease meanwhile. A task is claimed only when its backend has room for
- * one more call (DESIGN 4, "Capacity"): a claimed task never waits for a slot, so its lease,
+ * one more call (docs/design.md §4.2): a claimed task never waits for a slot, so its lease,
  * deadline and place in the queue stay honest. One dispatch loop claims for every backend; the
  * tasks run concurrently.
  */
@@ -512,7 +512,7 @@ export class TaskWorker {
 
     if (dependencyFailureOf(error)) {
       // A dependency away (the references unreadable, the result not stored by the deadline): not
-      // the task's failure (DESIGN 3.5).
+      // the task's failure (docs/design.md §3.5).
       const next = afterDependencyFailure(task, now, this.options.deadlineMs);
       if (next.action === 'fail') {
         await store.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });
@@ -545,7 +545,7 @@ export class TaskWorker {
     }
     if (failure.capacity) {
       // The provider had no room for it: back in the queue without spending an attempt; only its
-      // deadline can end it now (claims fail it once past; DESIGN 3.5).
+      // deadline can end it now (claims fail it once past; docs/design.md §3.5).
       const delay = await this.defer(
         task,
         generationRetryDelayMs(task.deferredAttempts + 1, this.options.retryBaseMs, this.random, failure.retryAfterMs),
@@ -639,7 +639,7 @@ export function safetyIdentifier(key: string, accountId: string): string {
   return createHmac('sha256', key).update(`safety-identifier:${accountId}`).digest('hex').slice(0, 32);
 }
 
-/** Failures that say the backend cannot serve anyone for now (decision 0011, issue 35). */
+/** Failures that say the backend cannot serve anyone for now (decision 0011). */
 const BACKEND_UNAVAILABLE_CODES = new Set(['generator_unavailable', 'upstream_quota_exhausted']);
 
 /** What a failed generator call means for the backend's limit and metrics. */

@@ -25,7 +25,7 @@ export interface WebhookDispatcherOptions {
 
 /**
  * Sends the outbox: claims due deliveries, signs and posts each event, records every attempt and
- * schedules the next one (DESIGN 3.6). Every attempt of a delivery carries the same webhook-id.
+ * schedules the next one (docs/design.md §3.6). Every attempt of a delivery carries the same webhook-id.
  */
 export class WebhookDispatcher {
   private readonly now: () => Date;

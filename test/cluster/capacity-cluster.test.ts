@@ -8,7 +8,7 @@ import { freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
- * Issue 28, "Must show", in a cluster: the capacity scenario of test/worker/capacity.test.ts (Gemini's
+ * Decision 0016, what it must show, in a cluster: the capacity scenario of test/worker/capacity.test.ts (Gemini's
  * 429 RESOURCE_EXHAUSTED with RetryInfo, C = 6, L = 400 ms, 120 tasks: 96 from one account at once,
  * then 8 from each of three others) against an API-only `serve` and 2 `worker` processes on one
  * PostgreSQL, all with their defaults. Together the workers must keep to the provider's limit (the

@@ -9,7 +9,7 @@ import { freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
- * Issue 37, "Must show": every PostgreSQL connection of an API-only `serve` and a `worker` reset 20
+ * Decision 0019, what it must show: every PostgreSQL connection of an API-only `serve` and a `worker` reset 20
  * times under load (a loopback proxy between them and the server). Neither process exits, clients
  * get 202 or 503 (never 500), and afterwards every accepted task completes, charged once.
  */

@@ -4,7 +4,7 @@ import { betaV5Pro } from '../../schemas/models/beta-v5-pro.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
 import { applyDefaults, pixelSizeOf, priceOf, priceRequest } from '../../src/core/pricing.js';
 
-// DESIGN 3.1, written out here on purpose: the catalog is checked against the seed, not against itself.
+// docs/design.md §3.1, written out here on purpose: the catalog is checked against the seed, not against itself.
 const SEED_PRICES: { model: ModelCatalogEntry; id: string; resolution: string; cost: number }[] = [
   { model: alphaPro, id: 'alpha-pro', resolution: '1K', cost: 25 },
   { model: alphaPro, id: 'alpha-pro', resolution: '2K', cost: 25 },
@@ -13,7 +13,7 @@ const SEED_PRICES: { model: ModelCatalogEntry; id: string; resolution: string; c
   { model: betaV5Pro, id: 'beta-v5-pro', resolution: '2K', cost: 50 },
 ];
 
-// DESIGN 3.2, a sample of rows: [ratio, resolution, width, height].
+// docs/design.md §3.2, a sample of rows: [ratio, resolution, width, height].
 const PIXEL_ROWS: [string, string, number, number][] = [
   ['1:1', '1K', 1024, 1024],
   ['2:3', '2K', 1696, 2528],

@@ -37,7 +37,7 @@ t.test('every catalog cell on every built-in OpenAI model asks for a size the pr
       t.equal(openAiSizeRefusal(model, wxh(planned)), null, `${model} ${cell.model} ${cell.ratio} ${cell.resolution}`);
     }
   }
-  // The sizes as sent before issue 33: the provider refuses most of them, so the fake's rules bite.
+  // The sizes as sent before decision 0011: the provider refuses most of them, so the fake's rules bite.
   const acceptedAsBefore = CELLS.filter((cell) => openAiSizeRefusal('gpt-image-1', wxh(cell.size)) === null);
   t.same(new Set(acceptedAsBefore.map((cell) => `${cell.ratio} ${cell.resolution}`)), new Set(['1:1 1K']));
 });

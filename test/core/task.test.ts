@@ -19,7 +19,7 @@ const context = { accountId: 'acct-1', now: NOW, newId: () => TASK_ID };
 const STATUSES: TaskStatus[] = ['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'];
 const EVENTS: TaskEvent[] = ['claim', 'complete', 'fail', 'cancel', 'release'];
 
-/** DESIGN 3.5, every allowed move written out; everything not listed must be refused. */
+/** docs/design.md §3.5, every allowed move written out; everything not listed must be refused. */
 const ALLOWED: [TaskStatus, TaskEvent, TaskStatus][] = [
   ['CREATED', 'claim', 'IN_PROGRESS'],
   ['CREATED', 'cancel', 'CANCELED'],

@@ -236,7 +236,7 @@ export class CapacityProvider {
             quotaId: 'GenerateRequestsPerMinutePerProjectPerModel',
             quotaDimensions: { location: 'global', model: 'gemini-3-pro-image' },
             // A busy provider names a positive limit: quotaValue 0 is Gemini's "no quota for this model
-            // on this tier", which an operator must fix (decision 0011, issue 35), not a wait.
+            // on this tier", which an operator must fix (decision 0011), not a wait.
             quotaValue: String(Math.max(1, this.options.capacity)),
           },
         ],

@@ -1,8 +1,8 @@
 /**
- * The capacity scenario of issue 28, driven through the HTTP API of running processes, shared by
+ * The capacity scenario of decision 0016, driven through the HTTP API of running processes, shared by
  * the capacity tests and the bench: one account creates its burst at once, then (once those creates
  * are answered) each small account creates its few at once; every task is long-polled until it is
- * terminal. The figures are those the issue and DESIGN 5 judge: makespan against the provider's
+ * terminal. The figures are those the issue and docs/design.md §5 judge: makespan against the provider's
  * own limit N·L/C, the provider's 429 share, and the small accounts' worst completion as a share of
  * the run.
  */

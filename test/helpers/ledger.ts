@@ -2,7 +2,7 @@ import type { Test } from 'tap';
 import type { LedgerEntry, Store } from '../../src/store/port.js';
 
 /**
- * DESIGN 3.8: grants − debits + refunds = balance, always; and the ledger is a consistent chain,
+ * docs/design.md §3.8: grants − debits + refunds = balance, always; and the ledger is a consistent chain,
  * each entry's balance_after being the previous one moved by its amount. Call it after every test
  * that moves money.
  */

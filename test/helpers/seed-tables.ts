@@ -1,5 +1,5 @@
 /**
- * The seed values of DESIGN 3.1 (per-model limits and prices) and 3.2 (pixel sizes), written out
+ * The seed values of docs/design.md §3.1 (per-model limits and prices) and §3.2 (pixel sizes), written out
  * on purpose: the catalog in schemas/ is what the tests check, so it must not be their oracle.
  */
 export interface SeedModel {
@@ -34,7 +34,7 @@ export const SEED: SeedModel[] = [
   },
 ];
 
-/** DESIGN 3.2: [width, height] per ratio and resolution. */
+/** docs/design.md §3.2: [width, height] per ratio and resolution. */
 export const PIXELS: Record<string, Record<string, [number, number]>> = {
   '1:1': { '1K': [1024, 1024], '2K': [2048, 2048], '4K': [4096, 4096] },
   '2:3': { '1K': [848, 1264], '2K': [1696, 2528], '4K': [3392, 5056] },

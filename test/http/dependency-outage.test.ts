@@ -66,7 +66,7 @@ t.test(
     await delay(1600);
     let retried = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
     // The first attempt may have left its key in progress if its release was cut too: it is answered
-    // 409 with a Retry-After for as long as that lasts (DESIGN 3.8), never a second task.
+    // 409 with a Retry-After for as long as that lasts (docs/design.md §3.8), never a second task.
     for (let i = 0; i < 20 && retried.statusCode === 409; i++) {
       await delay(Number(retried.headers['retry-after'] ?? 1) * 1000);
       retried = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });

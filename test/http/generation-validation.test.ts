@@ -5,7 +5,7 @@ import { buildTestApp, type TestApp } from '../helpers/app.js';
 import { PIXELS, SEED } from '../helpers/seed-tables.js';
 import { PROBLEM_TEXT_MAX_LENGTH } from '../../schemas/resources.js';
 
-// The create/estimate contract, table-driven from the seed values of DESIGN 3.1 and 3.2.
+// The create/estimate contract, table-driven from the seed values of docs/design.md §3.1 and §3.2.
 const CREATE = '/api/v1/images/generations';
 const ESTIMATE = '/api/v1/images/estimates';
 const PROMPT = 'a lighthouse at dawn';

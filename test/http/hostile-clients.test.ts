@@ -3,7 +3,7 @@ import t from 'tap';
 import { buildWorkerMetricsApp } from '../../src/http/worker-metrics-app.js';
 import { buildTestApp } from '../helpers/app.js';
 
-/** Issue 36: what a hostile client tried, each refused (or served) as DESIGN 3.6–3.8 say. */
+/** Decision 0018: what a hostile client tried, each refused (or served) as docs/design.md §3.6–§3.8 say. */
 
 const ACCOUNT = '/api/v1/account';
 

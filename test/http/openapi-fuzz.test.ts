@@ -1,5 +1,5 @@
 /**
- * Property-based fuzzing derived from openapi.yaml (issue 24): for every operation, a valid request
+ * Property-based fuzzing derived from openapi.yaml (decision 0012): for every operation, a valid request
  * is built from the document's own schemas and then mutated field by field (types, bounds,
  * encodings, nesting, duplicates, unicode) by fast-check. Whatever is sent, the answer is never a
  * 5xx, never slower than 2 s, and every error is application/problem+json with a `code` the

@@ -532,7 +532,7 @@ for (const cursor of ['zzzz', 'not a cursor', '!!!', 'x'.repeat(201)]) {
 
 // ── models ──────────────────────────────────────────────────────────────────────────────────────
 
-/** DESIGN 3.2, a few rows: [model, ratio, resolution, width, height]. */
+/** docs/design.md §3.2, a few rows: [model, ratio, resolution, width, height]. */
 const PIXEL_ROWS: [string, string, string, number, number][] = [
   ['alpha-pro', '1:1', '1K', 1024, 1024],
   ['alpha-pro', '4:5', '2K', 1856, 2304],
@@ -568,7 +568,7 @@ t.test('GET /api/v1/models lists both models with the seed limits and prices', a
   t.strictSame([...beta.aspect_ratios].sort(), ['1:1', '4:3', '3:4', '16:9', '9:16', '2:3', '3:2', '21:9'].sort());
 });
 
-t.test('GET /api/v1/models publishes the DESIGN 3.2 pixel sizes', async (t) => {
+t.test('GET /api/v1/models publishes the docs/design.md §3.2 pixel sizes', async (t) => {
   const { app, newAccount } = await buildTestApp(t);
   const { auth } = await newAccount();
   const models = get(app, '/api/v1/models', auth).then((r) => r.json().data as any[]);

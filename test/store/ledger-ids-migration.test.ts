@@ -10,7 +10,7 @@ import { postgresTestUrl, reachable, testSchema } from '../helpers/postgres.js';
 import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 
 /**
- * DESIGN 3.8: ledger entry ids are UUIDv7. A database made by the release before (ids were the
+ * docs/design.md §3.8: ledger entry ids are UUIDv7. A database made by the release before (ids were the
  * entry's number in its account) keeps every entry, their order, and the cursors handed out then.
  */
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

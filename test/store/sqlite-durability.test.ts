@@ -154,7 +154,7 @@ t.test('an unsynced write that throws rolls back and still restores FULL', async
 
 t.test('savepoint sub-journals stay in memory', async (t) => {
   // A batch of creates writes each create in a savepoint; with temp_store at its default every
-  // batch past 64 KiB of sub-journal created, wrote and unlinked a temporary file (BENCHMARKS.md).
+  // batch past 64 KiB of sub-journal created, wrote and unlinked a temporary file (docs/performance-history.md).
   const { db } = await openStore(t);
   const MEMORY = 2;
   t.equal(db.pragmaValue('temp_store'), MEMORY);

@@ -5,7 +5,7 @@ import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 
 /**
  * Migration 5 moves the idempotency keys into a rowid table with a unique (account_id, key) index
- * (BENCHMARKS.md, "Optimisations"). Keys recorded before it must keep working: an answered key
+ * (docs/performance-history.md, "Optimisations"). Keys recorded before it must keep working: an answered key
  * still replays its response, a held key is still held, and the uniqueness still decides claims.
  */
 t.test('keys recorded before migration 5 replay, stay held and stay unique after it', async (t) => {

@@ -50,7 +50,7 @@ const REFUSED: [string, WebhookUrlRejectionReason, string?][] = [
   ['javascript:alert(1)', 'scheme'],
   ['https://user:pass@example.test/', 'userinfo'],
   ['https://example.test@127.0.0.1/', 'userinfo'],
-  // Issue 36: forms on which WHATWG and other parsers disagree, or that WHATWG rewrites.
+  // Decision 0018: forms on which WHATWG and other parsers disagree, or that WHATWG rewrites.
   ['https://8.8.8.8\\@127.0.0.1/', 'forbidden_character'],
   [' https://8.8.8.8/', 'forbidden_character'],
   ['https://8.8.8.8/ ', 'forbidden_character'],

@@ -6,7 +6,7 @@ import { freePort, startCli } from '../helpers/processes.js';
 import { testStoreAdapter } from '../helpers/store.js';
 
 /**
- * Issue 28, "Must show": the real CLI `serve` with its defaults in front of a loopback provider of
+ * Decision 0016, what it must show: the real CLI `serve` with its defaults in front of a loopback provider of
  * fixed capacity C and latency L that refuses every call beyond C at once, as Gemini (429
  * RESOURCE_EXHAUSTED with RetryInfo) and as an OpenAI-compatible API (429 rate_limit_exceeded with
  * retry-after) do. 120 tasks: one account creates 96 at once, then three others 8 each. Every task
@@ -130,7 +130,7 @@ t.test(
     );
     t.equal(refused.status, 'FAILED');
     t.equal(refused.errorCode, 'deadline_exceeded', 'failed at its deadline, not for running out of attempts');
-    // Failed once the provider's wait (RetryInfo 1 s) would run past the deadline (issue 35), not earlier.
+    // Failed once the provider's wait (RetryInfo 1 s) would run past the deadline (decision 0011), not earlier.
     t.ok(refused.completedAt! - refused.sentAt >= DEADLINE_MS - 1000 - 50, 'not before its deadline was in sight');
     t.ok(provider.rateLimited >= 1, 'the provider was asked and refused');
     t.same(

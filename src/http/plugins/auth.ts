@@ -46,7 +46,7 @@ const LAST_USED_RESOLUTION_MS = 60_000;
 /**
  * A key the store found active is trusted this long without asking again, so a revocation (made
  * by the CLI, in another process) is refused within this time. Looking the key up on every request
- * cost about a seventh of a read (BENCHMARKS.md, "Optimisations").
+ * cost about a seventh of a read (docs/performance-history.md, "Optimisations").
  */
 export const API_KEY_CACHE_TTL_MS = 1000;
 /** Keys kept at most; past it the oldest entries go first. */

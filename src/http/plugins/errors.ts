@@ -24,7 +24,7 @@ const DEPENDENCY_DETAIL =
 
 /**
  * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
- * (DESIGN 3.7). 5xx bodies say nothing about the cause; the log has it with the request id.
+ * (docs/design.md §3.7). 5xx bodies say nothing about the cause; the log has it with the request id.
  */
 export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFull?: () => void } = {}): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
@@ -155,7 +155,7 @@ const uploadProblem = (code: ErrorCode, pointer: string, fieldCode: string, deta
   fieldErrors: [{ pointer, location: 'body', code: fieldCode, detail }],
 });
 
-/** @fastify/multipart's errors: its limits (DESIGN 3.8) are the contract's 413 and 400, not its own 413/406 for everything. */
+/** @fastify/multipart's errors: its limits (docs/design.md §3.8) are the contract's 413 and 400, not its own 413/406 for everything. */
 const MULTIPART_PROBLEMS: Record<string, Classified> = {
   FST_REQ_FILE_TOO_LARGE: uploadProblem(
     'payload_too_large',

@@ -20,7 +20,7 @@ import type { StoredResponse } from '../../store/port.js';
 import { withRouteHook } from '../route-hooks.js';
 
 /**
- * Idempotency-Key (DESIGN 3.8) as a per-route opt-in:
+ * Idempotency-Key (docs/design.md §3.8) as a per-route opt-in:
  *
  *   config: { idempotent: true }      the key binds to method, path and the parsed JSON body
  *   config: { idempotent: 'manual' }  the handler computes its own fingerprint (a multipart upload
@@ -147,7 +147,7 @@ export interface IdempotencyPluginOptions {
 /**
  * Registers the hooks in an authenticated scope (they need `request.caller`). They are attached to
  * the routes that opt in, not to the scope: every other request (reads above all) would otherwise
- * pay two async hooks that have nothing to do (BENCHMARKS.md, "Optimisations").
+ * pay two async hooks that have nothing to do (docs/performance-history.md, "Optimisations").
  */
 export function registerIdempotency(scope: FastifyInstance, { service }: IdempotencyPluginOptions): void {
   scope.decorateRequest('idempotency', null);

@@ -5,7 +5,7 @@ import { DomainError } from '../../core/errors.js';
 import type { AuthFailureLimiter } from './auth.js';
 
 /**
- * Rate limits (DESIGN 3.8) on @fastify/rate-limit: two fixed-window budgets per API key, creates
+ * Rate limits (docs/design.md §3.8) on @fastify/rate-limit: two fixed-window budgets per API key, creates
  * and every other request, and a budget of failed authentications per client address. Counters live
  * in process memory, or in Redis (the plugin's RedisStore) so that every API process shares them.
  *

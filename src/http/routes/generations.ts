@@ -55,7 +55,7 @@ function abortOnDisconnect(raw: IncomingMessage): AbortSignal {
 
 /**
  * For reads that do not wait: a signal per request, aborted with a new DOMException when the
- * response closed, cost over a third of a plain read (BENCHMARKS.md, "Optimisations").
+ * response closed, cost over a third of a plain read (docs/performance-history.md, "Optimisations").
  */
 const NEVER_ABORTED = new AbortController().signal;
 const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';

@@ -82,7 +82,7 @@ const EVENT_STREAM_EXAMPLE = [
 
 /**
  * GET /images/generations/{task_id}/events: the task now, each change of status, `done` at the
- * end (DESIGN 3.4). Authorised by the Bearer key or by the signature of the task's `stream_url`.
+ * end (docs/design.md §3.4). Authorised by the Bearer key or by the signature of the task's `stream_url`.
  * Streams wake on the long-poll's signals and end at the task's deadline, when the reader stops
  * reading, or, with a `reconnect` event, when the server shuts down.
  */

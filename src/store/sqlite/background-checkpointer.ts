@@ -6,7 +6,7 @@ import type { CheckpointerMessage, CheckpointerReport } from './checkpoint-worke
 /**
  * WAL checkpoints on a thread of their own. A checkpoint copies the pages committed to the WAL back
  * into the database file and syncs it; run by the committing connection (SQLite's default, every
- * 1000 pages) it held the event loop for about a tenth of a create's time under load (BENCHMARKS.md,
+ * 1000 pages) it held the event loop for about a tenth of a create's time under load (docs/performance-history.md,
  * "Optimisations"). Here the store only posts a message after each commit, and a PASSIVE checkpoint
  * runs beside the next requests: it blocks neither the writer nor readers.
  */

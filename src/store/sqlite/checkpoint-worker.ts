@@ -20,7 +20,7 @@ db.pragma('busy_timeout = 100');
  * every commit in that time at once: the hot pages of a busy store (the tail of each index, the
  * accounts' rows) are then written to the database file and synced once, not once per commit.
  * Checkpointing at once after each commit gained 2–8 % more creates per second over SQLite's
- * checkpoints in the commits; waiting 50 ms, 26–36 % (BENCHMARKS.md, "Optimisations").
+ * checkpoints in the commits; waiting 50 ms, 26–36 % (docs/performance-history.md, "Optimisations").
  */
 const COALESCE_MS = 50;
 

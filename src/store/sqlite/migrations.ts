@@ -127,7 +127,7 @@ export const SQLITE_MIGRATIONS: string[] = [
   CREATE UNIQUE INDEX webhook_secrets_current ON webhook_secrets(account_id) WHERE retired_at IS NULL;
   `,
   `
-  -- Idempotency-Key (DESIGN 3.8): one row per (account, key). An in_flight row is held under a
+  -- Idempotency-Key (docs/design.md §3.8): one row per (account, key). An in_flight row is held under a
   -- lease token until lease_expires_at; a completed row keeps the first response for replay.
   CREATE TABLE idempotency_keys (
     account_id TEXT NOT NULL REFERENCES accounts(id),
@@ -198,7 +198,7 @@ export const SQLITE_MIGRATIONS: string[] = [
   -- One per-account index of tasks instead of three. (account_id, id), (account_id, status, id) and
   -- (account_id, model, id) each put an account's newest entries on a page of their own, so a
   -- create wrote one page per index for its account: half of the pages a create adds to the WAL,
-  -- and about a third of the store's time per create (BENCHMARKS.md, "Optimisations"). A list
+  -- and about a third of the store's time per create (docs/performance-history.md, "Optimisations"). A list
   -- now merges the index's (model, status) ranges, each walked newest first (SqliteStore.listTasks),
   -- and a page still costs the same at any depth.
   DROP INDEX tasks_account;
@@ -228,7 +228,7 @@ export const SQLITE_MIGRATIONS: string[] = [
   ALTER TABLE webhook_deliveries ADD COLUMN resume_at INTEGER;
   `,
   `
-  -- Capacity (DESIGN 3.5, 4). A claim refused by the provider for capacity goes back to the queue
+  -- Capacity (docs/design.md §3.5, §4). A claim refused by the provider for capacity goes back to the queue
   -- without spending one of the task's attempts: deferred_attempts counts those claims.
   ALTER TABLE tasks ADD COLUMN deferred_attempts INTEGER NOT NULL DEFAULT 0;
   -- 1 from the claim until the attempt's upstream call ends: a backend's calls in flight are its
@@ -247,7 +247,7 @@ export const SQLITE_MIGRATIONS: string[] = [
   ) WITHOUT ROWID;
   `,
   `
-  -- Manual replays of webhook deliveries within the budget's window (DESIGN 3.6): one row per
+  -- Manual replays of webhook deliveries within the budget's window (docs/design.md §3.6): one row per
   -- replay, counted per delivery and per account; rows older than the window are deleted as the
   -- account replays again.
   CREATE TABLE webhook_replays (
@@ -259,7 +259,7 @@ export const SQLITE_MIGRATIONS: string[] = [
   CREATE INDEX webhook_replays_account ON webhook_replays(account_id, replayed_at);
   `,
   `
-  -- Ledger entry ids are UUIDv7 (DESIGN 3.8), like task ids: the API's LedgerEntry.id is a uuid,
+  -- Ledger entry ids are UUIDv7 (docs/design.md §3.8), like task ids: the API's LedgerEntry.id is a uuid,
   -- and a number (even one counted per account) is not. Existing entries get a UUIDv7 of their
   -- created_at with random bits; new ones get theirs when they are written. Pages stay keyed by
   -- account_seq, so their order and the cursors handed out before this change are unchanged.

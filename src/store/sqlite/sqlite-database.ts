@@ -69,7 +69,7 @@ export class SqliteDatabase {
     // Each write of a group commit runs in a savepoint, and SQLite keeps the pages a savepoint may
     // have to restore in a sub-journal. By default a sub-journal past 64 KiB spills to a temporary
     // file (created, unlinked, then written page by page), which a batch of creates always passes:
-    // that was a fifth of a create's CPU in pwrite calls (BENCHMARKS.md, "Optimisations"). In memory
+    // that was a fifth of a create's CPU in pwrite calls (docs/performance-history.md, "Optimisations"). In memory
     // it costs a batch at most a few MiB, and a sub-journal is never needed after a crash anyway.
     this.db.pragma('temp_store = MEMORY');
     this.inSavepoint = this.db.transaction((run: () => unknown) => run());
@@ -108,7 +108,7 @@ export class SqliteDatabase {
   /**
    * Group commit: writes that reach the store in the same turn of the event loop share one
    * transaction and so one WAL sync, the largest cost of a create under synchronous = FULL
-   * (BENCHMARKS.md). Each runs in its own savepoint, so one that throws (a 402, 429 or 409, a
+   * (docs/performance-history.md). Each runs in its own savepoint, so one that throws (a 402, 429 or 409, a
    * constraint) rolls back alone, and later ones see earlier ones' writes. The promises settle after
    * COMMIT: a durable write resolves once it is on disk, so a 202 still means on disk. The batch
    * syncs if any of its writes is durable; a batch of claims only commits as writeUnsynced does.
@@ -157,7 +157,7 @@ export class SqliteDatabase {
 
   /**
    * The prepared statement for sql, compiled on first use and kept: compiling costs more than
-   * running the small queries of the request path (BENCHMARKS.md, "Optimisations"). Every query of
+   * running the small queries of the request path (docs/performance-history.md, "Optimisations"). Every query of
    * the store goes through here; the SQL texts are fixed or built from bounded lists (IN with one
    * placeholder per reference), so the map stays small.
    */

@@ -146,7 +146,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     }
     if (ranges.length === 0) return { items: [], nextCursor: null };
     // The limit is written into the SQL: as a bound parameter it cost SQLite 2.5 times the whole
-    // query (BENCHMARKS.md, "Optimisations").
+    // query (docs/performance-history.md, "Optimisations").
     const rows = this.db
       .listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`)
       .all(params) as TaskRecordRow[];
