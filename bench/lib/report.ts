@@ -155,7 +155,7 @@ export interface BenchReport {
 /** docs/design.md §5's figures, one place. */
 export const BUDGETS = {
   createShare: 0.2,
-  readShare: 0.3,
+  readShare: 0.15,
   p99Ms: 25,
   dispatchP50Ms: 2,
   dispatchP99Ms: 10,
