@@ -12,6 +12,7 @@ import { toExactSizePng } from './exact-size.js';
 import {
   GEMINI_INLINE_BUDGET_BYTES,
   GEMINI_REFERENCE_LIMITS,
+  prepareReference,
   prepareReferences,
   type ReferenceLimits,
 } from './reference-prep.js';
@@ -71,16 +72,22 @@ export class GeminiGenerator implements ImageGenerator {
     this.calls = new UpstreamCalls(options.maxConcurrency);
   }
 
+  /** The per-image limit, and each reference's share of the inline request budget. */
+  private referenceLimits(referenceCount: number): ReferenceLimits {
+    const limits = this.options.referenceLimits ?? GEMINI_REFERENCE_LIMITS;
+    const share = Math.floor(GEMINI_INLINE_BUDGET_BYTES / Math.max(1, referenceCount));
+    return { ...limits, maxBytes: Math.min(limits.maxBytes, share) };
+  }
+
+  async prepareReference(bytes: Buffer, referenceCount: number): Promise<Buffer> {
+    return (await prepareReference(bytes, this.referenceLimits(referenceCount))).bytes;
+  }
+
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
-    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35).
-    const limits = this.options.referenceLimits ?? GEMINI_REFERENCE_LIMITS;
-    const share = Math.floor(GEMINI_INLINE_BUDGET_BYTES / Math.max(1, input.references.length));
-    const references = await prepareReferences(
-      input.references,
-      { ...limits, maxBytes: Math.min(limits.maxBytes, share) },
-      signal,
-    );
+    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35); one
+    // the worker prepared already is sent as it is.
+    const references = await prepareReferences(input.references, this.referenceLimits(input.references.length), signal);
     const parts: Part[] = [
       { text: input.prompt },
       ...references.map(({ bytes, type }) => ({ inlineData: { mimeType: type, data: bytes.toString('base64') } })),

@@ -10,7 +10,12 @@ import {
 import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
 import { downloadResult } from './image-download.js';
-import { OPENAI_REFERENCE_LIMITS, prepareReferences, type ReferenceLimits } from './reference-prep.js';
+import {
+  OPENAI_REFERENCE_LIMITS,
+  prepareReference,
+  prepareReferences,
+  type ReferenceLimits,
+} from './reference-prep.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
 import { generationError, networkFailure, UpstreamCalls } from './upstream-call.js';
 
@@ -73,6 +78,10 @@ export class OpenAiImagesGenerator implements ImageGenerator {
     return plan;
   }
 
+  async prepareReference(bytes: Buffer): Promise<Buffer> {
+    return (await prepareReference(bytes, this.options.referenceLimits ?? OPENAI_REFERENCE_LIMITS)).bytes;
+  }
+
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
     const model = this.options.models?.[input.model] ?? this.options.model;
@@ -90,7 +99,8 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // organisation. Not to other providers, which may refuse a parameter they do not know.
       ...(family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
     };
-    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35).
+    // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35); one
+    // the worker prepared already is sent as it is.
     const references = await prepareReferences(
       input.references,
       this.options.referenceLimits ?? OPENAI_REFERENCE_LIMITS,

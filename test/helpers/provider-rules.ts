@@ -125,6 +125,12 @@ function invalidArgument(message: string): JsonReply {
 }
 
 const GEMINI_MAX_REQUEST_BYTES = 20 * 1024 * 1024;
+/**
+ * Per inline image: 7 MB, Vertex AI's documented limit for Gemini 3 Pro Image
+ * (https://cloud.google.com/vertex-ai/generative-ai/docs/models/gemini/3-pro-image), held to here
+ * for the Gemini API too, as the service does (decision 0011).
+ */
+const GEMINI_MAX_INLINE_IMAGE_BYTES = 7_000_000;
 const GEMINI_PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
 const OPENAI_PATHS = new Set(['/v1/images/generations', '/v1/images/edits']);
 
@@ -145,7 +151,17 @@ export async function providerRefusal(request: {
       if (request.body.length > GEMINI_MAX_REQUEST_BYTES) {
         return invalidArgument(`Request payload size exceeds the limit: ${GEMINI_MAX_REQUEST_BYTES} bytes.`);
       }
-      const body = JSON.parse(request.body.toString('utf8')) as { generationConfig?: { imageConfig?: unknown } };
+      const body = JSON.parse(request.body.toString('utf8')) as {
+        contents?: { parts?: { inlineData?: { data?: string } }[] }[];
+        generationConfig?: { imageConfig?: unknown };
+      };
+      const parts = (body.contents ?? []).flatMap((content) => content.parts ?? []);
+      const tooLarge = parts.findIndex(
+        (part) => Buffer.byteLength(part.inlineData?.data ?? '', 'base64') > GEMINI_MAX_INLINE_IMAGE_BYTES,
+      );
+      if (tooLarge >= 0) {
+        return invalidArgument(`Inline data of part ${tooLarge} exceeds ${GEMINI_MAX_INLINE_IMAGE_BYTES} bytes.`);
+      }
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
     if (OPENAI_PATHS.has(path)) {

@@ -39,7 +39,11 @@ async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, s
 type Harness = Awaited<ReturnType<typeof setup>>;
 
 async function upload(h: Harness, width: number, height: number): Promise<string> {
-  const request = multipartRequest([filePart(await encodedImage('png', width, height), { filename: 'ref.png' })]);
+  return uploadBytes(h, await encodedImage('png', width, height));
+}
+
+async function uploadBytes(h: Harness, png: Buffer): Promise<string> {
+  const request = multipartRequest([filePart(png, { filename: 'ref.png' })]);
   const response = await h.app.inject({
     method: 'POST',
     url: '/api/v1/media',
@@ -120,6 +124,37 @@ t.test('alpha-pro image-to-image on Gemini completes; the result has the exact c
   t.equal(h.upstream.requests[0].headers['x-goog-api-key'], GEMINI_KEY);
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
+
+t.test(
+  "8 references (alpha-pro's most) over the per-image limit: each reaches Gemini within it, in order, and the task completes",
+  async (t) => {
+    const h = await setup(t);
+    h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+    // Noise does not compress: ~7.9 MB each, over the 7 MB per inline image and over each one's
+    // share (1.75 MB) of the 20 MB request: sent as stored, Gemini would refuse the call.
+    const big = await encodedImage('png', 2000, 1500);
+    t.ok(big.length > 7_000_000, `each reference is ${big.length} bytes`);
+    const references: string[] = [];
+    for (let i = 0; i < 8; i++) references.push(await uploadBytes(h, big));
+
+    const taskId = await create(h, { model: 'alpha-pro', prompt: 'all of them at once', image_reference: references });
+    const task = await awaitTerminal(h, taskId);
+
+    t.equal(task.status, 'COMPLETED');
+    t.equal(h.upstream.refused.length, 0, 'nothing the provider would refuse');
+    const body = JSON.parse(h.upstream.requests[0].body.toString());
+    const sent = body.contents[0].parts.slice(1) as { inlineData: { mimeType: string; data: string } }[];
+    t.equal(sent.length, 8, 'every reference sent');
+    for (const [i, part] of sent.entries()) {
+      const bytes = Buffer.from(part.inlineData.data, 'base64');
+      t.ok(bytes.length <= 1_750_000, `reference ${i + 1} within its share of the request (${bytes.length} bytes)`);
+      const metadata = await sharp(bytes).metadata();
+      t.same([part.inlineData.mimeType, metadata.format], ['image/jpeg', 'jpeg']);
+      t.ok(Math.abs((metadata.width ?? 0) / (metadata.height ?? 1) - 4 / 3) < 0.01, 'its shape kept');
+    }
+    await assertLedgerInvariant(t, h.store, h.accountId);
+  },
+);
 
 t.test('a prompt Gemini blocks fails with content_policy and exactly one refund', async (t) => {
   const h = await setup(t);
