@@ -216,3 +216,12 @@ export function nativeSize(
 export function upscaleFactor(from: Size, to: Size): number {
   return Math.max(to.width / from.width, to.height / from.height);
 }
+
+/**
+ * What a model's configured backend makes of a catalog cell: the size it generates, the factor by
+ * which that is scaled to the cell, and whether MAX_UPSCALE allows it.
+ */
+export type ResolutionCheck = (
+  model: string,
+  cell: { aspectRatio: string; resolution: string; width: number; height: number },
+) => { native: Size; factor: number; allowed: boolean };

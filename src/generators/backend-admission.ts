@@ -8,6 +8,7 @@ import {
   openAiSizeRule,
   upscaleFactor,
   type BackendSizePlan,
+  type ResolutionCheck,
 } from '../core/size-plan.js';
 
 /** What each catalog model's configured backend makes of a cell (src/core/size-plan.ts). */
@@ -38,11 +39,8 @@ function sizePlanOf(config: Config, backend: GeneratorBackend, upstreamModel: st
  * The enlargement a catalog cell would need on its model's backend, and whether MAX_UPSCALE
  * allows it: checked before a task is charged (DESIGN 3.2: nothing upscaled in secret).
  */
-export function upscaleCheck(plans: Record<string, BackendSizePlan>, maxUpscale: number) {
-  return (
-    model: string,
-    cell: { aspectRatio: string; resolution: string; width: number; height: number },
-  ): { native: { width: number; height: number }; factor: number; allowed: boolean } => {
+export function upscaleCheck(plans: Record<string, BackendSizePlan>, maxUpscale: number): ResolutionCheck {
+  return (model, cell) => {
     const plan = plans[model] ?? { backend: 'local' };
     const native = nativeSize(plan, cell);
     const factor = upscaleFactor(native, { width: cell.width, height: cell.height });

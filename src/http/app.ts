@@ -192,6 +192,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     publicBaseUrl(deps.config),
     deps.config.SIGNED_URL_TTL_SECONDS,
   );
+  const resolutionCheck = upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE);
   const tasks = new TaskService({
     store: deps.store,
     events: deps.events ?? new TaskEvents(),
@@ -203,7 +204,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       lookup: deps.webhookLookup,
       allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
     },
-    resolutionCheck: upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE),
+    resolutionCheck,
     backendUnavailableFor: backendCircuit(deps.config, deps.store),
   });
 
@@ -294,7 +295,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           maxActiveTasks: config.MAX_ACTIVE_TASKS,
         },
       });
-      await api.register(modelRoutes);
+      await api.register(modelRoutes, { resolutionCheck });
       await api.register(mediaRoutes, {
         media,
         signer,
