@@ -1209,6 +1209,21 @@ export interface operations {
                         checks?: {
                             [key: string]: "ok" | "degraded" | "failing";
                         };
+                        /** @description /readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read. */
+                        backends?: {
+                            [key: string]: {
+                                /**
+                                 * @description `closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.
+                                 * @enum {string}
+                                 */
+                                circuit: "closed" | "open" | "half_open";
+                                /**
+                                 * Format: date-time
+                                 * @description While open: when the first probe call may go.
+                                 */
+                                until?: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1280,6 +1295,21 @@ export interface operations {
                         checks?: {
                             [key: string]: "ok" | "degraded" | "failing";
                         };
+                        /** @description /readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read. */
+                        backends?: {
+                            [key: string]: {
+                                /**
+                                 * @description `closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.
+                                 * @enum {string}
+                                 */
+                                circuit: "closed" | "open" | "half_open";
+                                /**
+                                 * Format: date-time
+                                 * @description While open: when the first probe call may go.
+                                 */
+                                until?: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1333,6 +1363,21 @@ export interface operations {
                         /** @description Each dependency (`store`, `blobs`, `disk`, `rate_limits`) and its state; `degraded` is served without (Redis: rate limits fail open) and does not make the node unready. */
                         checks?: {
                             [key: string]: "ok" | "degraded" | "failing";
+                        };
+                        /** @description /readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read. */
+                        backends?: {
+                            [key: string]: {
+                                /**
+                                 * @description `closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.
+                                 * @enum {string}
+                                 */
+                                circuit: "closed" | "open" | "half_open";
+                                /**
+                                 * Format: date-time
+                                 * @description While open: when the first probe call may go.
+                                 */
+                                until?: string;
+                            };
                         };
                     };
                 };

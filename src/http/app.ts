@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { backendCircuit, backendSizePlans, upscaleCheck } from '../generators/backend-admission.js';
+import {
+  backendCircuit,
+  backendCircuitStates,
+  backendSizePlans,
+  upscaleCheck,
+} from '../generators/backend-admission.js';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -250,7 +255,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
     rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
   };
-  await app.register(healthRoutes, { readinessChecks });
+  const circuits = backendCircuitStates(deps.config, deps.store);
+  await app.register(healthRoutes, { readinessChecks, backendCircuits: () => circuits(now()) });
   registerDependencyMetrics(metricsRegistry, readinessChecks);
   const idempotency = new IdempotencyService({ store: deps.store, now });
 

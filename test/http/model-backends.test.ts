@@ -428,6 +428,12 @@ t.test(
       documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply,
       geminiReply.image(await pngBase64(1024, 1024)),
     );
+    const readyz = async () => {
+      const response = await h.app.inject({ url: '/readyz' });
+      t.equal(response.statusCode, 200, 'an open circuit does not make the node unready');
+      return response.json().backends;
+    };
+    t.same(await readyz(), { gemini: { circuit: 'closed' } }, 'never called: closed');
     const first = await create(h, { model: 'alpha-pro', prompt: 'with a revoked key' });
     t.match(await awaitTerminal(h, first), { status: 'FAILED', error: { code: 'generator_unavailable' } });
     const balance = (await h.store.getAccount(h.accountId))?.balance;
@@ -452,14 +458,21 @@ t.test(
     t.ok(local, 'a model on another backend is still accepted');
     let metrics = (await h.app.inject({ url: '/metrics' })).body;
     t.match(metrics, /imagegen_backend_circuit\{backend="gemini",state="unavailable"\} 1/);
+    const open = await readyz();
+    t.same(Object.keys(open), ['gemini'], 'the remote backends only');
+    t.equal(open.gemini.circuit, 'open');
+    const untilMs = Date.parse(open.gemini.until) - Date.now();
+    t.ok(untilMs > 0 && untilMs <= 1500, `open until the end of the cool-down (${untilMs} ms from now)`);
 
     await new Promise((resolve) => setTimeout(resolve, 1600));
+    t.same(await readyz(), { gemini: { circuit: 'half_open' } }, 'cool-down over: the next call probes');
     // Probing: a create is accepted, and its task is the one probe call; the key works again.
     const probe = await create(h, { model: 'alpha-pro', prompt: 'the key was fixed' });
     t.equal((await awaitTerminal(h, probe)).status, 'COMPLETED');
     t.equal(h.upstream.requests.length, 2);
     metrics = (await h.app.inject({ url: '/metrics' })).body;
     t.match(metrics, /imagegen_backend_circuit\{backend="gemini",state="available"\} 1/);
+    t.same(await readyz(), { gemini: { circuit: 'closed' } }, 'the probe succeeded: closed');
     await assertLedgerInvariant(t, h.store, h.accountId);
   },
 );
