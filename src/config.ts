@@ -5,7 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
 import type { ModelId } from '../schemas/catalog.js';
 import { assertValidBlobKey } from './blobs/port.js';
-import { parseOpenAiImageSizes } from './core/size-plan.js';
+import { openAiModelFamily, openAiQualities, parseOpenAiImageSizes } from './core/size-plan.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (DESIGN 4). One schema
@@ -370,6 +370,14 @@ export const ConfigSchema = Type.Object({
     description:
       'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused (README, "Connect a model").',
   }),
+  OPENAI_IMAGE_QUALITY: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 16,
+      description:
+        '`quality` sent to the OpenAI model: low, medium, high or auto for the GPT image models; standard or hd for dall-e-3 (dall-e-2: standard); a compatible provider\'s model takes none. Unset = not sent, the model\'s default (README, "Connect a model").',
+    }),
+  ),
   OPENAI_MODEL_FAMILY: Type.Optional(
     Type.Union([Type.Literal('gpt-image'), Type.Literal('dall-e'), Type.Literal('other')], {
       description:
@@ -436,6 +444,7 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   checkBackendSettings(config);
+  checkOpenAiQuality(config);
   checkBlobStoreSettings(config);
   return config;
 }
@@ -472,6 +481,24 @@ export function upstreamModels(config: Config): Record<string, string> {
       entries.push([model, own ?? config.OPENAI_IMAGE_MODEL!]);
   }
   return Object.fromEntries(entries);
+}
+
+/** OPENAI_IMAGE_QUALITY must be a value every model on the openai backend takes: else it stops the start. */
+function checkOpenAiQuality(config: Config): void {
+  const quality = config.OPENAI_IMAGE_QUALITY;
+  if (quality === undefined) return;
+  const backends = modelBackends(config);
+  for (const [catalogModel, model] of Object.entries(upstreamModels(config))) {
+    if (backends[catalogModel] !== 'openai') continue;
+    const family = openAiModelFamily(model, config.OPENAI_MODEL_FAMILY);
+    const accepted = openAiQualities(model, family);
+    if (accepted.includes(quality)) continue;
+    const takes =
+      accepted.length > 0 ? `takes ${accepted.join(', ')}` : "takes no quality (a compatible provider's model)";
+    throw new ConfigError(
+      `Invalid environment variable OPENAI_IMAGE_QUALITY=${JSON.stringify(quality)}: ${model} (serving ${catalogModel}) ${takes}`,
+    );
+  }
 }
 
 const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {

@@ -81,6 +81,23 @@ export function openAiModelFamily(model: string, configured?: OpenAiModelFamily)
 }
 
 /**
+ * The `quality` values a model takes (the images API reference, as the `openai` SDK documents it):
+ * the GPT image models low, medium, high and auto; dall-e-3 standard and hd; dall-e-2 standard
+ * only. A compatible provider's model is sent none (it may refuse a parameter it does not know).
+ * A DALL·E deployment whose name says nothing is taken as dall-e-3, the one Azure serves.
+ */
+export function openAiQualities(model: string, family: OpenAiModelFamily): readonly string[] {
+  switch (family) {
+    case 'gpt-image':
+      return ['low', 'medium', 'high', 'auto'];
+    case 'dall-e':
+      return modelBaseName(model).startsWith('dall-e-2') ? ['standard'] : ['standard', 'hd'];
+    case 'other':
+      return [];
+  }
+}
+
+/**
  * The rule for `model`: OPENAI_IMAGE_SIZES when set, else what the model's name says; a name that
  * says nothing of a model configured as a GPT image model gets the sizes every one of them takes.
  */

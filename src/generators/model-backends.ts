@@ -50,6 +50,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,
         imageSizes: config.OPENAI_IMAGE_SIZES,
         family: config.OPENAI_MODEL_FAMILY,
+        quality: config.OPENAI_IMAGE_QUALITY,
         maxUpscale: config.MAX_UPSCALE,
       });
   }

@@ -35,12 +35,16 @@ export interface OpenAiImagesGeneratorOptions {
   imageSizes?: string;
   /** OPENAI_MODEL_FAMILY: which parameters the model takes; unset = what its name says. */
   family?: OpenAiModelFamily;
+  /** OPENAI_IMAGE_QUALITY: sent to the models that take it (loadConfig checked the value); unset = not sent. */
+  quality?: string;
 }
 
 /** Error codes of OpenAI's images API for a prompt or image its moderation refused. */
 const POLICY_ERROR_CODES = new Set(['moderation_blocked', 'content_policy_violation']);
 /** A 429 that no wait will fix: the account is out of credit. */
 const QUOTA_ERROR_CODES = new Set(['insufficient_quota', 'billing_hard_limit_reached']);
+/** The values `quality` takes on images.edit (dall-e-3's `hd` aside: DALL·E 3 makes no edits). */
+type ImageQuality = NonNullable<OpenAI.ImageEditParams['quality']>;
 const EXTENSION_OF = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' } as const;
 
 /**
@@ -98,6 +102,8 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // OpenAI's own models: the account's keyed hash, so abuse is traced to it, not to our whole
       // organisation. Not to other providers, which may refuse a parameter they do not know.
       ...(family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
+      // A compatible provider's model is sent no quality (loadConfig refuses one set for it).
+      ...(family !== 'other' && this.options.quality ? { quality: this.options.quality as ImageQuality } : {}),
     };
     // Within the provider's per-image limit, prepared one at a time (decision 0011, issue 35); one
     // the worker prepared already is sent as it is.

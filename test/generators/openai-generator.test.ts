@@ -29,6 +29,7 @@ async function setup(
     maxConcurrency?: number;
     imageSizes?: string;
     family?: 'gpt-image' | 'dall-e' | 'other';
+    quality?: string;
   } = {},
 ) {
   const upstream = await FakeUpstream.start(t);
@@ -39,6 +40,7 @@ async function setup(
     maxConcurrency: options.maxConcurrency ?? 4,
     imageSizes: options.imageSizes,
     family: options.family,
+    quality: options.quality,
   });
   return { upstream, generator };
 }
@@ -118,6 +120,54 @@ t.test('DALL·E is asked for b64_json and never sent stream, which it refuses', 
   t.match(body, { model: 'dall-e-3', response_format: 'b64_json', size: '1792x1024' });
   t.notOk('stream' in body);
   t.equal(upstream.refused.length, 0);
+});
+
+t.test('OPENAI_IMAGE_QUALITY goes to the models that take it, on generate and edit', async (t) => {
+  const png = Buffer.from(await pngBase64(64, 64), 'base64');
+  for (const [model, quality] of [
+    ['gpt-image-1', 'high'],
+    ['dall-e-3', 'hd'],
+  ]) {
+    const { upstream, generator } = await setup(t, { model, quality });
+    upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
+    await generator.generate(input({ aspectRatio: '1:1', width: 1024, height: 1024 }), live());
+    t.equal(JSON.parse(upstream.requests[0].body.toString()).quality, quality, `${model}: generate`);
+    t.equal(upstream.refused.length, 0);
+  }
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1', quality: 'low' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
+  await generator.generate(input({ aspectRatio: '1:1', width: 1024, height: 1024, references: [png] }), live());
+  t.equal((await formOf(upstream.requests[0])).get('quality'), 'low', 'edit');
+  t.equal(upstream.refused.length, 0);
+});
+
+t.test("a compatible provider's model is sent no quality", async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'flux-pro', quality: 'high' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  await generator.generate(input(), live());
+  t.notOk('quality' in JSON.parse(upstream.requests[0].body.toString()));
+});
+
+t.test('the fake refuses a quality the model does not take, as OpenAI does', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1', quality: 'hd' });
+  const error = await rejection(generator.generate(input({ aspectRatio: '1:1', width: 1024, height: 1024 }), live()));
+  t.match(error, { code: 'upstream_rejected', transient: false });
+  t.equal(upstream.refused.length, 1);
+  const { upstream: dalle, generator: dalleGenerator } = await setup(t, { model: 'dall-e-3', quality: 'medium' });
+  t.match(await rejection(dalleGenerator.generate(input(), live())), { code: 'upstream_rejected' });
+  const reply = await fetch(`${dalle.url}/v1/images/generations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'dall-e-3', prompt: 'p', quality: 'medium', size: '1024x1024' }),
+  });
+  t.equal(reply.status, 400);
+  t.match(await reply.json(), {
+    error: {
+      param: 'quality',
+      code: 'invalid_value',
+      message: "Invalid value: 'medium'. Supported values are: 'standard', 'hd'.",
+    },
+  });
 });
 
 t.test('a url reply is downloaded from the provider and resized like base64', async (t) => {

@@ -15,6 +15,8 @@ import { geminiReply, openAiReply } from './provider-replies.js';
  * …", type: 'invalid_request_error', param: 'size', code: 'invalid_value'}}. Other model names
  * stand for compatible providers that take any WIDTHxHEIGHT.
  *
+ * `quality` per family: see OPENAI_QUALITIES below; a refused value is the same invalid_value 400.
+ *
  * The GPT image models also refuse `response_format` (they always answer in base64): 400
  * {…, param: 'response_format', code: 'unknown_parameter'}; the DALL·E models refuse `stream` alike.
  *
@@ -91,12 +93,35 @@ function unknownParameter(param: string): JsonReply {
 }
 
 function invalidSize(value: string, supported: string): JsonReply {
+  return invalidValue('size', value, supported);
+}
+
+function invalidValue(param: string, value: string, supported: string): JsonReply {
   return openAiReply.error(400, {
     message: `Invalid value: '${value}'. Supported values are: ${supported}.`,
     type: 'invalid_request_error',
-    param: 'size',
+    param,
     code: 'invalid_value',
   });
+}
+
+/**
+ * `quality` (the images API reference, as the `openai` SDK documents it): the GPT image models take
+ * low, medium, high and auto; dall-e-3 standard and hd; dall-e-2 standard only. Other names stand
+ * for compatible providers, which take what they like.
+ */
+const OPENAI_QUALITIES: [test: (model: string) => boolean, values: string[]][] = [
+  [isGptImageModel, ['low', 'medium', 'high', 'auto']],
+  [(model) => model.startsWith('dall-e-3'), ['standard', 'hd']],
+  [(model) => model.startsWith('dall-e-2'), ['standard']],
+];
+
+/** Why OpenAI would refuse `quality` for `model`, or null when it takes it. */
+export function openAiQualityRefusal(model: string, quality: unknown): JsonReply | null {
+  if (quality === undefined || quality === null) return null;
+  const supported = OPENAI_QUALITIES.find(([test]) => test(model))?.[1];
+  if (!supported || supported.includes(String(quality))) return null;
+  return invalidValue('quality', String(quality), supported.map((q) => `'${q}'`).join(', '));
 }
 
 /** Why Gemini would refuse `imageConfig` for `model`, or null when it takes it. */
@@ -165,7 +190,7 @@ export async function providerRefusal(request: {
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
     if (OPENAI_PATHS.has(path)) {
-      let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown };
+      let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown; quality?: unknown };
       if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
         const form = await new Response(new Uint8Array(request.body), {
           headers: { 'content-type': String(request.headers['content-type']) },
@@ -175,6 +200,7 @@ export async function providerRefusal(request: {
           size: form.get('size') ?? undefined,
           response_format: form.get('response_format') ?? undefined,
           stream: form.get('stream') ?? undefined,
+          quality: form.get('quality') ?? undefined,
         };
       } else {
         fields = JSON.parse(request.body.toString('utf8')) as typeof fields;
@@ -183,6 +209,7 @@ export async function providerRefusal(request: {
       return (
         openAiResponseFormatRefusal(model, fields.response_format) ??
         openAiStreamRefusal(model, fields.stream) ??
+        openAiQualityRefusal(model, fields.quality) ??
         openAiSizeRefusal(model, fields.size)
       );
     }
