@@ -370,6 +370,9 @@ export const ConfigSchema = Type.Object({
     description:
       'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused (README, "Connect a model").',
   }),
+  OPENAI_RESULT_URL_ALLOW_PRIVATE: Bool(
+    "Allow http and loopback/private result URLs in an OpenAI-compatible reply (tests, a provider on a private network); the API's own origin is always allowed.",
+  ),
   OPENAI_IMAGE_QUALITY: Type.Optional(
     Type.String({
       minLength: 1,

@@ -51,6 +51,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
         imageSizes: config.OPENAI_IMAGE_SIZES,
         family: config.OPENAI_MODEL_FAMILY,
         quality: config.OPENAI_IMAGE_QUALITY,
+        resultUrlsAllowPrivate: config.OPENAI_RESULT_URL_ALLOW_PRIVATE,
         maxUpscale: config.MAX_UPSCALE,
       });
   }

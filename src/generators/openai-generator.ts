@@ -9,6 +9,7 @@ import {
 } from '../core/size-plan.js';
 import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
+import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { downloadResult } from './image-download.js';
 import {
   OPENAI_REFERENCE_LIMITS,
@@ -35,6 +36,10 @@ export interface OpenAiImagesGeneratorOptions {
   imageSizes?: string;
   /** OPENAI_MODEL_FAMILY: which parameters the model takes; unset = what its name says. */
   family?: OpenAiModelFamily;
+  /** OPENAI_RESULT_URL_ALLOW_PRIVATE: a result URL may point to a private address (tests). */
+  resultUrlsAllowPrivate?: boolean;
+  /** Resolves a result URL's host (tests: a stub); default the system's. */
+  resultUrlLookup?: LookupAll;
   /** OPENAI_IMAGE_QUALITY: sent to the models that take it (loadConfig checked the value); unset = not sent. */
   quality?: string;
 }
@@ -134,7 +139,15 @@ export class OpenAiImagesGenerator implements ImageGenerator {
     }
     const bytes = data.b64_json
       ? Buffer.from(data.b64_json, 'base64')
-      : await downloadResult(data.url!, this.options.baseUrl, signal);
+      : await downloadResult(
+          data.url!,
+          {
+            apiBaseUrl: this.options.baseUrl,
+            allowPrivate: this.options.resultUrlsAllowPrivate ?? false,
+            lookup: this.options.resultUrlLookup,
+          },
+          signal,
+        );
     signal.throwIfAborted();
     const image = await toExactSizePng(bytes, input.width, input.height, this.options.maxUpscale);
     const usage = response.usage;

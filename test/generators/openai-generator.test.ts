@@ -5,6 +5,7 @@ import { GenerationError, type GenerationInput } from '../../src/generators/port
 import { FakeUpstream, pngBase64, type ReceivedRequest } from '../helpers/fake-upstream.js';
 import { freePort } from '../helpers/processes.js';
 import { openAiReply } from '../helpers/provider-replies.js';
+import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
 import { imageGeneratorContract } from './generator-contract.js';
 
 const API_KEY = 'sk-openai-test-key-do-not-log';
@@ -30,6 +31,8 @@ async function setup(
     imageSizes?: string;
     family?: 'gpt-image' | 'dall-e' | 'other';
     quality?: string;
+    resultUrlsAllowPrivate?: boolean;
+    resultUrlLookup?: LookupAll;
   } = {},
 ) {
   const upstream = await FakeUpstream.start(t);
@@ -41,6 +44,8 @@ async function setup(
     imageSizes: options.imageSizes,
     family: options.family,
     quality: options.quality,
+    resultUrlsAllowPrivate: options.resultUrlsAllowPrivate,
+    resultUrlLookup: options.resultUrlLookup,
   });
   return { upstream, generator };
 }
@@ -189,13 +194,49 @@ t.test('a url to another http origin is not fetched: upstream_no_image', async (
   t.equal(elsewhere.downloads, 0);
 });
 
+/** A stub resolver: the test host is loopback, as a provider's URL to an internal address would be. */
+const TEST_HOST = 'images.provider.test';
+const resolvingToLoopback: LookupAll = async (hostname) =>
+  hostname === TEST_HOST ? [{ address: '127.0.0.1', family: 4 }] : [];
+
+t.test('a url whose host resolves to a private address is not fetched, by default', async (t) => {
+  const elsewhere = await FakeUpstream.start(t);
+  const port = new URL(elsewhere.url).port;
+  elsewhere.serveFile('/x.png', Buffer.from(await pngBase64(1264, 848), 'base64'));
+  const { upstream, generator } = await setup(t, { model: 'flux-pro', resultUrlLookup: resolvingToLoopback });
+  upstream.replyWith(
+    openAiReply.url(`https://${TEST_HOST}:${port}/x.png`),
+    openAiReply.url(`http://${TEST_HOST}:${port}/x.png`),
+    openAiReply.url(`https://127.0.0.1:${port}/x.png`),
+  );
+  for (const what of ['https, resolving to loopback', 'http', 'a loopback address'])
+    t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image', transient: true }, what);
+  t.equal(elsewhere.downloads, 0, 'nothing fetched');
+});
+
+t.test('OPENAI_RESULT_URL_ALLOW_PRIVATE: the same url is fetched, through the resolver', async (t) => {
+  const elsewhere = await FakeUpstream.start(t);
+  const port = new URL(elsewhere.url).port;
+  elsewhere.serveFile('/x.png', Buffer.from(await pngBase64(1264, 848), 'base64'));
+  const { upstream, generator } = await setup(t, {
+    model: 'flux-pro',
+    resultUrlsAllowPrivate: true,
+    resultUrlLookup: resolvingToLoopback,
+  });
+  upstream.replyWith(openAiReply.url(`http://${TEST_HOST}:${port}/x.png`));
+  const [image] = await generator.generate(input(), live());
+  t.same([image.width, image.height], [1264, 848]);
+  t.equal(elsewhere.downloads, 1);
+});
+
 t.test('a url download is bounded in size', async (t) => {
   const { downloadResult } = await import('../../src/generators/image-download.js');
   const upstream = await FakeUpstream.start(t);
   const url = upstream.serveFile('/big.png', Buffer.alloc(2048));
-  const error = await rejection(downloadResult(url, upstream.url, live(), { maxBytes: 1024, timeoutMs: 5000 }));
+  const policy = { apiBaseUrl: upstream.url, allowPrivate: false };
+  const error = await rejection(downloadResult(url, policy, live(), { maxBytes: 1024, timeoutMs: 5000 }));
   t.match(error, { code: 'upstream_invalid_image', transient: true });
-  const missing = await rejection(downloadResult(`${upstream.url}/none.png`, upstream.url, live()));
+  const missing = await rejection(downloadResult(`${upstream.url}/none.png`, policy, live()));
   t.match(missing, { code: 'upstream_unavailable', transient: true });
 });
 
