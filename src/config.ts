@@ -370,6 +370,12 @@ export const ConfigSchema = Type.Object({
     description:
       'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused (README, "Connect a model").',
   }),
+  OPENAI_API_KEY_HEADER: Type.Optional(
+    Type.Union([Type.Literal('authorization'), Type.Literal('api-key')], {
+      description:
+        'How OPENAI_API_KEY is sent: authorization (Bearer, OpenAI and most compatible providers) or api-key (Azure OpenAI); unset = api-key when OPENAI_BASE_URL is an Azure OpenAI host, else authorization (README, "Connect a model").',
+    }),
+  ),
   OPENAI_RESULT_URL_ALLOW_PRIVATE: Bool(
     "Allow http and loopback/private result URLs in an OpenAI-compatible reply (tests, a provider on a private network); the API's own origin is always allowed.",
   ),
@@ -450,6 +456,16 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
   checkOpenAiQuality(config);
   checkBlobStoreSettings(config);
   return config;
+}
+
+/** Azure OpenAI's hosts (its v1 endpoint is https://<resource>.openai.azure.com/openai/v1/), which take the key as `api-key`. */
+const AZURE_OPENAI_HOST = /\.(openai\.azure\.com|cognitiveservices\.azure\.com|services\.ai\.azure\.com)$/;
+
+/** The header OPENAI_API_KEY travels in: OPENAI_API_KEY_HEADER, else by the base URL's host. */
+export function openAiKeyHeader(config: Config): 'authorization' | 'api-key' {
+  if (config.OPENAI_API_KEY_HEADER !== undefined) return config.OPENAI_API_KEY_HEADER;
+  const host = config.OPENAI_BASE_URL === undefined ? '' : new URL(config.OPENAI_BASE_URL).hostname;
+  return AZURE_OPENAI_HOST.test(host) ? 'api-key' : 'authorization';
 }
 
 /** The variable that chooses each catalog model's generator. */

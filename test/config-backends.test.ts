@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConfigError, loadConfig, modelBackends, upstreamModels } from '../src/config.js';
+import { ConfigError, loadConfig, modelBackends, openAiKeyHeader, upstreamModels } from '../src/config.js';
 
 function configError(env: Record<string, string>): string {
   try {
@@ -120,6 +120,26 @@ t.test(
     );
   },
 );
+
+t.test('OPENAI_API_KEY_HEADER: api-key for an Azure OpenAI host unless set, authorization elsewhere', async (t) => {
+  const header = (env: Record<string, string>) => openAiKeyHeader(loadConfig(env));
+  t.equal(header({}), 'authorization');
+  t.equal(header({ OPENAI_BASE_URL: 'https://api.openai.com/v1' }), 'authorization');
+  t.equal(header({ OPENAI_BASE_URL: 'https://my-resource.openai.azure.com/openai/v1/' }), 'api-key');
+  t.equal(header({ OPENAI_BASE_URL: 'https://my-resource.cognitiveservices.azure.com/openai/v1/' }), 'api-key');
+  t.equal(
+    header({ OPENAI_BASE_URL: 'https://azure-proxy.example.com/v1', OPENAI_API_KEY_HEADER: 'api-key' }),
+    'api-key',
+  );
+  t.equal(
+    header({
+      OPENAI_BASE_URL: 'https://my-resource.openai.azure.com/openai/v1/',
+      OPENAI_API_KEY_HEADER: 'authorization',
+    }),
+    'authorization',
+  );
+  t.match(configError({ OPENAI_API_KEY_HEADER: 'x-api-key' }), /^Invalid environment variable OPENAI_API_KEY_HEADER/);
+});
 
 t.test('a base URL with http:// to a host other than loopback stops the start, naming the variable', async (t) => {
   t.match(

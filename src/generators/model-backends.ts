@@ -1,4 +1,4 @@
-import { modelBackends, upstreamModels, type Config, type GeneratorBackend } from '../config.js';
+import { modelBackends, openAiKeyHeader, upstreamModels, type Config, type GeneratorBackend } from '../config.js';
 import { GeminiGenerator } from './gemini-generator.js';
 import { LocalRenderer } from './local-renderer.js';
 import { OpenAiImagesGenerator } from './openai-generator.js';
@@ -45,6 +45,7 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
       return new OpenAiImagesGenerator({
         apiKey: required(config.OPENAI_API_KEY, 'OPENAI_API_KEY'),
         baseUrl: config.OPENAI_BASE_URL,
+        apiKeyHeader: openAiKeyHeader(config),
         model: required(config.OPENAI_IMAGE_MODEL, 'OPENAI_IMAGE_MODEL'),
         models: upstreamModels(config),
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,

@@ -22,8 +22,10 @@ import { generationError, networkFailure, UpstreamCalls } from './upstream-call.
 
 export interface OpenAiImagesGeneratorOptions {
   apiKey: string;
-  /** The SDK's baseURL, e.g. https://api.openai.com/v1 or a compatible provider's. */
+  /** The SDK's baseURL, e.g. https://api.openai.com/v1, a compatible provider's, or Azure OpenAI's v1 endpoint. */
   baseUrl?: string;
+  /** How the key is sent: `authorization` (Bearer; default) or `api-key` (Azure OpenAI). */
+  apiKeyHeader?: 'authorization' | 'api-key';
   model: string;
   /** The upstream model per catalog model, where one names its own (`<MODEL>_UPSTREAM_MODEL`); else `model`. */
   models?: Record<string, string>;
@@ -73,6 +75,9 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // No SDK retries: a retry is a task requeue, which frees the worker slot while it waits.
       maxRetries: 0,
       logLevel: 'off',
+      // Azure OpenAI's v1 endpoint takes the key as `api-key`: the Bearer header is dropped (null
+      // removes a header the SDK would send), so the key goes in one header only.
+      ...(options.apiKeyHeader === 'api-key' && { defaultHeaders: { 'api-key': options.apiKey, Authorization: null } }),
     });
     this.calls = new UpstreamCalls(options.maxConcurrency);
   }

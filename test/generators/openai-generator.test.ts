@@ -175,6 +175,37 @@ t.test('the fake refuses a quality the model does not take, as OpenAI does', asy
   });
 });
 
+t.test("Azure OpenAI's v1 endpoint: the key as api-key only, the deployment as model, generate and edit", async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  const azure = (apiKeyHeader?: 'api-key') =>
+    new OpenAiImagesGenerator({
+      apiKey: API_KEY,
+      baseUrl: `${upstream.url}/openai/v1/`,
+      apiKeyHeader,
+      model: 'prod-images',
+      family: 'gpt-image',
+      maxConcurrency: 1,
+    });
+  upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  await azure('api-key').generate(input(), live());
+  const png = Buffer.from(await pngBase64(64, 64), 'base64');
+  await azure('api-key').generate(input({ references: [png] }), live());
+  t.same(
+    upstream.requests.map((r) => r.url),
+    ['/openai/v1/images/generations', '/openai/v1/images/edits'],
+  );
+  for (const request of upstream.requests) {
+    t.equal(request.headers['api-key'], API_KEY);
+    t.equal(request.headers.authorization, undefined, 'no Bearer header beside it');
+  }
+  t.match(JSON.parse(upstream.requests[0].body.toString()), { model: 'prod-images', size: '1536x1024' });
+  t.equal(upstream.refused.length, 0);
+
+  // The key as Bearer is what Azure refuses: 401, the operator's problem.
+  t.match(await rejection(azure().generate(input(), live())), { code: 'generator_unavailable', transient: false });
+  t.equal(upstream.refused.length, 1);
+});
+
 t.test('a url reply is downloaded from the provider and resized like base64', async (t) => {
   const { upstream, generator } = await setup(t, { model: 'flux-pro' });
   const url = upstream.serveFile('/files/result-1.png', Buffer.from(await pngBase64(1264, 848), 'base64'));

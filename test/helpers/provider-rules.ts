@@ -158,6 +158,22 @@ const GEMINI_MAX_REQUEST_BYTES = 20 * 1024 * 1024;
 const GEMINI_MAX_INLINE_IMAGE_BYTES = 7_000_000;
 const GEMINI_PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
 const OPENAI_PATHS = new Set(['/v1/images/generations', '/v1/images/edits']);
+/**
+ * Azure OpenAI's v1 endpoint (https://<resource>.openai.azure.com/openai/v1/, no api-version): the
+ * OpenAI images API, `model` the deployment's name, the key in the `api-key` header. Without it,
+ * 401 with Azure's body (the Azure OpenAI REST reference).
+ */
+const AZURE_OPENAI_PATHS = new Set(['/openai/v1/images/generations', '/openai/v1/images/edits']);
+const AZURE_ACCESS_DENIED: JsonReply = {
+  status: 401,
+  json: {
+    error: {
+      code: '401',
+      message:
+        'Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.',
+    },
+  },
+};
 
 /**
  * The refusal the provider would answer `request` with (routed by path, like the real APIs), or
@@ -189,7 +205,9 @@ export async function providerRefusal(request: {
       }
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
-    if (OPENAI_PATHS.has(path)) {
+    const azure = AZURE_OPENAI_PATHS.has(path);
+    if (azure && !request.headers['api-key']) return AZURE_ACCESS_DENIED;
+    if (OPENAI_PATHS.has(path) || azure) {
       let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown; quality?: unknown };
       if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
         const form = await new Response(new Uint8Array(request.body), {
