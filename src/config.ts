@@ -307,6 +307,20 @@ export const ConfigSchema = Type.Object({
   GEMINI_API_KEY: Type.Optional(
     Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' }),
   ),
+  GEMINI_VERTEX_PROJECT: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description:
+        'Google Cloud project: when set, gemini calls go to Vertex AI (not the Gemini API), authenticated by Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, or the metadata server); GEMINI_API_KEY is then not needed (README, "Connect a model").',
+    }),
+  ),
+  GEMINI_VERTEX_LOCATION: Type.String({
+    minLength: 1,
+    maxLength: 64,
+    default: 'global',
+    description: 'Vertex AI location of the gemini calls when GEMINI_VERTEX_PROJECT is set.',
+  }),
   GEMINI_BASE_URL: Type.Optional(
     Type.String({
       pattern: '^https?://',
@@ -530,7 +544,11 @@ const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {
 function checkBackendSettings(config: Config): void {
   for (const variable of Object.values(BACKEND_VARIABLE_OF_MODEL)) {
     const backend = config[variable];
-    const missing = REQUIRED_FOR_BACKEND[backend].find((name) => config[name] === undefined);
+    const missing = REQUIRED_FOR_BACKEND[backend].find(
+      // On Vertex AI the credentials are Google Cloud's, not an API key.
+      (name) =>
+        config[name] === undefined && !(name === 'GEMINI_API_KEY' && config.GEMINI_VERTEX_PROJECT !== undefined),
+    );
     if (missing) throw new ConfigError(`Missing environment variable ${missing}: ${variable}=${backend} needs it.`);
   }
 }

@@ -141,6 +141,16 @@ t.test('OPENAI_API_KEY_HEADER: api-key for an Azure OpenAI host unless set, auth
   t.match(configError({ OPENAI_API_KEY_HEADER: 'x-api-key' }), /^Invalid environment variable OPENAI_API_KEY_HEADER/);
 });
 
+t.test(
+  'GEMINI_VERTEX_PROJECT: gemini on Vertex AI needs no GEMINI_API_KEY; the location defaults to global',
+  async (t) => {
+    t.match(configError({ ALPHA_PRO_BACKEND: 'gemini' }), /^Missing environment variable GEMINI_API_KEY/);
+    const config = loadConfig({ ALPHA_PRO_BACKEND: 'gemini', GEMINI_VERTEX_PROJECT: 'my-project' });
+    t.equal(config.GEMINI_VERTEX_LOCATION, 'global');
+    t.equal(loadConfig({ GEMINI_VERTEX_LOCATION: 'europe-west4' }).GEMINI_VERTEX_LOCATION, 'europe-west4');
+  },
+);
+
 t.test('a base URL with http:// to a host other than loopback stops the start, naming the variable', async (t) => {
   t.match(
     configError({ OPENAI_BASE_URL: 'http://images.example.com/v1' }),

@@ -34,7 +34,9 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
       return new LocalRenderer();
     case 'gemini':
       return new GeminiGenerator({
-        apiKey: required(config.GEMINI_API_KEY, 'GEMINI_API_KEY'),
+        ...(config.GEMINI_VERTEX_PROJECT === undefined
+          ? { apiKey: required(config.GEMINI_API_KEY, 'GEMINI_API_KEY') }
+          : { vertex: { project: config.GEMINI_VERTEX_PROJECT, location: config.GEMINI_VERTEX_LOCATION } }),
         baseUrl: config.GEMINI_BASE_URL,
         model: config.GEMINI_MODEL,
         models: upstreamModels(config),

@@ -157,6 +157,14 @@ const GEMINI_MAX_REQUEST_BYTES = 20 * 1024 * 1024;
  */
 const GEMINI_MAX_INLINE_IMAGE_BYTES = 7_000_000;
 const GEMINI_PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
+/**
+ * Vertex AI's generateContent for a Google model
+ * (https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1beta1/projects.locations.publishers.models/generateContent):
+ * the same body and errors, authenticated by an OAuth 2 access token (`Authorization: Bearer`);
+ * without one, 401 UNAUTHENTICATED.
+ */
+const VERTEX_PATH =
+  /^\/v1beta1\/projects\/[^/]+\/locations\/[^/]+\/publishers\/google\/models\/([^/:]+):generateContent$/;
 const OPENAI_PATHS = new Set(['/v1/images/generations', '/v1/images/edits']);
 /**
  * Azure OpenAI's v1 endpoint (https://<resource>.openai.azure.com/openai/v1/, no api-version): the
@@ -186,7 +194,15 @@ export async function providerRefusal(request: {
 }): Promise<JsonReply | null> {
   const path = request.url.split('?')[0];
   try {
-    const gemini = GEMINI_PATH.exec(path);
+    const vertex = VERTEX_PATH.exec(path);
+    if (vertex && !/^Bearer \S+$/.test(String(request.headers.authorization ?? ''))) {
+      return geminiReply.error(
+        401,
+        'UNAUTHENTICATED',
+        'Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.',
+      );
+    }
+    const gemini = GEMINI_PATH.exec(path) ?? vertex;
     if (gemini) {
       // The Gemini API's request limit for inline data (https://ai.google.dev/gemini-api/docs/image-understanding).
       if (request.body.length > GEMINI_MAX_REQUEST_BYTES) {
