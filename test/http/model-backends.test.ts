@@ -241,6 +241,28 @@ t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through imag
   t.equal(h.upstream.requests[0].headers.authorization, 'Bearer sk-e2e');
 });
 
+t.test('beta-v5-pro on Azure OpenAI v1 by configuration: the deployment as model, the key as api-key', async (t) => {
+  const h = await setup(t, (url) => ({
+    ALPHA_PRO_BACKEND: 'local',
+    BETA_V5_PRO_BACKEND: 'openai',
+    OPENAI_API_KEY: 'azure-key',
+    OPENAI_BASE_URL: `${url}/openai/v1/`,
+    OPENAI_API_KEY_HEADER: 'api-key',
+    OPENAI_IMAGE_MODEL: 'prod-images',
+    OPENAI_MODEL_FAMILY: 'gpt-image',
+    OPENAI_IMAGE_QUALITY: 'medium',
+  }));
+  h.upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'on Azure', parameters: { aspect_ratio: '3:2' } });
+  t.equal((await awaitTerminal(h, taskId)).status, 'COMPLETED');
+  const [request] = h.upstream.requests;
+  t.equal(request.url, '/openai/v1/images/generations');
+  t.equal(request.headers['api-key'], 'azure-key');
+  t.equal(request.headers.authorization, undefined);
+  t.match(JSON.parse(request.body.toString()), { model: 'prod-images', quality: 'medium', size: '1536x1024' });
+  t.equal(h.upstream.refused.length, 0);
+});
+
 /** The pixel size of the task's result as downloaded through its signed URL. */
 async function downloadedSize(h: Harness, task: { generated: { url: string }[] }): Promise<[number, number]> {
   const { pathname, search } = new URL(task.generated[0].url);
