@@ -118,6 +118,24 @@ const KeyedBy = <T extends TSchema>(keys: readonly string[], value: T, descripti
     ...(description ? { description } : {}),
   });
 
+/** How the configured backend serves one catalog size (src/core/size-plan.ts; MAX_UPSCALE). */
+export const NativeSize = Type.Object(
+  {
+    width: Int32({ minimum: 1, description: 'Width of the image the backend generates for this size.' }),
+    height: Int32({ minimum: 1, description: 'Height of the image the backend generates for this size.' }),
+    result: StringEnum(['native', 'resized', 'unavailable'], {
+      description:
+        '`native`: generated at the catalog size itself; `resized`: generated at width × height, then scaled to cover the catalog size and centre-cropped (the task says `resized_from`); `unavailable`: it would need a larger enlargement than this service allows, and a create asking for it is refused (422 `resolution_unavailable`) before any charge.',
+    }),
+    scale: Type.Number({
+      minimum: 0,
+      description:
+        'Linear factor the generated image is scaled by to cover the catalog size: 1 as generated, above 1 an enlargement, below 1 a reduction.',
+    }),
+  },
+  { $id: 'NativeSize', additionalProperties: false },
+);
+
 export const ModelResource = Type.Object(
   {
     id: StringEnum(MODEL_IDS),
@@ -129,6 +147,11 @@ export const ModelResource = Type.Object(
     defaults: Type.Object({ aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) }),
     prices: KeyedBy(ALL_RESOLUTIONS, TokenAmount(), 'Tokens per offered resolution.'),
     pixel_sizes: KeyedBy(ALL_ASPECT_RATIOS, KeyedBy(ALL_RESOLUTIONS, Pixels), 'pixel_sizes[aspect_ratio][resolution]'),
+    native_sizes: KeyedBy(
+      ALL_ASPECT_RATIOS,
+      KeyedBy(ALL_RESOLUTIONS, Type.Ref(NativeSize)),
+      'native_sizes[aspect_ratio][resolution]: what the backend configured for this model generates for each size of pixel_sizes, and whether the result is that image as generated, resized, or not offered.',
+    ),
   },
   { $id: 'Model' },
 );
@@ -297,6 +320,7 @@ export const SHARED_SCHEMAS: TSchema[] = [
   TaskEnvelope,
   TaskPage,
   Estimate,
+  NativeSize,
   ModelResource,
   ModelEnvelope,
   ModelList,

@@ -5,7 +5,7 @@ import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
 import type { ModelId } from '../schemas/catalog.js';
 import { assertValidBlobKey } from './blobs/port.js';
-import { parseOpenAiImageSizes } from './core/size-plan.js';
+import { openAiModelFamily, openAiQualities, parseOpenAiImageSizes } from './core/size-plan.js';
 
 /**
  * The whole runtime configuration, read only from environment variables (docs/design.md §4). One schema
@@ -307,6 +307,20 @@ export const ConfigSchema = Type.Object({
   GEMINI_API_KEY: Type.Optional(
     Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' }),
   ),
+  GEMINI_VERTEX_PROJECT: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description:
+        'Google Cloud project: when set, gemini calls go to Vertex AI (not the Gemini API), authenticated by Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, or the metadata server); GEMINI_API_KEY is then not needed (README, "Connect a model").',
+    }),
+  ),
+  GEMINI_VERTEX_LOCATION: Type.String({
+    minLength: 1,
+    maxLength: 64,
+    default: 'global',
+    description: 'Vertex AI location of the gemini calls when GEMINI_VERTEX_PROJECT is set.',
+  }),
   GEMINI_BASE_URL: Type.Optional(
     Type.String({
       pattern: '^https?://',
@@ -370,6 +384,23 @@ export const ConfigSchema = Type.Object({
     description:
       'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused (README, "Connect a model").',
   }),
+  OPENAI_API_KEY_HEADER: Type.Optional(
+    Type.Union([Type.Literal('authorization'), Type.Literal('api-key')], {
+      description:
+        'How OPENAI_API_KEY is sent: authorization (Bearer, OpenAI and most compatible providers) or api-key (Azure OpenAI); unset = api-key when OPENAI_BASE_URL is an Azure OpenAI host, else authorization (README, "Connect a model").',
+    }),
+  ),
+  OPENAI_RESULT_URL_ALLOW_PRIVATE: Bool(
+    "Allow http and loopback/private result URLs in an OpenAI-compatible reply (tests, a provider on a private network); the API's own origin is always allowed.",
+  ),
+  OPENAI_IMAGE_QUALITY: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 16,
+      description:
+        '`quality` sent to the OpenAI model: low, medium, high or auto for the GPT image models; standard or hd for dall-e-3 (dall-e-2: standard); a compatible provider\'s model takes none. Unset = not sent, the model\'s default (README, "Connect a model").',
+    }),
+  ),
   OPENAI_MODEL_FAMILY: Type.Optional(
     Type.Union([Type.Literal('gpt-image'), Type.Literal('dall-e'), Type.Literal('other')], {
       description:
@@ -436,8 +467,19 @@ export function loadConfig(env: Record<string, string | undefined>): Config {
     }
   }
   checkBackendSettings(config);
+  checkOpenAiQuality(config);
   checkBlobStoreSettings(config);
   return config;
+}
+
+/** Azure OpenAI's hosts (its v1 endpoint is https://<resource>.openai.azure.com/openai/v1/), which take the key as `api-key`. */
+const AZURE_OPENAI_HOST = /\.(openai\.azure\.com|cognitiveservices\.azure\.com|services\.ai\.azure\.com)$/;
+
+/** The header OPENAI_API_KEY travels in: OPENAI_API_KEY_HEADER, else by the base URL's host. */
+export function openAiKeyHeader(config: Config): 'authorization' | 'api-key' {
+  if (config.OPENAI_API_KEY_HEADER !== undefined) return config.OPENAI_API_KEY_HEADER;
+  const host = config.OPENAI_BASE_URL === undefined ? '' : new URL(config.OPENAI_BASE_URL).hostname;
+  return AZURE_OPENAI_HOST.test(host) ? 'api-key' : 'authorization';
 }
 
 /** The variable that chooses each catalog model's generator. */
@@ -474,6 +516,24 @@ export function upstreamModels(config: Config): Record<string, string> {
   return Object.fromEntries(entries);
 }
 
+/** OPENAI_IMAGE_QUALITY must be a value every model on the openai backend takes: else it stops the start. */
+function checkOpenAiQuality(config: Config): void {
+  const quality = config.OPENAI_IMAGE_QUALITY;
+  if (quality === undefined) return;
+  const backends = modelBackends(config);
+  for (const [catalogModel, model] of Object.entries(upstreamModels(config))) {
+    if (backends[catalogModel] !== 'openai') continue;
+    const family = openAiModelFamily(model, config.OPENAI_MODEL_FAMILY);
+    const accepted = openAiQualities(model, family);
+    if (accepted.includes(quality)) continue;
+    const takes =
+      accepted.length > 0 ? `takes ${accepted.join(', ')}` : "takes no quality (a compatible provider's model)";
+    throw new ConfigError(
+      `Invalid environment variable OPENAI_IMAGE_QUALITY=${JSON.stringify(quality)}: ${model} (serving ${catalogModel}) ${takes}`,
+    );
+  }
+}
+
 const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {
   local: [],
   gemini: ['GEMINI_API_KEY'],
@@ -484,7 +544,11 @@ const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {
 function checkBackendSettings(config: Config): void {
   for (const variable of Object.values(BACKEND_VARIABLE_OF_MODEL)) {
     const backend = config[variable];
-    const missing = REQUIRED_FOR_BACKEND[backend].find((name) => config[name] === undefined);
+    const missing = REQUIRED_FOR_BACKEND[backend].find(
+      // On Vertex AI the credentials are Google Cloud's, not an API key.
+      (name) =>
+        config[name] === undefined && !(name === 'GEMINI_API_KEY' && config.GEMINI_VERTEX_PROJECT !== undefined),
+    );
     if (missing) throw new ConfigError(`Missing environment variable ${missing}: ${variable}=${backend} needs it.`);
   }
 }

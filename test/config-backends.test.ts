@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConfigError, loadConfig, modelBackends, upstreamModels } from '../src/config.js';
+import { ConfigError, loadConfig, modelBackends, openAiKeyHeader, upstreamModels } from '../src/config.js';
 
 function configError(env: Record<string, string>): string {
   try {
@@ -72,6 +72,84 @@ t.test('OPENAI_IMAGE_SIZES: exact or a list of WIDTHxHEIGHT, anything else stops
     );
   }
 });
+
+t.test(
+  'OPENAI_IMAGE_QUALITY: a value every model on openai takes, anything else stops the start naming it',
+  async (t) => {
+    const openai = (model: string, more: Record<string, string> = {}) => ({
+      BETA_V5_PRO_BACKEND: 'openai',
+      OPENAI_API_KEY: 'sk-test',
+      OPENAI_IMAGE_MODEL: model,
+      ...more,
+    });
+    t.equal(loadConfig({}).OPENAI_IMAGE_QUALITY, undefined, 'unset: not sent');
+    for (const quality of ['low', 'medium', 'high', 'auto'])
+      t.equal(loadConfig(openai('gpt-image-1', { OPENAI_IMAGE_QUALITY: quality })).OPENAI_IMAGE_QUALITY, quality);
+    t.equal(loadConfig(openai('dall-e-3', { OPENAI_IMAGE_QUALITY: 'hd' })).OPENAI_IMAGE_QUALITY, 'hd');
+    t.equal(
+      configError(openai('gpt-image-1', { OPENAI_IMAGE_QUALITY: 'hd' })),
+      'Invalid environment variable OPENAI_IMAGE_QUALITY="hd": gpt-image-1 (serving beta-v5-pro) takes low, medium, high, auto',
+    );
+    t.equal(
+      configError(openai('dall-e-3', { OPENAI_IMAGE_QUALITY: 'high' })),
+      'Invalid environment variable OPENAI_IMAGE_QUALITY="high": dall-e-3 (serving beta-v5-pro) takes standard, hd',
+    );
+    t.match(
+      configError(openai('dall-e-2', { OPENAI_IMAGE_QUALITY: 'hd' })),
+      /dall-e-2 \(serving beta-v5-pro\) takes standard$/,
+    );
+    t.match(
+      configError(openai('flux-pro', { OPENAI_IMAGE_QUALITY: 'high' })),
+      /^Invalid environment variable OPENAI_IMAGE_QUALITY="high": flux-pro \(serving beta-v5-pro\) takes no quality/,
+    );
+    t.match(
+      configError(openai('prod-images', { OPENAI_MODEL_FAMILY: 'gpt-image', OPENAI_IMAGE_QUALITY: 'standard' })),
+      /prod-images \(serving beta-v5-pro\) takes low, medium, high, auto/,
+      'by OPENAI_MODEL_FAMILY when the name says nothing',
+    );
+    t.match(
+      configError(
+        openai('gpt-image-1', {
+          ALPHA_PRO_BACKEND: 'openai',
+          ALPHA_PRO_UPSTREAM_MODEL: 'dall-e-3',
+          OPENAI_IMAGE_QUALITY: 'high',
+        }),
+      ),
+      /dall-e-3 \(serving alpha-pro\) takes standard, hd/,
+      'every model on the backend',
+    );
+  },
+);
+
+t.test('OPENAI_API_KEY_HEADER: api-key for an Azure OpenAI host unless set, authorization elsewhere', async (t) => {
+  const header = (env: Record<string, string>) => openAiKeyHeader(loadConfig(env));
+  t.equal(header({}), 'authorization');
+  t.equal(header({ OPENAI_BASE_URL: 'https://api.openai.com/v1' }), 'authorization');
+  t.equal(header({ OPENAI_BASE_URL: 'https://my-resource.openai.azure.com/openai/v1/' }), 'api-key');
+  t.equal(header({ OPENAI_BASE_URL: 'https://my-resource.cognitiveservices.azure.com/openai/v1/' }), 'api-key');
+  t.equal(
+    header({ OPENAI_BASE_URL: 'https://azure-proxy.example.com/v1', OPENAI_API_KEY_HEADER: 'api-key' }),
+    'api-key',
+  );
+  t.equal(
+    header({
+      OPENAI_BASE_URL: 'https://my-resource.openai.azure.com/openai/v1/',
+      OPENAI_API_KEY_HEADER: 'authorization',
+    }),
+    'authorization',
+  );
+  t.match(configError({ OPENAI_API_KEY_HEADER: 'x-api-key' }), /^Invalid environment variable OPENAI_API_KEY_HEADER/);
+});
+
+t.test(
+  'GEMINI_VERTEX_PROJECT: gemini on Vertex AI needs no GEMINI_API_KEY; the location defaults to global',
+  async (t) => {
+    t.match(configError({ ALPHA_PRO_BACKEND: 'gemini' }), /^Missing environment variable GEMINI_API_KEY/);
+    const config = loadConfig({ ALPHA_PRO_BACKEND: 'gemini', GEMINI_VERTEX_PROJECT: 'my-project' });
+    t.equal(config.GEMINI_VERTEX_LOCATION, 'global');
+    t.equal(loadConfig({ GEMINI_VERTEX_LOCATION: 'europe-west4' }).GEMINI_VERTEX_LOCATION, 'europe-west4');
+  },
+);
 
 t.test('a base URL with http:// to a host other than loopback stops the start, naming the variable', async (t) => {
   t.match(

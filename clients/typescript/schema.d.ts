@@ -616,6 +616,25 @@ export interface components {
                 height: number;
             };
         };
+        NativeSize: {
+            /**
+             * Format: int32
+             * @description Width of the image the backend generates for this size.
+             */
+            width: number;
+            /**
+             * Format: int32
+             * @description Height of the image the backend generates for this size.
+             */
+            height: number;
+            /**
+             * @description `native`: generated at the catalog size itself; `resized`: generated at width × height, then scaled to cover the catalog size and centre-cropped (the task says `resized_from`); `unavailable`: it would need a larger enlargement than this service allows, and a create asking for it is refused (422 `resolution_unavailable`) before any charge.
+             * @enum {string}
+             */
+            result: "native" | "resized" | "unavailable";
+            /** @description Linear factor the generated image is scaled by to cover the catalog size: 1 as generated, above 1 an enlargement, below 1 a reduction. */
+            scale: number;
+        };
         Model: {
             /** @enum {string} */
             id: "alpha-pro" | "beta-v5-pro";
@@ -852,6 +871,59 @@ export interface components {
                         /** Format: int32 */
                         height: number;
                     };
+                };
+            };
+            /** @description native_sizes[aspect_ratio][resolution]: what the backend configured for this model generates for each size of pixel_sizes, and whether the result is that image as generated, resized, or not offered. */
+            native_sizes: {
+                "1:1"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "2:3"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "3:2"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "3:4"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "4:3"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "4:5"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "5:4"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "9:16"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "16:9"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
+                };
+                "21:9"?: {
+                    "1K"?: components["schemas"]["NativeSize"];
+                    "2K"?: components["schemas"]["NativeSize"];
+                    "4K"?: components["schemas"]["NativeSize"];
                 };
             };
         };
@@ -1137,6 +1209,21 @@ export interface operations {
                         checks?: {
                             [key: string]: "ok" | "degraded" | "failing";
                         };
+                        /** @description /readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read. */
+                        backends?: {
+                            [key: string]: {
+                                /**
+                                 * @description `closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.
+                                 * @enum {string}
+                                 */
+                                circuit: "closed" | "open" | "half_open";
+                                /**
+                                 * Format: date-time
+                                 * @description While open: when the first probe call may go.
+                                 */
+                                until?: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1208,6 +1295,21 @@ export interface operations {
                         checks?: {
                             [key: string]: "ok" | "degraded" | "failing";
                         };
+                        /** @description /readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read. */
+                        backends?: {
+                            [key: string]: {
+                                /**
+                                 * @description `closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.
+                                 * @enum {string}
+                                 */
+                                circuit: "closed" | "open" | "half_open";
+                                /**
+                                 * Format: date-time
+                                 * @description While open: when the first probe call may go.
+                                 */
+                                until?: string;
+                            };
+                        };
                     };
                 };
             };
@@ -1261,6 +1363,21 @@ export interface operations {
                         /** @description Each dependency (`store`, `blobs`, `disk`, `rate_limits`) and its state; `degraded` is served without (Redis: rate limits fail open) and does not make the node unready. */
                         checks?: {
                             [key: string]: "ok" | "degraded" | "failing";
+                        };
+                        /** @description /readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read. */
+                        backends?: {
+                            [key: string]: {
+                                /**
+                                 * @description `closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.
+                                 * @enum {string}
+                                 */
+                                circuit: "closed" | "open" | "half_open";
+                                /**
+                                 * Format: date-time
+                                 * @description While open: when the first probe call may go.
+                                 */
+                                until?: string;
+                            };
                         };
                     };
                 };

@@ -81,6 +81,23 @@ export function openAiModelFamily(model: string, configured?: OpenAiModelFamily)
 }
 
 /**
+ * The `quality` values a model takes (the images API reference, as the `openai` SDK documents it):
+ * the GPT image models low, medium, high and auto; dall-e-3 standard and hd; dall-e-2 standard
+ * only. A compatible provider's model is sent none (it may refuse a parameter it does not know).
+ * A DALL·E deployment whose name says nothing is taken as dall-e-3, the one Azure serves.
+ */
+export function openAiQualities(model: string, family: OpenAiModelFamily): readonly string[] {
+  switch (family) {
+    case 'gpt-image':
+      return ['low', 'medium', 'high', 'auto'];
+    case 'dall-e':
+      return modelBaseName(model).startsWith('dall-e-2') ? ['standard'] : ['standard', 'hd'];
+    case 'other':
+      return [];
+  }
+}
+
+/**
  * The rule for `model`: OPENAI_IMAGE_SIZES when set, else what the model's name says; a name that
  * says nothing of a model configured as a GPT image model gets the sizes every one of them takes.
  */
@@ -216,3 +233,12 @@ export function nativeSize(
 export function upscaleFactor(from: Size, to: Size): number {
   return Math.max(to.width / from.width, to.height / from.height);
 }
+
+/**
+ * What a model's configured backend makes of a catalog cell: the size it generates, the factor by
+ * which that is scaled to the cell, and whether MAX_UPSCALE allows it.
+ */
+export type ResolutionCheck = (
+  model: string,
+  cell: { aspectRatio: string; resolution: string; width: number; height: number },
+) => { native: Size; factor: number; allowed: boolean };

@@ -1,4 +1,4 @@
-import { ApiError, GoogleGenAI, type GenerateContentResponse, type Part } from '@google/genai';
+import { ApiError, GoogleGenAI, type GenerateContentResponse, type GoogleGenAIOptions, type Part } from '@google/genai';
 import { geminiImageConfig } from '../core/size-plan.js';
 import {
   googleErrorInfoReason,
@@ -12,14 +12,28 @@ import { toExactSizePng } from './exact-size.js';
 import {
   GEMINI_INLINE_BUDGET_BYTES,
   GEMINI_REFERENCE_LIMITS,
+  prepareReference,
   prepareReferences,
   type ReferenceLimits,
 } from './reference-prep.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
 import { generationError, networkFailure, UpstreamCalls } from './upstream-call.js';
 
-export interface GeminiGeneratorOptions {
-  apiKey: string;
+/**
+ * Vertex AI instead of the Gemini API: the project and location the calls go to, authenticated by
+ * Google Cloud credentials (Application Default Credentials unless `googleAuthOptions` says
+ * otherwise; the tests give a fixed token).
+ */
+export interface VertexAiTarget {
+  project: string;
+  location: string;
+  googleAuthOptions?: GoogleGenAIOptions['googleAuthOptions'];
+}
+
+export type GeminiGeneratorOptions = GeminiGeneratorSettings &
+  ({ apiKey: string; vertex?: undefined } | { apiKey?: undefined; vertex: VertexAiTarget });
+
+interface GeminiGeneratorSettings {
   /** The SDK's base URL (httpOptions.baseUrl); undefined = Google's endpoint. */
   baseUrl?: string;
   model: string;
@@ -60,27 +74,44 @@ export class GeminiGenerator implements ImageGenerator {
   private readonly calls: UpstreamCalls;
 
   constructor(private readonly options: GeminiGeneratorOptions) {
-    this.client = new GoogleGenAI({
-      vertexai: false,
-      apiKey: options.apiKey,
-      // The image models (previews) are documented on v1beta; SDK 3 defaults to v1.
-      apiVersion: 'v1beta',
-      // No SDK retries: a retry is a task requeue, which frees the worker slot while it waits.
-      httpOptions: options.baseUrl ? { baseUrl: options.baseUrl } : {},
-    });
+    // No SDK retries: a retry is a task requeue, which frees the worker slot while it waits.
+    const httpOptions = options.baseUrl ? { baseUrl: options.baseUrl } : {};
+    this.client = options.vertex
+      ? // Vertex AI: projects/{project}/locations/{location}/publishers/google/models/{model}, on the
+        // SDK's Vertex API version (v1beta1, where the image previews are).
+        new GoogleGenAI({
+          vertexai: true,
+          project: options.vertex.project,
+          location: options.vertex.location,
+          googleAuthOptions: options.vertex.googleAuthOptions,
+          httpOptions,
+        })
+      : new GoogleGenAI({
+          vertexai: false,
+          apiKey: options.apiKey,
+          // The image models (previews) are documented on v1beta; SDK 3 defaults to v1.
+          apiVersion: 'v1beta',
+          httpOptions,
+        });
     this.calls = new UpstreamCalls(options.maxConcurrency);
+  }
+
+  /** The per-image limit, and each reference's share of the inline request budget. */
+  private referenceLimits(referenceCount: number): ReferenceLimits {
+    const limits = this.options.referenceLimits ?? GEMINI_REFERENCE_LIMITS;
+    const share = Math.floor(GEMINI_INLINE_BUDGET_BYTES / Math.max(1, referenceCount));
+    return { ...limits, maxBytes: Math.min(limits.maxBytes, share) };
+  }
+
+  async prepareReference(bytes: Buffer, referenceCount: number): Promise<Buffer> {
+    return (await prepareReference(bytes, this.referenceLimits(referenceCount))).bytes;
   }
 
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
     signal.throwIfAborted();
-    // Within the provider's per-image limit, prepared one at a time (decision 0011).
-    const limits = this.options.referenceLimits ?? GEMINI_REFERENCE_LIMITS;
-    const share = Math.floor(GEMINI_INLINE_BUDGET_BYTES / Math.max(1, input.references.length));
-    const references = await prepareReferences(
-      input.references,
-      { ...limits, maxBytes: Math.min(limits.maxBytes, share) },
-      signal,
-    );
+    // Within the provider's per-image limit, prepared one at a time (decision 0011); one
+    // the worker prepared already is sent as it is.
+    const references = await prepareReferences(input.references, this.referenceLimits(input.references.length), signal);
     const parts: Part[] = [
       { text: input.prompt },
       ...references.map(({ bytes, type }) => ({ inlineData: { mimeType: type, data: bytes.toString('base64') } })),

@@ -1,4 +1,8 @@
+import * as http from 'node:http';
+import * as https from 'node:https';
 import { upstreamFailure } from '../core/upstream-failure.js';
+import { connectionLookup, egressAgent } from '../webhooks/send-webhook.js';
+import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type LookupAll } from '../webhooks/ssrf-guard.js';
 import { GenerationError } from './port.js';
 import { generationError } from './upstream-call.js';
 
@@ -8,14 +12,41 @@ export const MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024;
 export const DOWNLOAD_TIMEOUT_MS = 60_000;
 
 /**
- * Whether a result URL a provider named may be fetched: https to any host, or the API's own
- * origin (a provider on loopback in the tests, or one an operator reaches over http on loopback).
- * Nothing else: a plain-http URL elsewhere, a `file:` or `data:` URL, is an egress we do not open.
+ * Where a provider's result URL may point. The URL is the provider's choice, not ours: like a
+ * webhook URL it reaches public addresses only (the same guard, checked again at connect time
+ * against DNS rebinding), unless `allowPrivate` (RESULT_URL_ALLOW_PRIVATE: tests and a provider on
+ * a private network). The API's own origin is always allowed: it already gets our key.
  */
-export function downloadAllowed(url: URL, apiBaseUrl: string | undefined): boolean {
-  if (url.protocol === 'https:') return true;
-  if (apiBaseUrl === undefined) return false;
-  return url.origin === new URL(apiBaseUrl).origin;
+export interface ResultUrlPolicy {
+  apiBaseUrl?: string;
+  allowPrivate: boolean;
+  /** Resolves host names (tests: a stub mapping a test host to loopback); default the system's. */
+  lookup?: LookupAll;
+}
+
+/** Where the download connects, and how: the API's own origin as configured, anything else through the guard. */
+async function egressFor(href: string, policy: ResultUrlPolicy) {
+  const own = policy.apiBaseUrl === undefined ? undefined : new URL(policy.apiBaseUrl).origin;
+  let url: URL;
+  try {
+    url = new URL(href);
+  } catch {
+    throw notFetched('not a URL');
+  }
+  if (url.origin === own) return { url, agent: undefined, lookup: undefined };
+  try {
+    // The webhook rules: https only (http too when private addresses are allowed), no credentials,
+    // a host written as it is, and every address it resolves to public.
+    const checked = await assertWebhookUrlAllowed(href, { allowPrivate: policy.allowPrivate, lookup: policy.lookup });
+    return {
+      url: checked,
+      agent: egressAgent(checked, policy.allowPrivate),
+      lookup: policy.lookup && connectionLookup(policy.lookup),
+    };
+  } catch (error) {
+    if (error instanceof WebhookUrlRejectedError) throw notFetched(error.reason);
+    throw error;
+  }
 }
 
 /**
@@ -25,57 +56,66 @@ export function downloadAllowed(url: URL, apiBaseUrl: string | undefined): boole
  */
 export async function downloadResult(
   href: string,
-  apiBaseUrl: string | undefined,
+  policy: ResultUrlPolicy,
   signal: AbortSignal,
   limits = { maxBytes: MAX_DOWNLOAD_BYTES, timeoutMs: DOWNLOAD_TIMEOUT_MS },
 ): Promise<Buffer> {
-  let url: URL;
+  const { url, agent, lookup } = await egressFor(href, policy);
+  signal.throwIfAborted();
+  const transport = url.protocol === 'https:' ? https : http;
+  const timeout = AbortSignal.timeout(limits.timeoutMs);
   try {
-    url = new URL(href);
-  } catch {
-    url = new URL('invalid:');
-  }
-  if (!downloadAllowed(url, apiBaseUrl)) {
-    throw generationError(upstreamFailure('upstream_no_image'), {
-      upstream: { reason: `result url not fetched (${url.protocol})` },
+    return await new Promise<Buffer>((resolve, reject) => {
+      const request = transport.get(
+        url,
+        { signal: AbortSignal.any([signal, timeout]), ...(agent && { agent }), ...(lookup && { lookup }) },
+        (response) => {
+          const status = response.statusCode ?? 0;
+          // No redirect is followed: a 3xx is as much a failure as a 5xx.
+          if (status < 200 || status >= 300) {
+            response.resume();
+            reject(
+              generationError(upstreamFailure('upstream_unavailable'), {
+                upstream: { status, reason: 'result download failed' },
+              }),
+            );
+            return;
+          }
+          if (Number(response.headers['content-length']) > limits.maxBytes) {
+            request.destroy();
+            reject(tooLarge());
+            return;
+          }
+          const chunks: Buffer[] = [];
+          let received = 0;
+          response.on('data', (chunk: Buffer) => {
+            received += chunk.length;
+            if (received > limits.maxBytes) {
+              request.destroy();
+              reject(tooLarge());
+              return;
+            }
+            chunks.push(chunk);
+          });
+          response.on('end', () => resolve(Buffer.concat(chunks)));
+          response.on('error', reject);
+        },
+      );
+      request.on('error', reject);
     });
-  }
-  try {
-    const response = await fetch(url, {
-      redirect: 'error',
-      signal: AbortSignal.any([signal, AbortSignal.timeout(limits.timeoutMs)]),
-    });
-    if (!response.ok || !response.body) {
-      await response.body?.cancel();
-      throw generationError(upstreamFailure('upstream_unavailable'), {
-        upstream: { status: response.status, reason: 'result download failed' },
-      });
-    }
-    const declared = Number(response.headers.get('content-length'));
-    if (declared > limits.maxBytes) {
-      await response.body.cancel();
-      throw tooLarge();
-    }
-    const chunks: Uint8Array[] = [];
-    let received = 0;
-    for await (const chunk of response.body) {
-      received += chunk.byteLength;
-      if (received > limits.maxBytes) throw tooLarge();
-      chunks.push(chunk);
-    }
-    return Buffer.concat(chunks);
   } catch (error) {
     if (signal.aborted) throw signal.reason;
     if (error instanceof GenerationError) throw error;
     throw generationError(upstreamFailure('upstream_unavailable'), {
-      upstream: {
-        reason:
-          error instanceof Error && error.name === 'TimeoutError'
-            ? 'result download timed out'
-            : 'result download failed',
-      },
+      upstream: { reason: timeout.aborted ? 'result download timed out' : 'result download failed' },
     });
   }
+}
+
+function notFetched(reason: string) {
+  return generationError(upstreamFailure('upstream_no_image'), {
+    upstream: { reason: `result url not fetched (${reason})` },
+  });
 }
 
 function tooLarge() {

@@ -1,4 +1,4 @@
-import { modelBackends, upstreamModels, type Config, type GeneratorBackend } from '../config.js';
+import { modelBackends, openAiKeyHeader, upstreamModels, type Config, type GeneratorBackend } from '../config.js';
 import { GeminiGenerator } from './gemini-generator.js';
 import { LocalRenderer } from './local-renderer.js';
 import { OpenAiImagesGenerator } from './openai-generator.js';
@@ -34,7 +34,9 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
       return new LocalRenderer();
     case 'gemini':
       return new GeminiGenerator({
-        apiKey: required(config.GEMINI_API_KEY, 'GEMINI_API_KEY'),
+        ...(config.GEMINI_VERTEX_PROJECT === undefined
+          ? { apiKey: required(config.GEMINI_API_KEY, 'GEMINI_API_KEY') }
+          : { vertex: { project: config.GEMINI_VERTEX_PROJECT, location: config.GEMINI_VERTEX_LOCATION } }),
         baseUrl: config.GEMINI_BASE_URL,
         model: config.GEMINI_MODEL,
         models: upstreamModels(config),
@@ -45,11 +47,14 @@ function newGenerator(config: Config, backend: GeneratorBackend): ImageGenerator
       return new OpenAiImagesGenerator({
         apiKey: required(config.OPENAI_API_KEY, 'OPENAI_API_KEY'),
         baseUrl: config.OPENAI_BASE_URL,
+        apiKeyHeader: openAiKeyHeader(config),
         model: required(config.OPENAI_IMAGE_MODEL, 'OPENAI_IMAGE_MODEL'),
         models: upstreamModels(config),
         maxConcurrency: config.OPENAI_MAX_CONCURRENCY,
         imageSizes: config.OPENAI_IMAGE_SIZES,
         family: config.OPENAI_MODEL_FAMILY,
+        quality: config.OPENAI_IMAGE_QUALITY,
+        resultUrlsAllowPrivate: config.OPENAI_RESULT_URL_ALLOW_PRIVATE,
         maxUpscale: config.MAX_UPSCALE,
       });
   }

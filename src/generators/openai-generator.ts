@@ -9,15 +9,23 @@ import {
 } from '../core/size-plan.js';
 import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { toExactSizePng } from './exact-size.js';
+import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { downloadResult } from './image-download.js';
-import { OPENAI_REFERENCE_LIMITS, prepareReferences, type ReferenceLimits } from './reference-prep.js';
+import {
+  OPENAI_REFERENCE_LIMITS,
+  prepareReference,
+  prepareReferences,
+  type ReferenceLimits,
+} from './reference-prep.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from './port.js';
 import { generationError, networkFailure, UpstreamCalls } from './upstream-call.js';
 
 export interface OpenAiImagesGeneratorOptions {
   apiKey: string;
-  /** The SDK's baseURL, e.g. https://api.openai.com/v1 or a compatible provider's. */
+  /** The SDK's baseURL, e.g. https://api.openai.com/v1, a compatible provider's, or Azure OpenAI's v1 endpoint. */
   baseUrl?: string;
+  /** How the key is sent: `authorization` (Bearer; default) or `api-key` (Azure OpenAI). */
+  apiKeyHeader?: 'authorization' | 'api-key';
   model: string;
   /** The upstream model per catalog model, where one names its own (`<MODEL>_UPSTREAM_MODEL`); else `model`. */
   models?: Record<string, string>;
@@ -30,12 +38,20 @@ export interface OpenAiImagesGeneratorOptions {
   imageSizes?: string;
   /** OPENAI_MODEL_FAMILY: which parameters the model takes; unset = what its name says. */
   family?: OpenAiModelFamily;
+  /** OPENAI_RESULT_URL_ALLOW_PRIVATE: a result URL may point to a private address (tests). */
+  resultUrlsAllowPrivate?: boolean;
+  /** Resolves a result URL's host (tests: a stub); default the system's. */
+  resultUrlLookup?: LookupAll;
+  /** OPENAI_IMAGE_QUALITY: sent to the models that take it (loadConfig checked the value); unset = not sent. */
+  quality?: string;
 }
 
 /** Error codes of OpenAI's images API for a prompt or image its moderation refused. */
 const POLICY_ERROR_CODES = new Set(['moderation_blocked', 'content_policy_violation']);
 /** A 429 that no wait will fix: the account is out of credit. */
 const QUOTA_ERROR_CODES = new Set(['insufficient_quota', 'billing_hard_limit_reached']);
+/** The values `quality` takes on images.edit (dall-e-3's `hd` aside: DALL·E 3 makes no edits). */
+type ImageQuality = NonNullable<OpenAI.ImageEditParams['quality']>;
 const EXTENSION_OF = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' } as const;
 
 /**
@@ -59,6 +75,9 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // No SDK retries: a retry is a task requeue, which frees the worker slot while it waits.
       maxRetries: 0,
       logLevel: 'off',
+      // Azure OpenAI's v1 endpoint takes the key as `api-key`: the Bearer header is dropped (null
+      // removes a header the SDK would send), so the key goes in one header only.
+      ...(options.apiKeyHeader === 'api-key' && { defaultHeaders: { 'api-key': options.apiKey, Authorization: null } }),
     });
     this.calls = new UpstreamCalls(options.maxConcurrency);
   }
@@ -71,6 +90,10 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       this.plans.set(model, plan);
     }
     return plan;
+  }
+
+  async prepareReference(bytes: Buffer): Promise<Buffer> {
+    return (await prepareReference(bytes, this.options.referenceLimits ?? OPENAI_REFERENCE_LIMITS)).bytes;
   }
 
   async generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]> {
@@ -89,8 +112,11 @@ export class OpenAiImagesGenerator implements ImageGenerator {
       // OpenAI's own models: the account's keyed hash, so abuse is traced to it, not to our whole
       // organisation. Not to other providers, which may refuse a parameter they do not know.
       ...(family !== 'other' && input.safetyIdentifier ? { safety_identifier: input.safetyIdentifier } : {}),
+      // A compatible provider's model is sent no quality (loadConfig refuses one set for it).
+      ...(family !== 'other' && this.options.quality ? { quality: this.options.quality as ImageQuality } : {}),
     };
-    // Within the provider's per-image limit, prepared one at a time (decision 0011).
+    // Within the provider's per-image limit, prepared one at a time (decision 0011); one
+    // the worker prepared already is sent as it is.
     const references = await prepareReferences(
       input.references,
       this.options.referenceLimits ?? OPENAI_REFERENCE_LIMITS,
@@ -118,7 +144,15 @@ export class OpenAiImagesGenerator implements ImageGenerator {
     }
     const bytes = data.b64_json
       ? Buffer.from(data.b64_json, 'base64')
-      : await downloadResult(data.url!, this.options.baseUrl, signal);
+      : await downloadResult(
+          data.url!,
+          {
+            apiBaseUrl: this.options.baseUrl,
+            allowPrivate: this.options.resultUrlsAllowPrivate ?? false,
+            lookup: this.options.resultUrlLookup,
+          },
+          signal,
+        );
     signal.throwIfAborted();
     const image = await toExactSizePng(bytes, input.width, input.height, this.options.maxUpscale);
     const usage = response.usage;

@@ -44,6 +44,13 @@ export interface ImageGenerator {
   readonly name: string;
   /** Rejects promptly with the signal's reason (or an AbortError) once `signal` aborts. */
   generate(input: GenerationInput, signal: AbortSignal): Promise<GeneratedImage[]>;
+  /**
+   * One reference as this provider takes it (within its per-image limits), given how many the task
+   * has. The worker calls it on each reference as it reads it, before reading the next, so only one
+   * raw reference is in memory at a time; generate() sends a prepared one as it is. Absent: the
+   * reference goes to generate() as stored.
+   */
+  prepareReference?(bytes: Buffer, referenceCount: number): Promise<Buffer>;
 }
 
 export interface GenerationErrorDetails {

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { backendCircuit, backendSizePlans, upscaleCheck } from '../generators/backend-admission.js';
+import {
+  backendCircuit,
+  backendCircuitStates,
+  backendSizePlans,
+  upscaleCheck,
+} from '../generators/backend-admission.js';
 import { join } from 'node:path';
 import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -190,6 +195,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     publicBaseUrl(deps.config),
     deps.config.SIGNED_URL_TTL_SECONDS,
   );
+  const resolutionCheck = upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE);
   const tasks = new TaskService({
     store: deps.store,
     events: deps.events ?? new TaskEvents(),
@@ -201,7 +207,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       lookup: deps.webhookLookup,
       allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
     },
-    resolutionCheck: upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE),
+    resolutionCheck,
     backendUnavailableFor: backendCircuit(deps.config, deps.store),
   });
 
@@ -246,7 +252,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
     rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
   };
-  await app.register(healthRoutes, { readinessChecks });
+  const circuits = backendCircuitStates(deps.config, deps.store);
+  await app.register(healthRoutes, { readinessChecks, backendCircuits: () => circuits(now()) });
   registerDependencyMetrics(metricsRegistry, readinessChecks);
   const idempotency = new IdempotencyService({ store: deps.store, now });
 
@@ -291,7 +298,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           maxActiveTasks: config.MAX_ACTIVE_TASKS,
         },
       });
-      await api.register(modelRoutes);
+      await api.register(modelRoutes, { resolutionCheck });
       await api.register(mediaRoutes, {
         media,
         signer,

@@ -1,6 +1,7 @@
 import type { GenerationRequest } from '../../schemas/catalog.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
+import type { ResolutionCheck } from '../core/size-plan.js';
 import { createTask, imageReferencesOf, invalidMediaReference, isTerminal, type TaskRecord } from '../core/task.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import { taskStepOf } from '../core/task-stream.js';
@@ -23,10 +24,7 @@ export interface TaskServiceOptions {
    */
   backendUnavailableFor?: (model: string, now: Date) => Promise<number | null>;
   /** Whether the model's backend makes a cell without enlarging it past MAX_UPSCALE; unset = always. */
-  resolutionCheck?: (
-    model: string,
-    cell: { aspectRatio: string; resolution: string; width: number; height: number },
-  ) => { native: { width: number; height: number }; factor: number; allowed: boolean };
+  resolutionCheck?: ResolutionCheck;
 }
 
 /** A create refused because the model's backend is known unavailable (503; the route sets Retry-After). */

@@ -47,6 +47,15 @@ const privateAllowedAgents = {
   https: new RequestFilteringHttpsAgent({ allowPrivateIPAddress: true }),
 };
 
+/**
+ * The agent for an outbound request to a URL someone else chose (a webhook receiver, a provider's
+ * result URL): it refuses a connection to a non-public address unless `allowPrivate`.
+ */
+export function egressAgent(url: URL, allowPrivate: boolean) {
+  const agents = allowPrivate ? privateAllowedAgents : publicOnlyAgents;
+  return url.protocol === 'https:' ? agents.https : agents.http;
+}
+
 export function generateWebhookSecret(): string {
   return WEBHOOK_SECRET_PREFIX + randomBytes(WEBHOOK_SECRET_BYTES).toString('base64');
 }
@@ -77,7 +86,6 @@ export async function sendWebhook(args: SendWebhookArgs): Promise<WebhookAttempt
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return failure(`unsupported scheme ${url.protocol}`);
 
   const transport = url.protocol === 'https:' ? https : http;
-  const agents = args.allowPrivate ? privateAllowedAgents : publicOnlyAgents;
   const headers = {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(args.body),
@@ -118,7 +126,7 @@ export async function sendWebhook(args: SendWebhookArgs): Promise<WebhookAttempt
       {
         method: 'POST',
         headers,
-        agent: url.protocol === 'https:' ? agents.https : agents.http,
+        agent: egressAgent(url, args.allowPrivate),
         ...(args.lookup && { lookup: connectionLookup(args.lookup) }),
       },
       (response) => {
@@ -147,7 +155,7 @@ export async function sendWebhook(args: SendWebhookArgs): Promise<WebhookAttempt
 }
 
 /** Adapts a LookupAll to the callback lookup net.connect calls, so the agent checks its answer. */
-function connectionLookup(lookupAll: LookupAll): LookupFunction {
+export function connectionLookup(lookupAll: LookupAll): LookupFunction {
   return (hostname, options, callback) => {
     lookupAll(hostname).then(
       (addresses) => {

@@ -22,6 +22,7 @@ import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS } from '../services/media-service.js
 import { dependencyFailureOf } from '../services/dependency-failure.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { GeneratedMediaInput, Store } from '../store/port.js';
+import { loadTaskReferences } from './task-references.js';
 
 /**
  * One model backend as a worker process runs it: the models it serves, its generator, how many of
@@ -395,7 +396,7 @@ export class TaskWorker {
   }
 
   private async generate(lane: BackendLane, task: TaskRecord, signal: AbortSignal): Promise<GeneratedImage[]> {
-    const references = await this.loadReferences(task);
+    const references = await loadTaskReferences(this.options, task, lane.backend.generator, signal);
     signal.throwIfAborted();
     return this.callGenerator(
       lane,
@@ -467,24 +468,6 @@ export class TaskWorker {
         await delay(waitMs, undefined, { signal });
       }
     }
-  }
-
-  private async loadReferences(task: TaskRecord): Promise<Buffer[]> {
-    if (task.imageReference.length === 0) return [];
-    const keys = await this.options.store.mediaBlobKeys(task.accountId, task.imageReference);
-    return Promise.all(
-      task.imageReference.map(async (mediaId) => {
-        const key = keys.get(mediaId);
-        const bytes = key ? await this.options.blobs.getBuffer(key) : null;
-        if (!bytes)
-          throw new GenerationError(
-            'reference_unavailable',
-            `Reference image ${mediaId} is no longer available.`,
-            false,
-          );
-        return bytes;
-      }),
-    );
   }
 
   /** Back to the queue after delayMs without spending one of the task's attempts; returns delayMs. */

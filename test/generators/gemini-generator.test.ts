@@ -375,3 +375,46 @@ t.test('a request over the Gemini API limit is refused by the fake as by the pro
   t.equal(response.status, 400);
   t.match(await response.json(), { error: { status: 'INVALID_ARGUMENT' } });
 });
+
+t.test('Vertex AI by configuration: the project and location path, a Google Cloud token, the same body', async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  const vertex = (token?: string) =>
+    new GeminiGenerator({
+      vertex: {
+        project: 'my-project',
+        location: 'global',
+        // The credentials as Application Default Credentials would give them: a fixed access token.
+        googleAuthOptions: {
+          authClient: {
+            getRequestHeaders: async () => new Headers(token ? { authorization: `Bearer ${token}` } : {}),
+          } as never,
+        },
+      },
+      baseUrl: upstream.url,
+      model: 'gemini-3-pro-image-preview',
+      maxConcurrency: 1,
+    });
+  upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
+  await vertex('ya29.vertex-test-token').generate(input(), live());
+  const [request] = upstream.requests;
+  t.equal(
+    request.url,
+    '/v1beta1/projects/my-project/locations/global/publishers/google/models/gemini-3-pro-image-preview:generateContent',
+  );
+  t.equal(request.headers.authorization, 'Bearer ya29.vertex-test-token');
+  t.equal(request.headers['x-goog-api-key'], undefined, 'no API key');
+  t.same(JSON.parse(request.body.toString()).generationConfig.imageConfig, { aspectRatio: '16:9', imageSize: '2K' });
+  t.equal(upstream.refused.length, 0);
+
+  // Without a token Vertex answers 401 UNAUTHENTICATED: the operator's problem.
+  t.match(
+    await vertex()
+      .generate(input(), live())
+      .catch((e: unknown) => e),
+    {
+      code: 'generator_unavailable',
+      transient: false,
+    },
+  );
+  t.equal(upstream.refused.length, 1);
+});

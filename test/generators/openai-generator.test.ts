@@ -5,6 +5,7 @@ import { GenerationError, type GenerationInput } from '../../src/generators/port
 import { FakeUpstream, pngBase64, type ReceivedRequest } from '../helpers/fake-upstream.js';
 import { freePort } from '../helpers/processes.js';
 import { openAiReply } from '../helpers/provider-replies.js';
+import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
 import { imageGeneratorContract } from './generator-contract.js';
 
 const API_KEY = 'sk-openai-test-key-do-not-log';
@@ -29,6 +30,9 @@ async function setup(
     maxConcurrency?: number;
     imageSizes?: string;
     family?: 'gpt-image' | 'dall-e' | 'other';
+    quality?: string;
+    resultUrlsAllowPrivate?: boolean;
+    resultUrlLookup?: LookupAll;
   } = {},
 ) {
   const upstream = await FakeUpstream.start(t);
@@ -39,6 +43,9 @@ async function setup(
     maxConcurrency: options.maxConcurrency ?? 4,
     imageSizes: options.imageSizes,
     family: options.family,
+    quality: options.quality,
+    resultUrlsAllowPrivate: options.resultUrlsAllowPrivate,
+    resultUrlLookup: options.resultUrlLookup,
   });
   return { upstream, generator };
 }
@@ -120,6 +127,85 @@ t.test('DALL·E is asked for b64_json and never sent stream, which it refuses', 
   t.equal(upstream.refused.length, 0);
 });
 
+t.test('OPENAI_IMAGE_QUALITY goes to the models that take it, on generate and edit', async (t) => {
+  const png = Buffer.from(await pngBase64(64, 64), 'base64');
+  for (const [model, quality] of [
+    ['gpt-image-1', 'high'],
+    ['dall-e-3', 'hd'],
+  ]) {
+    const { upstream, generator } = await setup(t, { model, quality });
+    upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
+    await generator.generate(input({ aspectRatio: '1:1', width: 1024, height: 1024 }), live());
+    t.equal(JSON.parse(upstream.requests[0].body.toString()).quality, quality, `${model}: generate`);
+    t.equal(upstream.refused.length, 0);
+  }
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1', quality: 'low' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1024, 1024)));
+  await generator.generate(input({ aspectRatio: '1:1', width: 1024, height: 1024, references: [png] }), live());
+  t.equal((await formOf(upstream.requests[0])).get('quality'), 'low', 'edit');
+  t.equal(upstream.refused.length, 0);
+});
+
+t.test("a compatible provider's model is sent no quality", async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'flux-pro', quality: 'high' });
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  await generator.generate(input(), live());
+  t.notOk('quality' in JSON.parse(upstream.requests[0].body.toString()));
+});
+
+t.test('the fake refuses a quality the model does not take, as OpenAI does', async (t) => {
+  const { upstream, generator } = await setup(t, { model: 'gpt-image-1', quality: 'hd' });
+  const error = await rejection(generator.generate(input({ aspectRatio: '1:1', width: 1024, height: 1024 }), live()));
+  t.match(error, { code: 'upstream_rejected', transient: false });
+  t.equal(upstream.refused.length, 1);
+  const { upstream: dalle, generator: dalleGenerator } = await setup(t, { model: 'dall-e-3', quality: 'medium' });
+  t.match(await rejection(dalleGenerator.generate(input(), live())), { code: 'upstream_rejected' });
+  const reply = await fetch(`${dalle.url}/v1/images/generations`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'dall-e-3', prompt: 'p', quality: 'medium', size: '1024x1024' }),
+  });
+  t.equal(reply.status, 400);
+  t.match(await reply.json(), {
+    error: {
+      param: 'quality',
+      code: 'invalid_value',
+      message: "Invalid value: 'medium'. Supported values are: 'standard', 'hd'.",
+    },
+  });
+});
+
+t.test("Azure OpenAI's v1 endpoint: the key as api-key only, the deployment as model, generate and edit", async (t) => {
+  const upstream = await FakeUpstream.start(t);
+  const azure = (apiKeyHeader?: 'api-key') =>
+    new OpenAiImagesGenerator({
+      apiKey: API_KEY,
+      baseUrl: `${upstream.url}/openai/v1/`,
+      apiKeyHeader,
+      model: 'prod-images',
+      family: 'gpt-image',
+      maxConcurrency: 1,
+    });
+  upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  await azure('api-key').generate(input(), live());
+  const png = Buffer.from(await pngBase64(64, 64), 'base64');
+  await azure('api-key').generate(input({ references: [png] }), live());
+  t.same(
+    upstream.requests.map((r) => r.url),
+    ['/openai/v1/images/generations', '/openai/v1/images/edits'],
+  );
+  for (const request of upstream.requests) {
+    t.equal(request.headers['api-key'], API_KEY);
+    t.equal(request.headers.authorization, undefined, 'no Bearer header beside it');
+  }
+  t.match(JSON.parse(upstream.requests[0].body.toString()), { model: 'prod-images', size: '1536x1024' });
+  t.equal(upstream.refused.length, 0);
+
+  // The key as Bearer is what Azure refuses: 401, the operator's problem.
+  t.match(await rejection(azure().generate(input(), live())), { code: 'generator_unavailable', transient: false });
+  t.equal(upstream.refused.length, 1);
+});
+
 t.test('a url reply is downloaded from the provider and resized like base64', async (t) => {
   const { upstream, generator } = await setup(t, { model: 'flux-pro' });
   const url = upstream.serveFile('/files/result-1.png', Buffer.from(await pngBase64(1264, 848), 'base64'));
@@ -139,13 +225,49 @@ t.test('a url to another http origin is not fetched: upstream_no_image', async (
   t.equal(elsewhere.downloads, 0);
 });
 
+/** A stub resolver: the test host is loopback, as a provider's URL to an internal address would be. */
+const TEST_HOST = 'images.provider.test';
+const resolvingToLoopback: LookupAll = async (hostname) =>
+  hostname === TEST_HOST ? [{ address: '127.0.0.1', family: 4 }] : [];
+
+t.test('a url whose host resolves to a private address is not fetched, by default', async (t) => {
+  const elsewhere = await FakeUpstream.start(t);
+  const port = new URL(elsewhere.url).port;
+  elsewhere.serveFile('/x.png', Buffer.from(await pngBase64(1264, 848), 'base64'));
+  const { upstream, generator } = await setup(t, { model: 'flux-pro', resultUrlLookup: resolvingToLoopback });
+  upstream.replyWith(
+    openAiReply.url(`https://${TEST_HOST}:${port}/x.png`),
+    openAiReply.url(`http://${TEST_HOST}:${port}/x.png`),
+    openAiReply.url(`https://127.0.0.1:${port}/x.png`),
+  );
+  for (const what of ['https, resolving to loopback', 'http', 'a loopback address'])
+    t.match(await rejection(generator.generate(input(), live())), { code: 'upstream_no_image', transient: true }, what);
+  t.equal(elsewhere.downloads, 0, 'nothing fetched');
+});
+
+t.test('OPENAI_RESULT_URL_ALLOW_PRIVATE: the same url is fetched, through the resolver', async (t) => {
+  const elsewhere = await FakeUpstream.start(t);
+  const port = new URL(elsewhere.url).port;
+  elsewhere.serveFile('/x.png', Buffer.from(await pngBase64(1264, 848), 'base64'));
+  const { upstream, generator } = await setup(t, {
+    model: 'flux-pro',
+    resultUrlsAllowPrivate: true,
+    resultUrlLookup: resolvingToLoopback,
+  });
+  upstream.replyWith(openAiReply.url(`http://${TEST_HOST}:${port}/x.png`));
+  const [image] = await generator.generate(input(), live());
+  t.same([image.width, image.height], [1264, 848]);
+  t.equal(elsewhere.downloads, 1);
+});
+
 t.test('a url download is bounded in size', async (t) => {
   const { downloadResult } = await import('../../src/generators/image-download.js');
   const upstream = await FakeUpstream.start(t);
   const url = upstream.serveFile('/big.png', Buffer.alloc(2048));
-  const error = await rejection(downloadResult(url, upstream.url, live(), { maxBytes: 1024, timeoutMs: 5000 }));
+  const policy = { apiBaseUrl: upstream.url, allowPrivate: false };
+  const error = await rejection(downloadResult(url, policy, live(), { maxBytes: 1024, timeoutMs: 5000 }));
   t.match(error, { code: 'upstream_invalid_image', transient: true });
-  const missing = await rejection(downloadResult(`${upstream.url}/none.png`, upstream.url, live()));
+  const missing = await rejection(downloadResult(`${upstream.url}/none.png`, policy, live()));
   t.match(missing, { code: 'upstream_unavailable', transient: true });
 });
 

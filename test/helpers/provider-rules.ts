@@ -15,6 +15,8 @@ import { geminiReply, openAiReply } from './provider-replies.js';
  * …", type: 'invalid_request_error', param: 'size', code: 'invalid_value'}}. Other model names
  * stand for compatible providers that take any WIDTHxHEIGHT.
  *
+ * `quality` per family: see OPENAI_QUALITIES below; a refused value is the same invalid_value 400.
+ *
  * The GPT image models also refuse `response_format` (they always answer in base64): 400
  * {…, param: 'response_format', code: 'unknown_parameter'}; the DALL·E models refuse `stream` alike.
  *
@@ -91,12 +93,35 @@ function unknownParameter(param: string): JsonReply {
 }
 
 function invalidSize(value: string, supported: string): JsonReply {
+  return invalidValue('size', value, supported);
+}
+
+function invalidValue(param: string, value: string, supported: string): JsonReply {
   return openAiReply.error(400, {
     message: `Invalid value: '${value}'. Supported values are: ${supported}.`,
     type: 'invalid_request_error',
-    param: 'size',
+    param,
     code: 'invalid_value',
   });
+}
+
+/**
+ * `quality` (the images API reference, as the `openai` SDK documents it): the GPT image models take
+ * low, medium, high and auto; dall-e-3 standard and hd; dall-e-2 standard only. Other names stand
+ * for compatible providers, which take what they like.
+ */
+const OPENAI_QUALITIES: [test: (model: string) => boolean, values: string[]][] = [
+  [isGptImageModel, ['low', 'medium', 'high', 'auto']],
+  [(model) => model.startsWith('dall-e-3'), ['standard', 'hd']],
+  [(model) => model.startsWith('dall-e-2'), ['standard']],
+];
+
+/** Why OpenAI would refuse `quality` for `model`, or null when it takes it. */
+export function openAiQualityRefusal(model: string, quality: unknown): JsonReply | null {
+  if (quality === undefined || quality === null) return null;
+  const supported = OPENAI_QUALITIES.find(([test]) => test(model))?.[1];
+  if (!supported || supported.includes(String(quality))) return null;
+  return invalidValue('quality', String(quality), supported.map((q) => `'${q}'`).join(', '));
 }
 
 /** Why Gemini would refuse `imageConfig` for `model`, or null when it takes it. */
@@ -125,8 +150,38 @@ function invalidArgument(message: string): JsonReply {
 }
 
 const GEMINI_MAX_REQUEST_BYTES = 20 * 1024 * 1024;
+/**
+ * Per inline image: 7 MB, Vertex AI's documented limit for Gemini 3 Pro Image
+ * (https://cloud.google.com/vertex-ai/generative-ai/docs/models/gemini/3-pro-image), held to here
+ * for the Gemini API too, as the service does (decision 0011).
+ */
+const GEMINI_MAX_INLINE_IMAGE_BYTES = 7_000_000;
 const GEMINI_PATH = /^\/v1beta\/models\/([^/:]+):generateContent$/;
+/**
+ * Vertex AI's generateContent for a Google model
+ * (https://cloud.google.com/vertex-ai/generative-ai/docs/reference/rest/v1beta1/projects.locations.publishers.models/generateContent):
+ * the same body and errors, authenticated by an OAuth 2 access token (`Authorization: Bearer`);
+ * without one, 401 UNAUTHENTICATED.
+ */
+const VERTEX_PATH =
+  /^\/v1beta1\/projects\/[^/]+\/locations\/[^/]+\/publishers\/google\/models\/([^/:]+):generateContent$/;
 const OPENAI_PATHS = new Set(['/v1/images/generations', '/v1/images/edits']);
+/**
+ * Azure OpenAI's v1 endpoint (https://<resource>.openai.azure.com/openai/v1/, no api-version): the
+ * OpenAI images API, `model` the deployment's name, the key in the `api-key` header. Without it,
+ * 401 with Azure's body (the Azure OpenAI REST reference).
+ */
+const AZURE_OPENAI_PATHS = new Set(['/openai/v1/images/generations', '/openai/v1/images/edits']);
+const AZURE_ACCESS_DENIED: JsonReply = {
+  status: 401,
+  json: {
+    error: {
+      code: '401',
+      message:
+        'Access denied due to invalid subscription key or wrong API endpoint. Make sure to provide a valid key for an active subscription and use a correct regional API endpoint for your resource.',
+    },
+  },
+};
 
 /**
  * The refusal the provider would answer `request` with (routed by path, like the real APIs), or
@@ -139,17 +194,37 @@ export async function providerRefusal(request: {
 }): Promise<JsonReply | null> {
   const path = request.url.split('?')[0];
   try {
-    const gemini = GEMINI_PATH.exec(path);
+    const vertex = VERTEX_PATH.exec(path);
+    if (vertex && !/^Bearer \S+$/.test(String(request.headers.authorization ?? ''))) {
+      return geminiReply.error(
+        401,
+        'UNAUTHENTICATED',
+        'Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.',
+      );
+    }
+    const gemini = GEMINI_PATH.exec(path) ?? vertex;
     if (gemini) {
       // The Gemini API's request limit for inline data (https://ai.google.dev/gemini-api/docs/image-understanding).
       if (request.body.length > GEMINI_MAX_REQUEST_BYTES) {
         return invalidArgument(`Request payload size exceeds the limit: ${GEMINI_MAX_REQUEST_BYTES} bytes.`);
       }
-      const body = JSON.parse(request.body.toString('utf8')) as { generationConfig?: { imageConfig?: unknown } };
+      const body = JSON.parse(request.body.toString('utf8')) as {
+        contents?: { parts?: { inlineData?: { data?: string } }[] }[];
+        generationConfig?: { imageConfig?: unknown };
+      };
+      const parts = (body.contents ?? []).flatMap((content) => content.parts ?? []);
+      const tooLarge = parts.findIndex(
+        (part) => Buffer.byteLength(part.inlineData?.data ?? '', 'base64') > GEMINI_MAX_INLINE_IMAGE_BYTES,
+      );
+      if (tooLarge >= 0) {
+        return invalidArgument(`Inline data of part ${tooLarge} exceeds ${GEMINI_MAX_INLINE_IMAGE_BYTES} bytes.`);
+      }
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
-    if (OPENAI_PATHS.has(path)) {
-      let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown };
+    const azure = AZURE_OPENAI_PATHS.has(path);
+    if (azure && !request.headers['api-key']) return AZURE_ACCESS_DENIED;
+    if (OPENAI_PATHS.has(path) || azure) {
+      let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown; quality?: unknown };
       if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
         const form = await new Response(new Uint8Array(request.body), {
           headers: { 'content-type': String(request.headers['content-type']) },
@@ -159,6 +234,7 @@ export async function providerRefusal(request: {
           size: form.get('size') ?? undefined,
           response_format: form.get('response_format') ?? undefined,
           stream: form.get('stream') ?? undefined,
+          quality: form.get('quality') ?? undefined,
         };
       } else {
         fields = JSON.parse(request.body.toString('utf8')) as typeof fields;
@@ -167,6 +243,7 @@ export async function providerRefusal(request: {
       return (
         openAiResponseFormatRefusal(model, fields.response_format) ??
         openAiStreamRefusal(model, fields.stream) ??
+        openAiQualityRefusal(model, fields.quality) ??
         openAiSizeRefusal(model, fields.size)
       );
     }

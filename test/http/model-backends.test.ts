@@ -39,7 +39,11 @@ async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, s
 type Harness = Awaited<ReturnType<typeof setup>>;
 
 async function upload(h: Harness, width: number, height: number): Promise<string> {
-  const request = multipartRequest([filePart(await encodedImage('png', width, height), { filename: 'ref.png' })]);
+  return uploadBytes(h, await encodedImage('png', width, height));
+}
+
+async function uploadBytes(h: Harness, png: Buffer): Promise<string> {
+  const request = multipartRequest([filePart(png, { filename: 'ref.png' })]);
   const response = await h.app.inject({
     method: 'POST',
     url: '/api/v1/media',
@@ -120,6 +124,37 @@ t.test('alpha-pro image-to-image on Gemini completes; the result has the exact c
   t.equal(h.upstream.requests[0].headers['x-goog-api-key'], GEMINI_KEY);
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
+
+t.test(
+  "8 references (alpha-pro's most) over the per-image limit: each reaches Gemini within it, in order, and the task completes",
+  async (t) => {
+    const h = await setup(t);
+    h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+    // Noise does not compress: ~7.9 MB each, over the 7 MB per inline image and over each one's
+    // share (1.75 MB) of the 20 MB request: sent as stored, Gemini would refuse the call.
+    const big = await encodedImage('png', 2000, 1500);
+    t.ok(big.length > 7_000_000, `each reference is ${big.length} bytes`);
+    const references: string[] = [];
+    for (let i = 0; i < 8; i++) references.push(await uploadBytes(h, big));
+
+    const taskId = await create(h, { model: 'alpha-pro', prompt: 'all of them at once', image_reference: references });
+    const task = await awaitTerminal(h, taskId);
+
+    t.equal(task.status, 'COMPLETED');
+    t.equal(h.upstream.refused.length, 0, 'nothing the provider would refuse');
+    const body = JSON.parse(h.upstream.requests[0].body.toString());
+    const sent = body.contents[0].parts.slice(1) as { inlineData: { mimeType: string; data: string } }[];
+    t.equal(sent.length, 8, 'every reference sent');
+    for (const [i, part] of sent.entries()) {
+      const bytes = Buffer.from(part.inlineData.data, 'base64');
+      t.ok(bytes.length <= 1_750_000, `reference ${i + 1} within its share of the request (${bytes.length} bytes)`);
+      const metadata = await sharp(bytes).metadata();
+      t.same([part.inlineData.mimeType, metadata.format], ['image/jpeg', 'jpeg']);
+      t.ok(Math.abs((metadata.width ?? 0) / (metadata.height ?? 1) - 4 / 3) < 0.01, 'its shape kept');
+    }
+    await assertLedgerInvariant(t, h.store, h.accountId);
+  },
+);
 
 t.test('a prompt Gemini blocks fails with content_policy and exactly one refund', async (t) => {
   const h = await setup(t);
@@ -204,6 +239,28 @@ t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through imag
   t.match(task.generated[0], { width: 1264, height: 848, resized_from: { width: 1536, height: 1024 } });
   t.equal(h.upstream.requests[0].url, '/v1/images/edits');
   t.equal(h.upstream.requests[0].headers.authorization, 'Bearer sk-e2e');
+});
+
+t.test('beta-v5-pro on Azure OpenAI v1 by configuration: the deployment as model, the key as api-key', async (t) => {
+  const h = await setup(t, (url) => ({
+    ALPHA_PRO_BACKEND: 'local',
+    BETA_V5_PRO_BACKEND: 'openai',
+    OPENAI_API_KEY: 'azure-key',
+    OPENAI_BASE_URL: `${url}/openai/v1/`,
+    OPENAI_API_KEY_HEADER: 'api-key',
+    OPENAI_IMAGE_MODEL: 'prod-images',
+    OPENAI_MODEL_FAMILY: 'gpt-image',
+    OPENAI_IMAGE_QUALITY: 'medium',
+  }));
+  h.upstream.replyWith(openAiReply.image(await pngBase64(1536, 1024)));
+  const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'on Azure', parameters: { aspect_ratio: '3:2' } });
+  t.equal((await awaitTerminal(h, taskId)).status, 'COMPLETED');
+  const [request] = h.upstream.requests;
+  t.equal(request.url, '/openai/v1/images/generations');
+  t.equal(request.headers['api-key'], 'azure-key');
+  t.equal(request.headers.authorization, undefined);
+  t.match(JSON.parse(request.body.toString()), { model: 'prod-images', quality: 'medium', size: '1536x1024' });
+  t.equal(h.upstream.refused.length, 0);
 });
 
 /** The pixel size of the task's result as downloaded through its signed URL. */
@@ -393,6 +450,12 @@ t.test(
       documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply,
       geminiReply.image(await pngBase64(1024, 1024)),
     );
+    const readyz = async () => {
+      const response = await h.app.inject({ url: '/readyz' });
+      t.equal(response.statusCode, 200, 'an open circuit does not make the node unready');
+      return response.json().backends;
+    };
+    t.same(await readyz(), { gemini: { circuit: 'closed' } }, 'never called: closed');
     const first = await create(h, { model: 'alpha-pro', prompt: 'with a revoked key' });
     t.match(await awaitTerminal(h, first), { status: 'FAILED', error: { code: 'generator_unavailable' } });
     const balance = (await h.store.getAccount(h.accountId))?.balance;
@@ -417,14 +480,21 @@ t.test(
     t.ok(local, 'a model on another backend is still accepted');
     let metrics = (await h.app.inject({ url: '/metrics' })).body;
     t.match(metrics, /imagegen_backend_circuit\{backend="gemini",state="unavailable"\} 1/);
+    const open = await readyz();
+    t.same(Object.keys(open), ['gemini'], 'the remote backends only');
+    t.equal(open.gemini.circuit, 'open');
+    const untilMs = Date.parse(open.gemini.until) - Date.now();
+    t.ok(untilMs > 0 && untilMs <= 1500, `open until the end of the cool-down (${untilMs} ms from now)`);
 
     await new Promise((resolve) => setTimeout(resolve, 1600));
+    t.same(await readyz(), { gemini: { circuit: 'half_open' } }, 'cool-down over: the next call probes');
     // Probing: a create is accepted, and its task is the one probe call; the key works again.
     const probe = await create(h, { model: 'alpha-pro', prompt: 'the key was fixed' });
     t.equal((await awaitTerminal(h, probe)).status, 'COMPLETED');
     t.equal(h.upstream.requests.length, 2);
     metrics = (await h.app.inject({ url: '/metrics' })).body;
     t.match(metrics, /imagegen_backend_circuit\{backend="gemini",state="available"\} 1/);
+    t.same(await readyz(), { gemini: { circuit: 'closed' } }, 'the probe succeeded: closed');
     await assertLedgerInvariant(t, h.store, h.accountId);
   },
 );

@@ -2,11 +2,15 @@ import rateLimit from '@fastify/rate-limit';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
+import { Timestamp } from '../../../schemas/primitives.js';
+import type { CircuitState } from '../../generators/backend-admission.js';
 import { checkReadiness, type DependencyCheck } from '../../services/readiness.js';
 import { NO_SECURITY, RATE_LIMIT_HEADERS, plainResponse, problemResponses } from '../route-schemas.js';
 
 export interface HealthRoutesOptions {
   readinessChecks: Record<string, DependencyCheck>;
+  /** Each remote model backend's circuit breaker, for /readyz's detail (it does not decide readiness). */
+  backendCircuits?: () => Promise<Record<string, { circuit: CircuitState; until?: string }>>;
 }
 
 /**
@@ -26,13 +30,36 @@ const Health = Type.Object(
         maxProperties: 16,
       }),
     ),
+    backends: Type.Optional(
+      Type.Record(
+        Type.String({ maxLength: 32, pattern: '^[a-z_]+$' }),
+        Type.Object(
+          {
+            circuit: StringEnum(['closed', 'open', 'half_open'], {
+              description:
+                '`closed`: calls go; `open`: the backend was found unavailable (a bad key, billing, an exhausted quota): no call, and a create for a model it serves is 503 until `until`; `half_open`: the cool-down is over, the next task is the one call that decides.',
+            }),
+            until: Type.Optional({ ...Timestamp, description: 'While open: when the first probe call may go.' }),
+          },
+          { additionalProperties: false },
+        ),
+        {
+          description:
+            '/readyz only: each remote model backend configured (`gemini`, `openai`) and its circuit breaker, shared by the cluster. An open circuit does not make the node unready: it still serves the other models and every read.',
+          maxProperties: 8,
+        },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
 
 const healthProblems = problemResponses(['rate_limited', 'internal_error']);
 
-export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (app, { readinessChecks }) => {
+export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
+  app,
+  { readinessChecks, backendCircuits },
+) => {
   // In this plugin's own scope: the per-address limit applies to these two routes only.
   await app.register(rateLimit, { max: HEALTH_CHECKS_PER_MIN_PER_ADDRESS, timeWindow: 60_000, enableDraftSpec: true });
 
@@ -69,10 +96,22 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       },
     },
     async (request, reply) => {
-      const { ready, checks, causes } = await checkReadiness(readinessChecks);
+      const [{ ready, checks, causes }, backends] = await Promise.all([
+        checkReadiness(readinessChecks),
+        // Detail only: a store that cannot say is already the `store` check's failure.
+        backendCircuits?.().catch((err: unknown) => {
+          request.log.warn({ err }, 'backend circuits unreadable');
+          return undefined;
+        }),
+      ]);
       for (const [check, err] of Object.entries(causes)) request.log.warn({ err, check }, 'readiness check failed');
-      if (!ready) return reply.code(503).type('application/json').send({ status: 'unavailable', checks });
-      return { status: 'ok' as const, checks };
+      const detail = backends && Object.keys(backends).length > 0 ? { backends } : {};
+      if (!ready)
+        return reply
+          .code(503)
+          .type('application/json')
+          .send({ status: 'unavailable', checks, ...detail });
+      return { status: 'ok' as const, checks, ...detail };
     },
   );
 };

@@ -4,9 +4,27 @@ import { MODEL_CATALOG, MODEL_IDS, findModel, type ModelId } from '../../../sche
 import type { ModelCatalogEntry } from '../../../schemas/model-entry.js';
 import { ModelEnvelope, ModelList } from '../../../schemas/resources.js';
 import { notFound } from '../../core/errors.js';
+import type { ResolutionCheck } from '../../core/size-plan.js';
 import { AUTHENTICATED_CODES, BEARER_SECURITY, apiSuccess, problemResponses } from '../route-schemas.js';
 
-function toModelResource(model: ModelCatalogEntry) {
+/** Per aspect ratio and resolution: the size generated, and whether it is delivered as is, resized, or not at all. */
+function nativeSizes(model: ModelCatalogEntry, check: ResolutionCheck) {
+  return Object.fromEntries(
+    Object.entries(model.pixelSizes).map(([aspectRatio, byResolution]) => [
+      aspectRatio,
+      Object.fromEntries(
+        Object.entries(byResolution).map(([resolution, { width, height }]) => {
+          const { native, factor, allowed } = check(model.id, { aspectRatio, resolution, width, height });
+          const asGenerated = native.width === width && native.height === height;
+          const result = !allowed ? 'unavailable' : asGenerated ? 'native' : 'resized';
+          return [resolution, { ...native, result, scale: Math.round(factor * 1000) / 1000 }] as const;
+        }),
+      ),
+    ]),
+  );
+}
+
+function toModelResource(model: ModelCatalogEntry, check: ResolutionCheck) {
   return {
     // The catalog's entries are exactly the models MODEL_IDS lists.
     id: model.id as ModelId,
@@ -18,13 +36,19 @@ function toModelResource(model: ModelCatalogEntry) {
     defaults: { aspect_ratio: model.defaults.aspectRatio, resolution: model.defaults.resolution },
     prices: { ...model.prices },
     pixel_sizes: model.pixelSizes,
+    native_sizes: nativeSizes(model, check),
   };
 }
 
-// The catalog never changes while the process runs, so the resources are built once.
-const modelResources = MODEL_CATALOG.map(toModelResource);
+export const modelRoutes: FastifyPluginAsyncTypebox<{ resolutionCheck: ResolutionCheck }> = async (
+  app,
+  { resolutionCheck },
+) => {
+  // The catalog and the backends never change while the process runs: the resources are built once.
+  const modelResources = new Map<string, ReturnType<typeof toModelResource>>(
+    MODEL_CATALOG.map((model) => [model.id, toModelResource(model, resolutionCheck)]),
+  );
 
-export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/models',
     {
@@ -38,7 +62,7 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: apiSuccess(Type.Ref(ModelList), 'Every model.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
     },
-    async () => ({ data: modelResources }),
+    async () => ({ data: [...modelResources.values()] }),
   );
 
   app.get(
@@ -67,7 +91,7 @@ export const modelRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const model = findModel(request.params.model);
       if (!model) throw notFound('Model');
-      return { data: toModelResource(model) };
+      return { data: modelResources.get(model.id)! };
     },
   );
 };
