@@ -1,4 +1,5 @@
 import type { WebhookReplayBudget } from '../core/webhook-replay-budget.js';
+import type { WebhookDeliveryStatus } from '../core/webhook-retry-schedule.js';
 import type { WebhookEventType } from '../../schemas/webhooks.js';
 import type { BackendLimitSettings, BackendLimitState, UpstreamOutcome } from '../core/backend-capacity.js';
 import type { TaskRecord, TaskStatus } from '../core/task.js';
@@ -334,7 +335,7 @@ export interface IdempotencyStore {
   deleteExpiredIdempotencyKeys(now: Date, limit: number): Promise<number>;
 }
 
-export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';
+export type { WebhookDeliveryStatus };
 
 /** One event to one URL; its id is the webhook-id of every attempt. */
 export interface WebhookDelivery {

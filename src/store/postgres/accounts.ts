@@ -190,6 +190,6 @@ export async function lockActiveTasksOf(tx: Tx, accountId: string): Promise<numb
 }
 
 /** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
-export async function countActiveTask(tx: Tx, accountId: string, delta: 1 | -1): Promise<void> {
+export async function countActiveTask(tx: Tx, accountId: string, delta: number): Promise<void> {
   await tx.query('UPDATE accounts SET active_tasks = greatest(active_tasks + $1, 0) WHERE id = $2', [delta, accountId]);
 }

@@ -168,6 +168,6 @@ export function activeTasksOf(db: SqliteDatabase, accountId: string): number | u
 }
 
 /** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
-export function countActiveTask(db: SqliteDatabase, accountId: string, delta: 1 | -1): void {
+export function countActiveTask(db: SqliteDatabase, accountId: string, delta: number): void {
   db.statement('UPDATE accounts SET active_tasks = max(active_tasks + ?, 0) WHERE id = ?').run(delta, accountId);
 }

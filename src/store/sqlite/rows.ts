@@ -159,7 +159,7 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
   completedAt: dateOrNull(r.completed_at),
 });
 
-export const fromTask = (t: TaskRecord): TaskRow => ({
+export const taskValues = (t: TaskRecord): TaskRow => ({
   id: t.id,
   account_id: t.accountId,
   status: t.status,
