@@ -2,6 +2,7 @@ import t from 'tap';
 import {
   manualReplayOf,
   replayWindowStart,
+  type ReplaysInWindow,
   type WebhookReplayRefused,
   type WebhookReplayBudget,
 } from '../../src/core/webhook-replay-budget.js';
@@ -10,7 +11,7 @@ import { afterWebhookAttempt, scheduledAttemptsAdded } from '../../src/core/webh
 const now = new Date('2026-01-01T12:00:00Z');
 const at = (offsetMs: number) => new Date(now.getTime() + offsetMs);
 const budget: WebhookReplayBudget = { perDelivery: 2, perAccount: 3, windowMs: 3_600_000 };
-const none = { count: 0, oldestAt: null };
+const none: ReplaysInWindow = { count: 0, oldestAt: null };
 const replayOf = (delivery: Parameters<typeof manualReplayOf>[0]['delivery'], replays = none) =>
   manualReplayOf({ delivery, deliveryReplays: replays, accountReplays: none, budget, now });
 
