@@ -1,12 +1,4 @@
-import type { GeneratedMediaInput, MediaRecord } from './port.js';
-
-/** A completion as the worker reports it: its attempt's images, already in the blob store. */
-export interface TaskCompletion {
-  taskId: string;
-  attempt: number;
-  media: GeneratedMediaInput[];
-  now: Date;
-}
+import type { MediaRecord, TaskCompletion } from './port.js';
 
 /** The media rows a completion writes for the task's account: one per generated image. */
 export function generatedMediaRecords(completion: TaskCompletion, accountId: string): MediaRecord[] {

@@ -20,15 +20,17 @@ import {
   type TaskRecord,
   type TaskStatus,
 } from '../../core/task.js';
-import { uuidv7Floor } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
   ClaimPolicy,
   IdempotencyCompletion,
   Page,
+  TaskCompletion,
   TaskCreationLimits,
   TaskExecutionStore,
+  TaskFailureReport,
   TaskListQuery,
+  TaskRequeue,
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
@@ -38,7 +40,7 @@ import { assertReferencesUsable, insertMediaIn } from './media.js';
 import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
 import { enqueueWebhookEvent } from './webhooks.js';
-import { BlobReservationLapsedError, generatedMediaRecords, type TaskCompletion } from '../task-completion.js';
+import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 
 /**
  * Tasks on PostgreSQL: their creation with its debit, their listing, and the tasks table as a queue
@@ -101,18 +103,12 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     // One keyset range of (account_id, [status,] id) or (account_id, model, [status,] id): a page
     // costs the same at any depth. Time bounds become id bounds (UUIDv7 ids start with their millisecond).
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
-      status: query.status,
-      model: query.model,
-    });
-    if (query.createdBefore) {
-      conditions.push('id < @createdBefore');
-      params.createdBefore = uuidv7Floor(query.createdBefore);
-    }
-    if (query.createdAfter) {
-      conditions.push('id >= @createdAfter');
-      params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
-    }
+    const { conditions, params } = newestFirstKeyset(
+      accountId,
+      query.cursor,
+      { status: query.status, model: query.model },
+      { after: query.createdAfter, before: query.createdBefore },
+    );
     params.limit = pageFetchSize(query.limit);
     const { sql, values } = numbered(
       `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
@@ -194,12 +190,7 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     }
   }
 
-  async failTask(input: {
-    taskId: string;
-    attempt: number;
-    error: { code: string; message: string };
-    now: Date;
-  }): Promise<boolean> {
+  async failTask(input: TaskFailureReport): Promise<boolean> {
     return this.db.transaction(
       async (tx) =>
         (await finishTaskIn(tx, input.taskId, input.attempt, taskFinish('fail', 'attempt'), input.now, {
@@ -208,13 +199,7 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     );
   }
 
-  async requeueTask(input: {
-    taskId: string;
-    attempt: number;
-    runAfter: Date;
-    now: Date;
-    deferred?: boolean;
-  }): Promise<boolean> {
+  async requeueTask(input: TaskRequeue): Promise<boolean> {
     return this.db.transaction((tx) =>
       requeueTaskIn(tx, input.taskId, input.attempt, input.runAfter, { deferred: input.deferred ?? false }),
     );

@@ -15,6 +15,7 @@ import type {
 } from '../port.js';
 import { numbered, type PostgresDatabase, type Queryable, type Tx } from './postgres-database.js';
 import { toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
+import { webhookSecretsOf } from '../webhook-secrets.js';
 
 /** Webhook secrets, deliveries (the outbox) and their attempts on PostgreSQL. */
 export class PostgresWebhooks implements WebhookStore {
@@ -59,14 +60,7 @@ export class PostgresWebhooks implements WebhookStore {
       'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = $1 AND (retired_at IS NULL OR expires_at > $2)',
       [accountId, now],
     );
-    const current = rows.find((r) => r.retired_at === null);
-    if (!current) return null;
-    const previous = rows.find((r) => r.retired_at !== null);
-    return {
-      current: current.secret,
-      previous: previous?.secret ?? null,
-      previousExpiresAt: previous?.expires_at ?? null,
-    };
+    return webhookSecretsOf(rows.map((r) => ({ secret: r.secret, retiredAt: r.retired_at, expiresAt: r.expires_at })));
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {

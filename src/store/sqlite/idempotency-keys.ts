@@ -6,6 +6,7 @@ import type {
   IdempotencyStore,
   StoredResponse,
 } from '../port.js';
+import { dateOrNull } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 
 /** Idempotency keys on the embedded store: claims and their bookkeeping are unsynced, completions synced. */
@@ -146,7 +147,7 @@ function storedKey(row: IdempotencyKeyRow): StoredIdempotencyKey {
   return {
     fingerprint: row.fingerprint,
     status: row.status,
-    leaseExpiresAt: row.lease_expires_at === null ? null : new Date(row.lease_expires_at),
+    leaseExpiresAt: dateOrNull(row.lease_expires_at),
     expiresAt: new Date(row.expires_at),
   };
 }

@@ -107,7 +107,7 @@ export const TASK_COLUMNS = [
   'deferred_attempts',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
-const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
+export const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
 export const msOrNull = (d: Date | null) => (d === null ? null : d.getTime());
 
 export const toAccount = (r: AccountRow): Account => ({

@@ -21,15 +21,17 @@ import {
   type TaskRecord,
   type TaskStatus,
 } from '../../core/task.js';
-import { uuidv7Floor } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
   ClaimPolicy,
   IdempotencyCompletion,
   Page,
+  TaskCompletion,
   TaskCreationLimits,
   TaskExecutionStore,
+  TaskFailureReport,
   TaskListQuery,
+  TaskRequeue,
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
@@ -38,7 +40,7 @@ import { completeIdempotencyKeyIn } from './idempotency-keys.js';
 import { assertReferencesUsable, insertMediaIn } from './media.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
-import { BlobReservationLapsedError, generatedMediaRecords, type TaskCompletion } from '../task-completion.js';
+import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 import { enqueueWebhookEvent } from './webhooks.js';
 
 /** The columns of a task record, by name: every read of a task goes through them and toTask. */
@@ -119,15 +121,12 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     // a page is the newest of the merge of its (model, status) ranges, each read newest first and
     // only as far as the merge takes from it, so a page costs the same at any depth. Time bounds
     // become id bounds (UUIDv7 ids start with their creation millisecond).
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {});
-    if (query.createdBefore) {
-      conditions.push('id < @createdBefore');
-      params.createdBefore = uuidv7Floor(query.createdBefore);
-    }
-    if (query.createdAfter) {
-      conditions.push('id >= @createdAfter');
-      params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
-    }
+    const { conditions, params } = newestFirstKeyset(
+      accountId,
+      query.cursor,
+      {},
+      { after: query.createdAfter, before: query.createdBefore },
+    );
     // Models are read from the index, not the catalog, so that a model the catalog no longer
     // offers still lists its tasks.
     const models = query.model
@@ -283,12 +282,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     return true;
   }
 
-  async failTask(input: {
-    taskId: string;
-    attempt: number;
-    error: { code: string; message: string };
-    now: Date;
-  }): Promise<boolean> {
+  async failTask(input: TaskFailureReport): Promise<boolean> {
     return this.db.groupCommit(
       () =>
         finishTaskIn(this.db, input.taskId, input.attempt, taskFinish('fail', 'attempt'), input.now, {
@@ -298,13 +292,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     );
   }
 
-  async requeueTask(input: {
-    taskId: string;
-    attempt: number;
-    runAfter: Date;
-    now: Date;
-    deferred?: boolean;
-  }): Promise<boolean> {
+  async requeueTask(input: TaskRequeue): Promise<boolean> {
     return this.db.groupCommit(
       () =>
         requeueTaskIn(this.db, input.taskId, input.attempt, input.runAfter.getTime(), {

@@ -13,8 +13,9 @@ import type {
   WebhookSecrets,
   WebhookStore,
 } from '../port.js';
-import { msOrNull, toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
+import { dateOrNull, msOrNull, toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { webhookSecretsOf } from '../webhook-secrets.js';
 
 /** Webhook secrets, deliveries (the outbox) and their attempts on the embedded store. */
 export class SqliteWebhooks implements WebhookStore {
@@ -60,14 +61,9 @@ export class SqliteWebhooks implements WebhookStore {
         'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)',
       )
       .all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
-    const current = rows.find((r) => r.retired_at === null);
-    if (!current) return null;
-    const previous = rows.find((r) => r.retired_at !== null);
-    return {
-      current: current.secret,
-      previous: previous?.secret ?? null,
-      previousExpiresAt: previous ? new Date(previous.expires_at!) : null,
-    };
+    return webhookSecretsOf(
+      rows.map((r) => ({ secret: r.secret, retiredAt: dateOrNull(r.retired_at), expiresAt: dateOrNull(r.expires_at) })),
+    );
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
@@ -159,12 +155,12 @@ export class SqliteWebhooks implements WebhookStore {
         const r = this.db
           .statement(`SELECT count(*) AS n, min(replayed_at) AS oldest FROM webhook_replays WHERE ${column} = ?`)
           .get(id) as { n: number; oldest: number | null };
-        return { count: r.n, oldestAt: r.oldest === null ? null : new Date(r.oldest) };
+        return { count: r.n, oldestAt: dateOrNull(r.oldest) };
       };
       const replay = manualReplayOf({
         delivery: {
           status: current.status,
-          nextAttemptAt: current.next_attempt_at === null ? null : new Date(current.next_attempt_at),
+          nextAttemptAt: dateOrNull(current.next_attempt_at),
           manualRetryPending: current.manual_attempt === 1,
         },
         deliveryReplays: replays('delivery_id', deliveryId),
