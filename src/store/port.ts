@@ -305,6 +305,13 @@ export type IdempotencyClaim =
  * lease token, so a request whose lease ran out (and was taken over) can no longer complete or
  * release the row that now belongs to its successor.
  */
+/** An in-flight key as its holder names it: only the lease token of the current hold moves it. */
+export interface IdempotencyKeyHold {
+  accountId: string;
+  key: string;
+  leaseToken: string;
+}
+
 export interface IdempotencyClaimRequest {
   accountId: string;
   key: string;
@@ -337,14 +344,9 @@ export interface IdempotencyStore {
    * Extends a held key's lease to `leaseExpiresAt` while its request still runs; false when the
    * lease was lost (taken over, or the key completed or released).
    */
-  renewIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    leaseToken: string;
-    leaseExpiresAt: Date;
-  }): Promise<boolean>;
+  renewIdempotencyKey(input: IdempotencyKeyHold & { leaseExpiresAt: Date }): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
-  releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
+  releaseIdempotencyKey(input: IdempotencyKeyHold): Promise<void>;
   /**
    * For the sweeper: deletes at most `limit` keys past their expiry, those that expired first;
    * returns how many. The sweeper calls again while a call deletes `limit`, so that no single

@@ -3,6 +3,7 @@ import type {
   IdempotencyClaim,
   IdempotencyClaimRequest,
   IdempotencyCompletion,
+  IdempotencyKeyHold,
   IdempotencyStore,
   StoredResponse,
 } from '../port.js';
@@ -69,12 +70,7 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
     return this.db.transaction((tx) => completeIdempotencyKeyIn(tx, input));
   }
 
-  async renewIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    leaseToken: string;
-    leaseExpiresAt: Date;
-  }): Promise<boolean> {
+  async renewIdempotencyKey(input: IdempotencyKeyHold & { leaseExpiresAt: Date }): Promise<boolean> {
     const result = await this.db.query(
       "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE account_id = $2 AND key = $3 AND status = 'in_flight' AND lease_token = $4",
       [input.leaseExpiresAt, input.accountId, input.key, input.leaseToken],
@@ -82,7 +78,7 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
     return result.rowCount === 1;
   }
 
-  async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
+  async releaseIdempotencyKey(input: IdempotencyKeyHold): Promise<void> {
     await this.db.query(
       "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_flight' AND lease_token = $3",
       [input.accountId, input.key, input.leaseToken],

@@ -3,6 +3,7 @@ import type {
   IdempotencyClaim,
   IdempotencyClaimRequest,
   IdempotencyCompletion,
+  IdempotencyKeyHold,
   IdempotencyStore,
   StoredResponse,
 } from '../port.js';
@@ -61,12 +62,7 @@ export class SqliteIdempotencyKeys implements IdempotencyStore {
     return this.db.groupCommit(() => completeIdempotencyKeyIn(this.db, input), { durable: true });
   }
 
-  async renewIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    leaseToken: string;
-    leaseExpiresAt: Date;
-  }): Promise<boolean> {
+  async renewIdempotencyKey(input: IdempotencyKeyHold & { leaseExpiresAt: Date }): Promise<boolean> {
     // Bookkeeping, unsynced: after a crash the lease runs out sooner, which is what a crash should do.
     return this.db.groupCommit(
       () =>
@@ -79,7 +75,7 @@ export class SqliteIdempotencyKeys implements IdempotencyStore {
     );
   }
 
-  async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
+  async releaseIdempotencyKey(input: IdempotencyKeyHold): Promise<void> {
     // Bookkeeping like the claim it undoes, so unsynced and in the group commit. On its own it was
     // an autocommit under synchronous = FULL: one fsync on the event loop for every refused
     // idempotent create (a 402, a 429), however many arrived at once.
