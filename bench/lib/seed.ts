@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import type { TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
-import { fromTask, type TaskRow } from '../../src/store/sqlite/rows.js';
+import { taskValues, type TaskRow } from '../../src/store/sqlite/rows.js';
 
 /** Seeded tasks are this far apart in time, oldest first, ending a little before now. */
 const SPACING_MS = 10;
@@ -18,7 +18,7 @@ export interface SeedResult {
 
 /**
  * Writes completed tasks of one account straight into the SQLite file (the service is not
- * running): one transaction, one prepared statement, rows made by the store's own `fromTask` so
+ * running): one transaction, one prepared statement, rows made by the store's own `taskValues` so
  * their format is exactly what the service writes. Task i is created at a fixed time for its
  * index, so seeding [0, 10k) and later [10k, 1M) gives the same rows as seeding [0, 1M) at once.
  */
@@ -36,7 +36,7 @@ export function seedCompletedTasks(
   db.pragma('journal_mode = DELETE');
   db.pragma('synchronous = OFF');
   db.pragma('cache_size = -262144');
-  const columns = Object.keys(fromTask(sampleTask(accountId, 0))) as (keyof TaskRow)[];
+  const columns = Object.keys(taskValues(sampleTask(accountId, 0))) as (keyof TaskRow)[];
   // Many rows per INSERT, bound by position, and the indexes built once at the end: 290 000 rows
   // took 8.4–10.3 s one named-parameter INSERT at a time, 5.1–6.6 s this way (the full bench's 1 M
   // store took 45 s to seed on a slow machine, where the whole run came within 10 s of its limit).
@@ -59,7 +59,7 @@ export function seedCompletedTasks(
       const end = Math.min(to, start + ROWS_PER_INSERT);
       const values: unknown[] = [];
       for (let i = start; i < end; i++) {
-        const row = fromTask(sampleTask(accountId, i));
+        const row = taskValues(sampleTask(accountId, i));
         for (const column of columns) values.push(row[column]);
         if (keep.has(i)) sampleIds.set(i, row.id);
       }

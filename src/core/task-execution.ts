@@ -1,5 +1,5 @@
 import type { WebhookEventType } from '../../schemas/webhooks.js';
-import { isTerminal, type TaskStatus } from './task.js';
+import { isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type TaskEvent, type TaskStatus } from './task.js';
 
 /**
  * The queue's decisions, as pure functions that every store adapter applies inside its own
@@ -97,4 +97,79 @@ export function countsAsActive(status: TaskStatus): boolean {
 /** The webhook event a move into `status` emits (docs/design.md §3.6), or null: only terminal states emit one. */
 export function webhookEventFor(status: TaskStatus): WebhookEventType | null {
   return isTerminal(status) ? (`image.generation.${status.toLowerCase()}` as WebhookEventType) : null;
+}
+
+/** A move of the queue: the status a task must be in for it, and the status it enters. */
+export interface QueueMove {
+  from: TaskStatus;
+  to: TaskStatus;
+}
+
+/** The queue's own moves start from a single status of the state table (task.ts), whatever it becomes. */
+function queueMove(event: Extract<TaskEvent, 'claim' | 'release'>): QueueMove {
+  const from = statusesAllowing(event);
+  if (from.length !== 1)
+    throw new Error(`A ${event} must start from one status; the state table allows ${from.join(', ')}.`);
+  return { from: from[0], to: nextStatus(from[0], event) };
+}
+
+/**
+ * A claim: a queued task (`from`, the status the queue is made of) becomes a running attempt
+ * (`to`, the status that holds a lease). Stores bind both into their claim statements.
+ */
+export const CLAIM: QueueMove = queueMove('claim');
+
+/** A release: a running attempt goes back to the queue (a lost lease, a retry, a deferral, a shutdown). */
+export const RELEASE: QueueMove = queueMove('release');
+
+/**
+ * How a release counts: a deferred one (no capacity, a dependency away) gives the attempt back, so
+ * that only the task's deadline can end it; any other spends it.
+ */
+export function deferredAttemptsAdded(release: { deferred: boolean }): 0 | 1 {
+  return release.deferred ? 1 : 0;
+}
+
+export type FinishingEvent = Extract<TaskEvent, 'complete' | 'fail' | 'cancel'>;
+
+/**
+ * Which task a finish may move: `attempt`, the worker's running attempt (fenced by its number);
+ * `queued`, a task still waiting (a deadline passed before any claim; fenced by the attempt read
+ * in the same transaction); `any`, the task in whatever state the event allows (a client's cancel,
+ * whichever attempt holds it).
+ */
+export type FinishScope = 'attempt' | 'queued' | 'any';
+
+/** A move into a terminal status and everything that goes with it, applied by a store in one transaction. */
+export interface TaskFinish {
+  /** The statuses the conditional update may move the task from; none other is touched. */
+  from: TaskStatus[];
+  to: TaskStatus;
+  /** Whether the update only applies to the attempt named (the worker's fencing token). */
+  fencedByAttempt: boolean;
+  /** The change to the account's count of active tasks (the cap on active tasks). */
+  activeTasksDelta: number;
+  /** Whether the task's cost goes back to the account. */
+  refund: boolean;
+  /** The event the outbox gets when the task has a webhook_url. */
+  webhookEvent: WebhookEventType | null;
+}
+
+/** The finish of a task by `event` within `scope` (see FinishScope), from the state table. */
+export function taskFinish(event: FinishingEvent, scope: FinishScope): TaskFinish {
+  const from = scope === 'attempt' ? [CLAIM.to] : scope === 'queued' ? [CLAIM.from] : statusesAllowing(event);
+  const targets = new Set(from.map((status) => nextStatus(status, event)));
+  const activeness = new Set(from.map(countsAsActive));
+  // One UPDATE moves the task from any of `from`: all of them must end alike and count alike.
+  if (targets.size !== 1 || activeness.size !== 1)
+    throw new Error(`A ${event} from ${from.join(', ')} does not move every task alike.`);
+  const to = nextStatus(from[0], event);
+  return {
+    from,
+    to,
+    fencedByAttempt: scope !== 'any',
+    activeTasksDelta: Number(countsAsActive(to)) - Number(countsAsActive(from[0])),
+    refund: refundsOnEntry(to),
+    webhookEvent: webhookEventFor(to),
+  };
 }

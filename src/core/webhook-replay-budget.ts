@@ -1,4 +1,5 @@
 import { DomainError } from './errors.js';
+import type { WebhookDeliveryStatus } from './webhook-retry-schedule.js';
 
 /** How many manual replays (POST …/retry) are allowed within a sliding window (docs/design.md §3.6). */
 export interface WebhookReplayBudget {
@@ -64,4 +65,46 @@ export function assertReplayAllowed(input: {
       `An account can replay ${budget.perAccount} deliveries per ${minutes} minutes; this one has.`,
       waitFor(input.account),
     );
+}
+
+/** Replays made at or before this instant have left the window: the stores forget them. */
+export function replayWindowStart(now: Date, budget: WebhookReplayBudget): Date {
+  return new Date(now.getTime() - budget.windowMs);
+}
+
+/** What queueing a manual replay writes on the delivery: an attempt due now, ahead of the schedule. */
+export interface ManualReplay {
+  status: 'pending';
+  nextAttemptAt: Date;
+  /**
+   * The scheduled attempt the replay goes ahead of, kept so that a failed replay leaves the
+   * schedule where it was; null when the schedule had ended (the delivery succeeded or failed).
+   */
+  resumeAt: Date | null;
+}
+
+/**
+ * A manual replay of `delivery` at `now`, within the budget (throws WebhookReplayRefused as
+ * assertReplayAllowed does): what the store writes on the delivery row.
+ */
+export function manualReplayOf(input: {
+  delivery: { status: WebhookDeliveryStatus; nextAttemptAt: Date | null; manualRetryPending: boolean };
+  deliveryReplays: ReplaysInWindow;
+  accountReplays: ReplaysInWindow;
+  budget: WebhookReplayBudget;
+  now: Date;
+}): ManualReplay {
+  const { delivery, now } = input;
+  assertReplayAllowed({
+    manualReplayPending: delivery.manualRetryPending,
+    delivery: input.deliveryReplays,
+    account: input.accountReplays,
+    budget: input.budget,
+    now,
+  });
+  return {
+    status: 'pending',
+    nextAttemptAt: now,
+    resumeAt: delivery.status === 'pending' ? delivery.nextAttemptAt : null,
+  };
 }

@@ -1,18 +1,20 @@
 import type { Page } from './port.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
+import { uuidv7Floor } from '../ids.js';
 
 /** The largest page any list of a store serves (the API's are at most 100). */
 export const MAX_PAGE_SIZE = 1000;
 
 /**
  * Conditions and parameters of a newest-first page of one account's rows keyed by UUIDv7 id, with
- * equality filters on the given columns (undefined = no filter). The caller adds the LIMIT, of
- * pageFetchSize rows.
+ * equality filters on the given columns (undefined = no filter) and optional creation-time bounds
+ * (exclusive). The caller adds the LIMIT, of pageFetchSize rows.
  */
 export function newestFirstKeyset(
   accountId: string,
   cursor: string | undefined,
   equals: Record<string, string | undefined>,
+  created: { after?: Date; before?: Date } = {},
 ) {
   const conditions = ['account_id = @accountId', 'id < @before'];
   // 'g' sorts after every lower-case hex UUID, so without a cursor the page starts at the newest row.
@@ -21,6 +23,16 @@ export function newestFirstKeyset(
     if (value === undefined) continue;
     conditions.push(`${column} = @${column}`);
     params[column] = value;
+  }
+  // Time bounds become id bounds: a UUIDv7 id starts with its creation millisecond, so the range
+  // stays one seek of the id index.
+  if (created.before) {
+    conditions.push('id < @createdBefore');
+    params.createdBefore = uuidv7Floor(created.before);
+  }
+  if (created.after) {
+    conditions.push('id >= @createdAfter');
+    params.createdAfter = uuidv7Floor(new Date(created.after.getTime() + 1));
   }
   return { conditions, params };
 }

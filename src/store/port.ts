@@ -1,4 +1,6 @@
 import type { WebhookReplayBudget } from '../core/webhook-replay-budget.js';
+import type { WebhookDeliveryStatus } from '../core/webhook-retry-schedule.js';
+import type { LedgerKind } from '../core/ledger.js';
 import type { WebhookEventType } from '../../schemas/webhooks.js';
 import type { BackendLimitSettings, BackendLimitState, UpstreamOutcome } from '../core/backend-capacity.js';
 import type { TaskRecord, TaskStatus } from '../core/task.js';
@@ -26,7 +28,7 @@ export interface ApiKeyRecord {
   revokedAt: Date | null;
 }
 
-export type LedgerKind = 'grant' | 'debit' | 'refund';
+export type { LedgerKind };
 
 export interface LedgerEntry {
   id: string;
@@ -66,15 +68,18 @@ export interface AccountStore {
   ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>>;
 }
 
+/** A new API key: only its hash is stored; the prefix is what lists show of it. */
+export interface ApiKeyInsert {
+  id: string;
+  accountId: string;
+  name: string;
+  prefix: string;
+  hash: string;
+  now: Date;
+}
+
 export interface ApiKeyStore {
-  insertApiKey(input: {
-    id: string;
-    accountId: string;
-    name: string;
-    prefix: string;
-    hash: string;
-    now: Date;
-  }): Promise<ApiKeyRecord>;
+  insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord>;
   /** The unrevoked key with this hash and its account, or null. */
   findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null>;
   listApiKeys(accountId?: string): Promise<ApiKeyRecord[]>;
@@ -181,6 +186,31 @@ export interface GeneratedMediaInput {
   resizedFrom?: { width: number; height: number } | null;
 }
 
+/** A completion as the worker reports it: its attempt's images, already in the blob store. */
+export interface TaskCompletion {
+  taskId: string;
+  attempt: number;
+  media: GeneratedMediaInput[];
+  now: Date;
+}
+
+/** An attempt that failed for good: the task fails with `error` (and is refunded). */
+export interface TaskFailureReport {
+  taskId: string;
+  attempt: number;
+  error: { code: string; message: string };
+  now: Date;
+}
+
+/** An attempt that goes back to the queue, runnable again at runAfter. */
+export interface TaskRequeue {
+  taskId: string;
+  attempt: number;
+  runAfter: Date;
+  now: Date;
+  deferred?: boolean;
+}
+
 export interface ClaimPolicy {
   now: Date;
   /** How long the claim is the worker's before another worker may take the task over. */
@@ -241,24 +271,13 @@ export interface TaskExecutionStore {
   failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]>;
   /** Extends the lease; false when the attempt no longer owns the task (canceled or taken over). */
   renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean>;
-  completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): Promise<boolean>;
-  failTask(input: {
-    taskId: string;
-    attempt: number;
-    error: { code: string; message: string };
-    now: Date;
-  }): Promise<boolean>;
+  completeTask(input: TaskCompletion): Promise<boolean>;
+  failTask(input: TaskFailureReport): Promise<boolean>;
   /**
    * Back to CREATED, runnable again at runAfter (transient failure, or a release at shutdown).
    * `deferred`: the claim did not spend one of the task's attempts (no capacity for it).
    */
-  requeueTask(input: {
-    taskId: string;
-    attempt: number;
-    runAfter: Date;
-    now: Date;
-    deferred?: boolean;
-  }): Promise<boolean>;
+  requeueTask(input: TaskRequeue): Promise<boolean>;
   /** CREATED or IN_PROGRESS → CANCELED with its refund; DomainError not_found / invalid_state otherwise. */
   cancelTask(accountId: string, taskId: string, now: Date): Promise<TaskRecord>;
   getTaskById(taskId: string): Promise<TaskRecord | null>;
@@ -286,6 +305,13 @@ export type IdempotencyClaim =
  * lease token, so a request whose lease ran out (and was taken over) can no longer complete or
  * release the row that now belongs to its successor.
  */
+/** An in-flight key as its holder names it: only the lease token of the current hold moves it. */
+export interface IdempotencyKeyHold {
+  accountId: string;
+  key: string;
+  leaseToken: string;
+}
+
 export interface IdempotencyClaimRequest {
   accountId: string;
   key: string;
@@ -318,14 +344,9 @@ export interface IdempotencyStore {
    * Extends a held key's lease to `leaseExpiresAt` while its request still runs; false when the
    * lease was lost (taken over, or the key completed or released).
    */
-  renewIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    leaseToken: string;
-    leaseExpiresAt: Date;
-  }): Promise<boolean>;
+  renewIdempotencyKey(input: IdempotencyKeyHold & { leaseExpiresAt: Date }): Promise<boolean>;
   /** Forgets an in-flight key so that a retry runs afresh; does nothing when the lease was lost. */
-  releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void>;
+  releaseIdempotencyKey(input: IdempotencyKeyHold): Promise<void>;
   /**
    * For the sweeper: deletes at most `limit` keys past their expiry, those that expired first;
    * returns how many. The sweeper calls again while a call deletes `limit`, so that no single
@@ -334,7 +355,7 @@ export interface IdempotencyStore {
   deleteExpiredIdempotencyKeys(now: Date, limit: number): Promise<number>;
 }
 
-export type WebhookDeliveryStatus = 'pending' | 'delivered' | 'failed';
+export type { WebhookDeliveryStatus };
 
 /** One event to one URL; its id is the webhook-id of every attempt. */
 export interface WebhookDelivery {

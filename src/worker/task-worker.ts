@@ -7,8 +7,7 @@ import {
   type UpstreamOutcome,
   type UpstreamOutcomeKind,
 } from '../core/backend-capacity.js';
-import { afterDependencyFailure, attemptsSpent, DEADLINE_EXCEEDED, isPastDeadline } from '../core/task-execution.js';
-import { generationRetryDelayMs } from '../core/task-retry.js';
+import { afterFailedAttempt, generationRetryDelayMs } from '../core/task-retry.js';
 import type { TaskRecord } from '../core/task.js';
 import {
   type GeneratedImage,
@@ -493,79 +492,54 @@ export class TaskWorker {
       return;
     }
 
-    if (dependencyFailureOf(error)) {
-      // A dependency away (the references unreadable, the result not stored by the deadline): not
-      // the task's failure (docs/design.md §3.5).
-      const next = afterDependencyFailure(task, now, this.options.deadlineMs);
-      if (next.action === 'fail') {
-        await store.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });
-        this.log.warn({ err: error, task_id: task.id, code: next.error.code }, 'task failed: a dependency was away');
-        return;
-      }
-      const delay = await this.defer(
-        task,
-        generationRetryDelayMs(task.deferredAttempts + 1, this.options.retryBaseMs, this.random),
-      );
-      this.log.warn({ err: error, task_id: task.id, retry_in_ms: delay }, 'a dependency is unavailable; task deferred');
+    // null: a dependency of ours was away, which is not the task's failure.
+    const failure = dependencyFailureOf(error) ? null : describeFailure(error);
+    const next = afterFailedAttempt(task, failure ? { kind: 'generation', ...failure } : { kind: 'dependency' }, {
+      now,
+      deadlineMs: this.options.deadlineMs,
+      maxAttempts: this.options.maxAttempts,
+      retryBaseMs: this.options.retryBaseMs,
+      random: this.random,
+    });
+    const logged = {
+      task_id: task.id,
+      attempt: task.attempt,
+      code: failure?.code,
+      upstream: failure?.upstream,
+    };
+    if (next.action === 'defer') {
+      await this.defer(task, next.delayMs);
+      if (!failure)
+        this.log.warn(
+          { err: error, task_id: task.id, retry_in_ms: next.delayMs },
+          'a dependency is unavailable; task deferred',
+        );
+      else
+        this.log.info(
+          { ...logged, retry_in_ms: next.delayMs },
+          'provider at capacity; task deferred without spending an attempt',
+        );
       return;
     }
-
-    const failure = describeFailure(error);
-    if (
-      (failure.capacity || failure.transient) &&
-      failure.retryAfterMs !== undefined &&
-      isPastDeadline(task.createdAt, new Date(now.getTime() + failure.retryAfterMs), this.options.deadlineMs)
-    ) {
-      // The provider asks for a wait past the task's deadline (a quota reset hours away): failed now
-      // as the deadline would fail it, refunded, rather than holding the client's tokens until then.
-      await store.failTask({ taskId: task.id, attempt: task.attempt, error: DEADLINE_EXCEEDED, now });
-      const { code, upstream, retryAfterMs } = failure;
-      this.log.warn(
-        { task_id: task.id, attempt: task.attempt, code, upstream, retry_after_ms: retryAfterMs },
-        'task failed: the provider asks for a wait past its deadline',
-      );
-      return;
-    }
-    if (failure.capacity) {
-      // The provider had no room for it: back in the queue without spending an attempt; only its
-      // deadline can end it now (claims fail it once past; docs/design.md §3.5).
-      const delay = await this.defer(
-        task,
-        generationRetryDelayMs(task.deferredAttempts + 1, this.options.retryBaseMs, this.random, failure.retryAfterMs),
-      );
-      const { code, upstream } = failure;
-      this.log.info(
-        { task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay },
-        'provider at capacity; task deferred without spending an attempt',
-      );
-      return;
-    }
-    if (
-      failure.transient &&
-      attemptsSpent(task) < Math.min(this.options.maxAttempts, failure.maxAttempts ?? Infinity)
-    ) {
-      const delay = generationRetryDelayMs(task.attempt, this.options.retryBaseMs, this.random, failure.retryAfterMs);
+    if (next.action === 'retry') {
       await store.requeueTask({
         taskId: task.id,
         attempt: task.attempt,
-        runAfter: new Date(now.getTime() + delay),
+        runAfter: new Date(now.getTime() + next.delayMs),
         now,
       });
-      const { code, upstream } = failure;
-      this.log.warn(
-        { task_id: task.id, attempt: task.attempt, code, upstream, retry_in_ms: delay },
-        'generation failed; will retry',
-      );
+      this.log.warn({ ...logged, retry_in_ms: next.delayMs }, 'generation failed; will retry');
       return;
     }
-    await store.failTask({
-      taskId: task.id,
-      attempt: task.attempt,
-      error: { code: failure.code, message: failure.message },
-      now,
-    });
-    const logged = { task_id: task.id, attempt: task.attempt, code: failure.code, upstream: failure.upstream };
-    this.log.warn({ ...logged, err: failure.internal ? error : undefined }, 'task failed');
+    await store.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });
+    if (!failure)
+      this.log.warn({ err: error, task_id: task.id, code: next.error.code }, 'task failed: a dependency was away');
+    else if (next.waitPastDeadline)
+      this.log.warn(
+        { ...logged, retry_after_ms: failure.retryAfterMs },
+        'task failed: the provider asks for a wait past its deadline',
+      );
+    else this.log.warn({ ...logged, err: failure.internal ? error : undefined }, 'task failed');
   }
 }
 

@@ -1,4 +1,4 @@
-import { nextWebhookAttemptAt } from '../core/webhook-retry-schedule.js';
+import { afterWebhookAttempt } from '../core/webhook-retry-schedule.js';
 import { toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
 import type { Store, WebhookDelivery } from '../store/port.js';
 import { generateWebhookSecret, sendWebhook } from '../webhooks/send-webhook.js';
@@ -86,16 +86,14 @@ export class WebhookDispatcher {
     });
 
     const finishedAt = this.now();
-    // A manual retry is outside the schedule: when it fails, the delivery goes back to the scheduled
-    // attempt it went ahead of (or stays failed), rather than taking the schedule's next slot.
-    const { manualRetry } = delivery;
-    const nextAttemptAt =
-      result.ok || result.stop
-        ? null
-        : manualRetry
-          ? manualRetry.resumeAt
-          : nextWebhookAttemptAt(delivery.scheduledAttempts + 1, finishedAt, this.random, this.options.retryScale);
-    const status = result.ok ? 'delivered' : nextAttemptAt ? 'pending' : 'failed';
+    const { status, nextAttemptAt } = afterWebhookAttempt({
+      delivered: result.ok,
+      stop: result.stop,
+      delivery,
+      now: finishedAt,
+      random: this.random,
+      scale: this.options.retryScale,
+    });
     await store.recordWebhookAttempt({
       deliveryId: delivery.id,
       attempt: {
@@ -106,7 +104,7 @@ export class WebhookDispatcher {
       },
       status,
       nextAttemptAt,
-      manual: manualRetry !== null,
+      manual: delivery.manualRetry !== null,
       now: finishedAt,
     });
     this.options.log?.info(

@@ -3,7 +3,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
-import { fromTask } from '../../src/store/sqlite/rows.js';
+import { taskValues } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { insertAsOfSchema, openAtSchemaVersion } from '../helpers/sqlite-schema.js';
@@ -129,7 +129,7 @@ t.test('an existing database is counted when the column is added', async (t) => 
     before,
     'tasks',
     (['CREATED', 'IN_PROGRESS', 'COMPLETED', 'FAILED', 'CANCELED'] as const).map((status) =>
-      fromTask({ ...newTask(accountId), status }),
+      taskValues({ ...newTask(accountId), status }),
     ),
   );
   before.close();

@@ -2,7 +2,7 @@ import Database from 'better-sqlite3';
 import t, { type Test } from 'tap';
 import type { TaskRecord } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
-import { fromTask } from '../../src/store/sqlite/rows.js';
+import { taskValues } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { insertAsOfSchema, openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 import { allPages, mixedTasks, MIX_START, newestFirst } from '../helpers/task-mix.js';
@@ -38,7 +38,7 @@ t.test('a store made before migration 6 lists the same tasks after it, from the 
     .prepare('INSERT INTO accounts (id, name, balance, created_at) VALUES (?, ?, ?, ?)')
     .run(accountId, 'old', 0, START);
   const tasks = mixedTasks(accountId, 40, 11);
-  insertAsOfSchema(old, 'tasks', tasks.map(fromTask));
+  insertAsOfSchema(old, 'tasks', tasks.map(taskValues));
   old.close();
 
   const store = new SqliteStore(path);

@@ -1,8 +1,18 @@
+import { balanceChange, ledgerTotals } from '../../core/ledger.js';
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
 import { pageFetchSize, pageOf } from '../paging.js';
-import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
+import type {
+  Account,
+  AccountStore,
+  ApiKeyInsert,
+  ApiKeyRecord,
+  ApiKeyStore,
+  LedgerEntry,
+  LedgerKind,
+  Page,
+} from '../port.js';
 import type { PostgresDatabase, Tx } from './postgres-database.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
 
@@ -60,19 +70,10 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
       'SELECT kind, sum(amount)::bigint AS total FROM ledger WHERE account_id = $1 GROUP BY kind',
       [accountId],
     );
-    const totals: Record<LedgerKind, number> = { grant: 0, debit: 0, refund: 0 };
-    for (const row of rows) totals[row.kind] = row.total;
-    return totals;
+    return ledgerTotals(rows);
   }
 
-  async insertApiKey(input: {
-    id: string;
-    accountId: string;
-    name: string;
-    prefix: string;
-    hash: string;
-    now: Date;
-  }): Promise<ApiKeyRecord> {
+  async insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord> {
     const { rows } = await this.db.query<ApiKeyRow>(
       `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)
        RETURNING id, account_id, name, prefix, created_at, last_used_at, revoked_at`,
@@ -149,7 +150,7 @@ export async function addLedgerEntry(
   note: string | null,
   now: Date,
 ): Promise<boolean> {
-  const delta = kind === 'debit' ? -amount : amount;
+  const delta = balanceChange(kind, amount);
   const { rows } = await tx.query<{ balance: number }>(
     'UPDATE accounts SET balance = balance + $1 WHERE id = $2 AND balance + $1 >= 0 RETURNING balance',
     [delta, accountId],
@@ -190,6 +191,6 @@ export async function lockActiveTasksOf(tx: Tx, accountId: string): Promise<numb
 }
 
 /** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
-export async function countActiveTask(tx: Tx, accountId: string, delta: 1 | -1): Promise<void> {
+export async function countActiveTask(tx: Tx, accountId: string, delta: number): Promise<void> {
   await tx.query('UPDATE accounts SET active_tasks = greatest(active_tasks + $1, 0) WHERE id = $2', [delta, accountId]);
 }

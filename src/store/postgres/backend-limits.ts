@@ -8,6 +8,7 @@ import {
 } from '../../core/backend-capacity.js';
 import type { BackendLimitStore } from '../port.js';
 import type { PostgresDatabase, Tx } from './postgres-database.js';
+import { CLAIM } from '../../core/task-execution.js';
 
 /**
  * The backend's state under its row lock, made from the settings on first use. Every claim of the
@@ -28,9 +29,9 @@ async function lockedStateOf(tx: Tx, backend: string, settings: BackendLimitSett
 
 async function loadOf(tx: Tx, models: readonly string[], now: Date): Promise<BackendLoad> {
   const { rows } = await tx.query<{ in_flight: number; waiting: boolean }>(
-    `SELECT (SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND calling AND model = ANY($1::text[])) AS in_flight,
-            EXISTS (SELECT 1 FROM tasks WHERE status = 'CREATED' AND run_after <= $2 AND model = ANY($1::text[])) AS waiting`,
-    [models, now],
+    `SELECT (SELECT count(*) FROM tasks WHERE status = $4 AND calling AND model = ANY($1::text[])) AS in_flight,
+            EXISTS (SELECT 1 FROM tasks WHERE status = $3 AND run_after <= $2 AND model = ANY($1::text[])) AS waiting`,
+    [models, now, CLAIM.from, CLAIM.to],
   );
   return { inFlight: rows[0].in_flight, waiting: rows[0].waiting };
 }
@@ -56,9 +57,10 @@ export class PostgresBackendLimits implements BackendLimitStore {
         const state = await lockedStateOf(tx, input.backend, input.settings);
         const load = await loadOf(tx, input.models, input.now);
         const next = afterUpstreamCall(state, input.outcome, load, input.now.getTime(), input.settings);
-        await tx.query("UPDATE tasks SET calling = false WHERE id = $1 AND attempt = $2 AND status = 'IN_PROGRESS'", [
+        await tx.query('UPDATE tasks SET calling = false WHERE id = $1 AND attempt = $2 AND status = $3', [
           input.task.id,
           input.task.attempt,
+          CLAIM.to,
         ]);
         await tx.query('UPDATE backend_limits SET state = $2, updated_at = $3 WHERE backend = $1', [
           input.backend,
@@ -80,7 +82,8 @@ export class PostgresBackendLimits implements BackendLimitStore {
 
   async countQueuedTasks(): Promise<Map<string, number>> {
     const { rows } = await this.db.query<{ model: string; queued: number }>(
-      "SELECT model, count(*) AS queued FROM tasks WHERE status = 'CREATED' GROUP BY model",
+      'SELECT model, count(*) AS queued FROM tasks WHERE status = $1 GROUP BY model',
+      [CLAIM.from],
     );
     return new Map(rows.map((r) => [r.model, r.queued]));
   }

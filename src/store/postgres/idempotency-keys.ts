@@ -1,4 +1,12 @@
-import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, IdempotencyStore } from '../port.js';
+import { idempotencyKeyDecision, type StoredIdempotencyKey } from '../../core/idempotency-key.js';
+import type {
+  IdempotencyClaim,
+  IdempotencyClaimRequest,
+  IdempotencyCompletion,
+  IdempotencyKeyHold,
+  IdempotencyStore,
+  StoredResponse,
+} from '../port.js';
 import type { PostgresDatabase, Tx } from './postgres-database.js';
 
 /** Idempotency keys on PostgreSQL: claims are unsynced bookkeeping, completions synced. */
@@ -26,34 +34,16 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
           newRow,
         );
         if (inserted.rowCount === 1) return { outcome: 'acquired' };
-        const { rows } = await tx.query<{
-          fingerprint: string;
-          status: 'in_flight' | 'completed';
-          lease_expires_at: Date | null;
-          expires_at: Date;
-          response_status: number | null;
-          response_headers: Record<string, string> | null;
-          response_body: Buffer | null;
-        }>(
+        const { rows } = await tx.query<IdempotencyKeyRow>(
           `SELECT fingerprint, status, lease_expires_at, expires_at, response_status, response_headers, response_body
          FROM idempotency_keys WHERE account_id = $1 AND key = $2 FOR UPDATE`,
           [input.accountId, input.key],
         );
         const row = rows[0];
-        if (row && row.expires_at.getTime() > now) {
-          if (row.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
-          if (row.status === 'completed') {
-            return {
-              outcome: 'replay',
-              response: {
-                statusCode: row.response_status!,
-                headers: row.response_headers ?? {},
-                body: row.response_body ?? Buffer.alloc(0),
-              },
-            };
-          }
-          if ((row.lease_expires_at?.getTime() ?? 0) > now) return { outcome: 'in_progress' };
-          // The holder's lease ran out: this request takes over; expires_at stays 24 h from first use.
+        const decision = idempotencyKeyDecision(row ? storedKey(row) : null, input.fingerprint, input.now);
+        if (decision === 'fingerprint_mismatch' || decision === 'in_progress') return { outcome: decision };
+        if (decision === 'replay') return { outcome: 'replay', response: storedResponse(row) };
+        if (decision === 'take_over') {
           await tx.query(
             'UPDATE idempotency_keys SET lease_token = $3, lease_expires_at = $4 WHERE account_id = $1 AND key = $2',
             [input.accountId, input.key, input.leaseToken, leaseExpiresAt],
@@ -80,12 +70,7 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
     return this.db.transaction((tx) => completeIdempotencyKeyIn(tx, input));
   }
 
-  async renewIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    leaseToken: string;
-    leaseExpiresAt: Date;
-  }): Promise<boolean> {
+  async renewIdempotencyKey(input: IdempotencyKeyHold & { leaseExpiresAt: Date }): Promise<boolean> {
     const result = await this.db.query(
       "UPDATE idempotency_keys SET lease_expires_at = $1 WHERE account_id = $2 AND key = $3 AND status = 'in_flight' AND lease_token = $4",
       [input.leaseExpiresAt, input.accountId, input.key, input.leaseToken],
@@ -93,7 +78,7 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
     return result.rowCount === 1;
   }
 
-  async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
+  async releaseIdempotencyKey(input: IdempotencyKeyHold): Promise<void> {
     await this.db.query(
       "DELETE FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_flight' AND lease_token = $3",
       [input.accountId, input.key, input.leaseToken],
@@ -126,4 +111,31 @@ export async function completeIdempotencyKeyIn(tx: Tx, input: IdempotencyComplet
     ],
   );
   return (result.rowCount ?? 0) > 0;
+}
+
+interface IdempotencyKeyRow {
+  fingerprint: string;
+  status: 'in_flight' | 'completed';
+  lease_expires_at: Date | null;
+  expires_at: Date;
+  response_status: number | null;
+  response_headers: Record<string, string> | null;
+  response_body: Buffer | null;
+}
+
+function storedKey(row: IdempotencyKeyRow): StoredIdempotencyKey {
+  return {
+    fingerprint: row.fingerprint,
+    status: row.status,
+    leaseExpiresAt: row.lease_expires_at,
+    expiresAt: row.expires_at,
+  };
+}
+
+function storedResponse(row: IdempotencyKeyRow): StoredResponse {
+  return {
+    statusCode: row.response_status!,
+    headers: row.response_headers ?? {},
+    body: row.response_body ?? Buffer.alloc(0),
+  };
 }

@@ -2,34 +2,35 @@ import { DomainError } from '../../core/errors.js';
 import {
   afterLostLease,
   admitsAnotherActiveTask,
+  CLAIM,
   claimOrder,
   countsAsActive,
   deadlineCutoff,
   DEADLINE_EXCEEDED,
+  deferredAttemptsAdded,
   isPastDeadline,
-  webhookEventFor,
+  RELEASE,
+  taskFinish,
+  type TaskFinish,
 } from '../../core/task-execution.js';
 import {
   generatedMediaRef,
   nextStatus,
-  refundsOnEntry,
-  statusesAllowing,
   type GeneratedMediaRef,
-  type TaskEvent,
   type TaskRecord,
   type TaskStatus,
 } from '../../core/task.js';
-import { uuidv7Floor } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
   ClaimPolicy,
-  GeneratedMediaInput,
   IdempotencyCompletion,
-  MediaRecord,
   Page,
+  TaskCompletion,
   TaskCreationLimits,
   TaskExecutionStore,
+  TaskFailureReport,
   TaskListQuery,
+  TaskRequeue,
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
@@ -39,6 +40,7 @@ import { assertReferencesUsable, insertMediaIn } from './media.js';
 import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
 import { enqueueWebhookEvent } from './webhooks.js';
+import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 
 /**
  * Tasks on PostgreSQL: their creation with its debit, their listing, and the tasks table as a queue
@@ -101,18 +103,12 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     // One keyset range of (account_id, [status,] id) or (account_id, model, [status,] id): a page
     // costs the same at any depth. Time bounds become id bounds (UUIDv7 ids start with their millisecond).
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
-      status: query.status,
-      model: query.model,
-    });
-    if (query.createdBefore) {
-      conditions.push('id < @createdBefore');
-      params.createdBefore = uuidv7Floor(query.createdBefore);
-    }
-    if (query.createdAfter) {
-      conditions.push('id >= @createdAfter');
-      params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
-    }
+    const { conditions, params } = newestFirstKeyset(
+      accountId,
+      query.cursor,
+      { status: query.status, model: query.model },
+      { after: query.createdAfter, before: query.createdBefore },
+    );
     params.limit = pageFetchSize(query.limit);
     const { sql, values } = numbered(
       `SELECT ${TASK_COLUMNS} FROM tasks WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`,
@@ -132,9 +128,9 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
       async (tx) => {
         // Lost leases first; SKIP LOCKED leaves those another claimer is handling to it.
         const lost = await tx.query<{ id: string; attempt: number; deferred_attempts: number }>(
-          `SELECT id, attempt, deferred_attempts FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < $1
+          `SELECT id, attempt, deferred_attempts FROM tasks WHERE status = $1 AND lease_expires_at < $2
            FOR UPDATE SKIP LOCKED`,
-          [now],
+          [RELEASE.from, now],
         );
         for (const task of lost.rows) {
           const outcome = afterLostLease(
@@ -142,8 +138,8 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
             policy.maxAttempts,
           );
           if (outcome.action === 'fail')
-            await finishTaskIn(tx, task.id, task.attempt, 'fail', now, { error: outcome.error });
-          else await requeueTaskIn(tx, task.id, task.attempt, now, false);
+            await finishTaskIn(tx, task.id, task.attempt, taskFinish('fail', 'attempt'), now, { error: outcome.error });
+          else await requeueTaskIn(tx, task.id, task.attempt, now, { deferred: false });
         }
         if (policy.sharedLimit && !(await backendAdmitsCallIn(tx, policy.sharedLimit, policy.models ?? [], now)))
           return null;
@@ -151,16 +147,15 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
           const next = await lockNextInTurn(tx, policy.models, now);
           if (!next) return null;
           if (isPastDeadline(next.created_at, now, policy.deadlineMs)) {
-            await finishTaskIn(tx, next.id, next.attempt, 'fail', now, {
+            await finishTaskIn(tx, next.id, next.attempt, taskFinish('fail', 'queued'), now, {
               error: DEADLINE_EXCEEDED,
-              fromStatuses: ['CREATED'],
             });
             continue;
           }
           const claimed = await tx.query<TaskRow>(
-            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, calling = true, lease_expires_at = $2, started_at = coalesce(started_at, $3)
+            `UPDATE tasks SET status = $4, attempt = attempt + 1, calling = true, lease_expires_at = $2, started_at = coalesce(started_at, $3)
            WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
-            [next.id, new Date(now.getTime() + policy.leaseMs), now],
+            [next.id, new Date(now.getTime() + policy.leaseMs), now, CLAIM.to],
           );
           return toTask(claimed.rows[0]);
         }
@@ -171,33 +166,21 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
 
   async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
     const result = await this.db.query(
-      "UPDATE tasks SET lease_expires_at = $1 WHERE id = $2 AND attempt = $3 AND status = 'IN_PROGRESS'",
-      [new Date(now.getTime() + leaseMs), taskId, attempt],
+      'UPDATE tasks SET lease_expires_at = $1 WHERE id = $2 AND attempt = $3 AND status = $4',
+      [new Date(now.getTime() + leaseMs), taskId, attempt, CLAIM.to],
     );
     return result.rowCount === 1;
   }
 
-  async completeTask(input: {
-    taskId: string;
-    attempt: number;
-    media: GeneratedMediaInput[];
-    now: Date;
-  }): Promise<boolean> {
+  async completeTask(input: TaskCompletion): Promise<boolean> {
     try {
       return await this.db.transaction(async (tx) => {
         const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
-        const finished = await finishTaskIn(tx, input.taskId, input.attempt, 'complete', input.now, { generated });
+        const finish = taskFinish('complete', 'attempt');
+        const finished = await finishTaskIn(tx, input.taskId, input.attempt, finish, input.now, { generated });
         if (!finished) return false;
-        for (const m of input.media) {
-          const media: MediaRecord = {
-            ...m,
-            accountId: finished.accountId,
-            source: 'generated',
-            taskId: input.taskId,
-            createdAt: input.now,
-          };
-          // A blob whose reservation lapsed may already be swept: throwing rolls the whole completion back.
-          if (!(await insertMediaIn(tx, media, input.now))) throw new BlobReservationLapsedError(m.blobKey);
+        for (const media of generatedMediaRecords(input, finished.accountId)) {
+          if (!(await insertMediaIn(tx, media, input.now))) throw new BlobReservationLapsedError(media.blobKey);
         }
         return true;
       });
@@ -207,47 +190,38 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     }
   }
 
-  async failTask(input: {
-    taskId: string;
-    attempt: number;
-    error: { code: string; message: string };
-    now: Date;
-  }): Promise<boolean> {
+  async failTask(input: TaskFailureReport): Promise<boolean> {
     return this.db.transaction(
       async (tx) =>
-        (await finishTaskIn(tx, input.taskId, input.attempt, 'fail', input.now, { error: input.error })) !== null,
+        (await finishTaskIn(tx, input.taskId, input.attempt, taskFinish('fail', 'attempt'), input.now, {
+          error: input.error,
+        })) !== null,
     );
   }
 
-  async requeueTask(input: {
-    taskId: string;
-    attempt: number;
-    runAfter: Date;
-    now: Date;
-    deferred?: boolean;
-  }): Promise<boolean> {
+  async requeueTask(input: TaskRequeue): Promise<boolean> {
     return this.db.transaction((tx) =>
-      requeueTaskIn(tx, input.taskId, input.attempt, input.runAfter, input.deferred ?? false),
+      requeueTaskIn(tx, input.taskId, input.attempt, input.runAfter, { deferred: input.deferred ?? false }),
     );
   }
 
   async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]> {
     const cutoff = deadlineCutoff(now, deadlineMs);
     // Read first: most sweeps find nothing, and they need no transaction then.
-    const found = await this.db.query("SELECT 1 FROM tasks WHERE status = 'CREATED' AND created_at <= $1 LIMIT 1", [
+    const found = await this.db.query('SELECT 1 FROM tasks WHERE status = $1 AND created_at <= $2 LIMIT 1', [
+      CLAIM.from,
       cutoff,
     ]);
     if (found.rowCount === 0) return [];
     return this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ id: string; attempt: number }>(
-        `SELECT id, attempt FROM tasks WHERE status = 'CREATED' AND created_at <= $1 FOR UPDATE SKIP LOCKED`,
-        [cutoff],
+        `SELECT id, attempt FROM tasks WHERE status = $1 AND created_at <= $2 FOR UPDATE SKIP LOCKED`,
+        [CLAIM.from, cutoff],
       );
       const failed: string[] = [];
       for (const task of rows) {
-        const finished = await finishTaskIn(tx, task.id, task.attempt, 'fail', now, {
+        const finished = await finishTaskIn(tx, task.id, task.attempt, taskFinish('fail', 'queued'), now, {
           error: DEADLINE_EXCEEDED,
-          fromStatuses: ['CREATED'],
         });
         if (finished) failed.push(task.id);
       }
@@ -263,19 +237,10 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
       );
       if (!rows[0]) throw new DomainError('not_found', 'Task not found.');
       nextStatus(rows[0].status, 'cancel'); // throws invalid_state for a terminal task
-      await finishTaskIn(tx, taskId, rows[0].attempt, 'cancel', now, {
-        fromStatuses: statusesAllowing('cancel'),
-        anyAttempt: true,
-      });
+      await finishTaskIn(tx, taskId, rows[0].attempt, taskFinish('cancel', 'any'), now);
       const task = await tx.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1`, [taskId]);
       return toTask(task.rows[0]);
     });
-  }
-}
-
-class BlobReservationLapsedError extends Error {
-  constructor(blobKey: string) {
-    super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
   }
 }
 
@@ -292,48 +257,49 @@ async function lockNextInTurn(
 ): Promise<{ id: string; attempt: number; created_at: Date } | null> {
   const { rows } = await tx.query<{ id: string; account_id: string; in_progress: number }>(
     `WITH RECURSIVE queued(account_id) AS (
-       (SELECT account_id FROM tasks WHERE status = 'CREATED' ORDER BY account_id LIMIT 1)
+       (SELECT account_id FROM tasks WHERE status = $3 ORDER BY account_id LIMIT 1)
        UNION ALL
-       SELECT (SELECT t.account_id FROM tasks t WHERE t.status = 'CREATED' AND t.account_id > q.account_id
+       SELECT (SELECT t.account_id FROM tasks t WHERE t.status = $3 AND t.account_id > q.account_id
                ORDER BY t.account_id LIMIT 1)
        FROM queued q WHERE q.account_id IS NOT NULL
      )
      SELECT n.id, q.account_id,
-       (SELECT count(*) FROM tasks p WHERE p.status = 'IN_PROGRESS' AND p.account_id = q.account_id) AS in_progress
+       (SELECT count(*) FROM tasks p WHERE p.status = $4 AND p.account_id = q.account_id) AS in_progress
      FROM queued q CROSS JOIN LATERAL (
-       SELECT id FROM tasks WHERE status = 'CREATED' AND account_id = q.account_id AND run_after <= $1
+       SELECT id FROM tasks WHERE status = $3 AND account_id = q.account_id AND run_after <= $1
          AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT 1
      ) n`,
-    [now, models ?? null],
+    [now, models ?? null, CLAIM.from, CLAIM.to],
   );
   const inTurn = claimOrder(rows.map((r) => ({ id: r.id, accountId: r.account_id, inProgress: r.in_progress })));
   for (const candidate of inTurn) {
     const locked = await tx.query<{ id: string; attempt: number; created_at: Date }>(
-      "SELECT id, attempt, created_at FROM tasks WHERE id = $1 AND status = 'CREATED' FOR UPDATE SKIP LOCKED",
-      [candidate.id],
+      'SELECT id, attempt, created_at FROM tasks WHERE id = $1 AND status = $2 FOR UPDATE SKIP LOCKED',
+      [candidate.id, CLAIM.from],
     );
     if (locked.rows[0]) return locked.rows[0];
   }
   if (inTurn.length === 0) return null;
   const { rows: oldest } = await tx.query<{ id: string; attempt: number; created_at: Date }>(
-    `SELECT id, attempt, created_at FROM tasks WHERE status = 'CREATED' AND run_after <= $1
+    `SELECT id, attempt, created_at FROM tasks WHERE status = $3 AND run_after <= $1
        AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`,
-    [now, models ?? null],
+    [now, models ?? null, CLAIM.from],
   );
   return oldest[0] ?? null;
 }
 
+/** Puts a running attempt back in the queue, due at runAfter; false when the attempt was fenced out. */
 async function requeueTaskIn(
   tx: Tx,
   taskId: string,
   attempt: number,
   runAfter: Date,
-  deferred: boolean,
+  release: { deferred: boolean },
 ): Promise<boolean> {
   const result = await tx.query(
-    `UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = $1, deferred_attempts = deferred_attempts + $4
-       WHERE id = $2 AND attempt = $3 AND status = 'IN_PROGRESS'`,
-    [runAfter, taskId, attempt, deferred ? 1 : 0],
+    `UPDATE tasks SET status = $5, lease_expires_at = NULL, run_after = $1, deferred_attempts = deferred_attempts + $4
+       WHERE id = $2 AND attempt = $3 AND status = $6`,
+    [runAfter, taskId, attempt, deferredAttemptsAdded(release), RELEASE.to, RELEASE.from],
   );
   if (result.rowCount !== 1) return false;
   await notify(tx, { kind: 'created' });
@@ -341,49 +307,46 @@ async function requeueTaskIn(
 }
 
 /**
- * Moves a task into a terminal state if it is still where `event` may start from (by default
- * IN_PROGRESS under this attempt), refunding and enqueueing the webhook event with it. Returns the
- * task's account, or null when the task was not there to move (fenced out).
+ * Applies `finish` (core taskFinish) to the task if it is still where the finish may start from:
+ * the move, the active-task count, the refund and the webhook event, in the caller's transaction.
+ * Returns the task's account, or null when the task was not there to move (fenced out).
  */
 async function finishTaskIn(
   tx: Tx,
   taskId: string,
   attempt: number,
-  event: Extract<TaskEvent, 'complete' | 'fail' | 'cancel'>,
+  finish: TaskFinish,
   now: Date,
-  details: {
-    generated?: GeneratedMediaRef[];
-    error?: { code: string; message: string };
-    fromStatuses?: TaskStatus[];
-    anyAttempt?: boolean;
-  },
+  details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } } = {},
 ): Promise<{ accountId: string } | null> {
-  const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
-  const target = nextStatus(fromStatuses[0], event);
   const { rows } = await tx.query<{ account_id: string; webhook_url: string | null }>(
     `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3, error_message = $4,
        completed_at = $5, lease_expires_at = NULL
-     WHERE id = $6 AND status = ANY($7::text[]) ${details.anyAttempt ? '' : 'AND attempt = $8'}
+     WHERE id = $6 AND status = ANY($7::text[]) ${finish.fencedByAttempt ? 'AND attempt = $8' : ''}
      RETURNING account_id, webhook_url`,
     [
-      target,
+      finish.to,
       details.generated ? JSON.stringify(details.generated) : null,
       details.error?.code ?? null,
       details.error?.message ?? null,
       now,
       taskId,
-      fromStatuses,
-      ...(details.anyAttempt ? [] : [attempt]),
+      finish.from,
+      ...(finish.fencedByAttempt ? [attempt] : []),
     ],
   );
   const updated = rows[0];
   if (!updated) return null;
-  // Every status a task can finish from is active (terminal states are final): one active task fewer.
-  await countActiveTask(tx, updated.account_id, -1);
-  if (refundsOnEntry(target)) await refundTaskIn(tx, taskId, now);
-  const type = webhookEventFor(target);
-  if (updated.webhook_url && type)
-    await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, type, url: updated.webhook_url, now });
+  if (finish.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, finish.activeTasksDelta);
+  if (finish.refund) await refundTaskIn(tx, taskId, now);
+  if (updated.webhook_url && finish.webhookEvent)
+    await enqueueWebhookEvent(tx, {
+      accountId: updated.account_id,
+      taskId,
+      type: finish.webhookEvent,
+      url: updated.webhook_url,
+      now,
+    });
   await notify(tx, { kind: 'changed', taskId });
   return { accountId: updated.account_id };
 }

@@ -1,5 +1,6 @@
 import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
-import { assertReplayAllowed, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
+import { manualReplayOf, replayWindowStart, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
+import { scheduledAttemptsAdded } from '../../core/webhook-retry-schedule.js';
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
@@ -14,6 +15,7 @@ import type {
 } from '../port.js';
 import { numbered, type PostgresDatabase, type Queryable, type Tx } from './postgres-database.js';
 import { toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
+import { webhookSecretsOf } from '../webhook-secrets.js';
 
 /** Webhook secrets, deliveries (the outbox) and their attempts on PostgreSQL. */
 export class PostgresWebhooks implements WebhookStore {
@@ -58,14 +60,7 @@ export class PostgresWebhooks implements WebhookStore {
       'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = $1 AND (retired_at IS NULL OR expires_at > $2)',
       [accountId, now],
     );
-    const current = rows.find((r) => r.retired_at === null);
-    if (!current) return null;
-    const previous = rows.find((r) => r.retired_at !== null);
-    return {
-      current: current.secret,
-      previous: previous?.secret ?? null,
-      previousExpiresAt: previous?.expires_at ?? null,
-    };
+    return webhookSecretsOf(rows.map((r) => ({ secret: r.secret, retiredAt: r.retired_at, expiresAt: r.expires_at })));
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
@@ -103,7 +98,7 @@ export class PostgresWebhooks implements WebhookStore {
           attempt.error,
           input.now,
           input.deliveryId,
-          input.manual ? 0 : 1,
+          scheduledAttemptsAdded(input),
         ],
       );
     });
@@ -136,14 +131,19 @@ export class PostgresWebhooks implements WebhookStore {
     const row = await this.db.transaction(async (tx) => {
       // The account's row lock orders its replays, so two at once cannot both take the last slot.
       await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [accountId]);
-      const { rows: current } = await tx.query<{ manual_attempt: boolean }>(
-        'SELECT manual_attempt FROM webhook_deliveries WHERE id = $1 AND account_id = $2',
+      const { rows: current } = await tx.query<{
+        status: WebhookDeliveryStatus;
+        next_attempt_at: Date | null;
+        manual_attempt: boolean;
+      }>(
+        // Locked: the dispatcher's claim moves next_attempt_at, which the replay may keep as resume_at.
+        'SELECT status, next_attempt_at, manual_attempt FROM webhook_deliveries WHERE id = $1 AND account_id = $2 FOR UPDATE',
         [deliveryId, accountId],
       );
       if (!current[0]) throw new DomainError('not_found', 'Webhook delivery not found.');
       await tx.query('DELETE FROM webhook_replays WHERE account_id = $1 AND replayed_at <= $2', [
         accountId,
-        new Date(now.getTime() - budget.windowMs),
+        replayWindowStart(now, budget),
       ]);
       const replays = async (column: 'delivery_id' | 'account_id', id: string) => {
         const { rows } = await tx.query<{ n: number; oldest: Date | null }>(
@@ -152,10 +152,14 @@ export class PostgresWebhooks implements WebhookStore {
         );
         return { count: rows[0].n, oldestAt: rows[0].oldest };
       };
-      assertReplayAllowed({
-        manualReplayPending: current[0].manual_attempt,
-        delivery: await replays('delivery_id', deliveryId),
-        account: await replays('account_id', accountId),
+      const replay = manualReplayOf({
+        delivery: {
+          status: current[0].status,
+          nextAttemptAt: current[0].next_attempt_at,
+          manualRetryPending: current[0].manual_attempt,
+        },
+        deliveryReplays: await replays('delivery_id', deliveryId),
+        accountReplays: await replays('account_id', accountId),
         budget,
         now,
       });
@@ -165,13 +169,9 @@ export class PostgresWebhooks implements WebhookStore {
         now,
       ]);
       const { rows } = await tx.query<WebhookDeliveryRow>(
-        // The scheduled attempt this one goes ahead of is kept, so that a failed manual retry
-        // leaves the schedule where it was.
-        `UPDATE webhook_deliveries SET
-           resume_at = CASE WHEN status = 'pending' THEN next_attempt_at END,
-           manual_attempt = true, status = 'pending', next_attempt_at = $1, updated_at = $1
-         WHERE id = $2 RETURNING *`,
-        [now, deliveryId],
+        `UPDATE webhook_deliveries SET resume_at = $1, manual_attempt = true, status = $2, next_attempt_at = $3, updated_at = $4
+         WHERE id = $5 RETURNING *`,
+        [replay.resumeAt, replay.status, replay.nextAttemptAt, now, deliveryId],
       );
       return rows[0];
     });

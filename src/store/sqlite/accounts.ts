@@ -1,8 +1,18 @@
+import { balanceChange, ledgerTotals } from '../../core/ledger.js';
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
 import { pageOf } from '../paging.js';
-import type { Account, AccountStore, ApiKeyRecord, ApiKeyStore, LedgerEntry, LedgerKind, Page } from '../port.js';
+import type {
+  Account,
+  AccountStore,
+  ApiKeyInsert,
+  ApiKeyRecord,
+  ApiKeyStore,
+  LedgerEntry,
+  LedgerKind,
+  Page,
+} from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 
@@ -51,23 +61,14 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
     const rows = this.db
       .statement('SELECT kind, sum(amount) AS total FROM ledger WHERE account_id = ? GROUP BY kind')
       .all(accountId) as { kind: LedgerKind; total: number }[];
-    const totals: Record<LedgerKind, number> = { grant: 0, debit: 0, refund: 0 };
-    for (const row of rows) totals[row.kind] = row.total;
-    return totals;
+    return ledgerTotals(rows);
   }
 
   private requireAccount(accountId: string): Account {
     return toAccount(this.db.statement('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow);
   }
 
-  async insertApiKey(input: {
-    id: string;
-    accountId: string;
-    name: string;
-    prefix: string;
-    hash: string;
-    now: Date;
-  }): Promise<ApiKeyRecord> {
+  async insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord> {
     this.db
       .statement('INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)')
       .run(input.id, input.accountId, input.name, input.prefix, input.hash, input.now.getTime());
@@ -135,7 +136,7 @@ export function addLedgerEntry(
   note: string | null,
   now: Date,
 ): boolean {
-  const delta = kind === 'debit' ? -amount : amount;
+  const delta = balanceChange(kind, amount);
   const updated = db
     .statement('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
     .get(delta, accountId, delta) as { balance: number } | undefined;
@@ -168,6 +169,6 @@ export function activeTasksOf(db: SqliteDatabase, accountId: string): number | u
 }
 
 /** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
-export function countActiveTask(db: SqliteDatabase, accountId: string, delta: 1 | -1): void {
+export function countActiveTask(db: SqliteDatabase, accountId: string, delta: number): void {
   db.statement('UPDATE accounts SET active_tasks = max(active_tasks + ?, 0) WHERE id = ?').run(delta, accountId);
 }

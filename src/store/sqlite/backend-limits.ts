@@ -8,6 +8,7 @@ import {
 } from '../../core/backend-capacity.js';
 import type { BackendLimitStore } from '../port.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { CLAIM } from '../../core/task-execution.js';
 
 /** The `model IN (…)` condition over a list of models, with its parameters. */
 export function modelsCondition(models: readonly string[], column = 'model'): { sql: string; params: string[] } {
@@ -26,13 +27,13 @@ function stateOf(db: SqliteDatabase, backend: string, settings: BackendLimitSett
 function loadOf(db: SqliteDatabase, models: readonly string[], now: number): BackendLoad {
   const { sql, params } = modelsCondition(models);
   const inFlight = db
-    .statement(`SELECT count(*) FROM tasks WHERE status = 'IN_PROGRESS' AND calling = 1 AND ${sql}`)
+    .statement(`SELECT count(*) FROM tasks WHERE status = ? AND calling = 1 AND ${sql}`)
     .pluck()
-    .get(...params) as number;
+    .get(CLAIM.to, ...params) as number;
   const waiting =
     db
-      .statement(`SELECT 1 FROM tasks WHERE status = 'CREATED' AND run_after <= ? AND ${sql} LIMIT 1`)
-      .get(now, ...params) !== undefined;
+      .statement(`SELECT 1 FROM tasks WHERE status = ? AND run_after <= ? AND ${sql} LIMIT 1`)
+      .get(CLAIM.from, now, ...params) !== undefined;
   return { inFlight, waiting };
 }
 
@@ -56,8 +57,8 @@ export class SqliteBackendLimits implements BackendLimitStore {
       const state = stateOf(this.db, input.backend, input.settings);
       const next = afterUpstreamCall(state, input.outcome, loadOf(this.db, input.models, now), now, input.settings);
       this.db
-        .statement("UPDATE tasks SET calling = 0 WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
-        .run(input.task.id, input.task.attempt);
+        .statement('UPDATE tasks SET calling = 0 WHERE id = ? AND attempt = ? AND status = ?')
+        .run(input.task.id, input.task.attempt, CLAIM.to);
       this.db
         .statement(
           `INSERT INTO backend_limits (backend, state, updated_at) VALUES (?, ?, ?)
@@ -78,8 +79,8 @@ export class SqliteBackendLimits implements BackendLimitStore {
 
   async countQueuedTasks(): Promise<Map<string, number>> {
     const rows = this.db
-      .statement("SELECT model, count(*) AS queued FROM tasks WHERE status = 'CREATED' GROUP BY model")
-      .all() as { model: string; queued: number }[];
+      .statement('SELECT model, count(*) AS queued FROM tasks WHERE status = ? GROUP BY model')
+      .all(CLAIM.from) as { model: string; queued: number }[];
     return new Map(rows.map((r) => [r.model, r.queued]));
   }
 }

@@ -1,4 +1,13 @@
-import type { IdempotencyClaim, IdempotencyClaimRequest, IdempotencyCompletion, IdempotencyStore } from '../port.js';
+import { idempotencyKeyDecision, type StoredIdempotencyKey } from '../../core/idempotency-key.js';
+import type {
+  IdempotencyClaim,
+  IdempotencyClaimRequest,
+  IdempotencyCompletion,
+  IdempotencyKeyHold,
+  IdempotencyStore,
+  StoredResponse,
+} from '../port.js';
+import { dateOrNull } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 
 /** Idempotency keys on the embedded store: claims and their bookkeeping are unsynced, completions synced. */
@@ -12,23 +21,10 @@ export class SqliteIdempotencyKeys implements IdempotencyStore {
         const row = this.db
           .statement('SELECT * FROM idempotency_keys WHERE account_id = ? AND key = ?')
           .get(input.accountId, input.key) as IdempotencyKeyRow | undefined;
-        // An expired row is as good as swept: the key starts a new life.
-        const live = row && row.expires_at > now ? row : undefined;
-        if (live) {
-          if (live.fingerprint !== input.fingerprint) return { outcome: 'fingerprint_mismatch' };
-          if (live.status === 'completed') {
-            return {
-              outcome: 'replay',
-              response: {
-                statusCode: live.response_status as number,
-                headers: JSON.parse(live.response_headers ?? '{}') as Record<string, string>,
-                body: live.response_body ?? Buffer.alloc(0),
-              },
-            };
-          }
-          if ((live.lease_expires_at ?? 0) > now) return { outcome: 'in_progress' };
-          // The holder's lease ran out (its process died, most likely): this request takes over, and
-          // the old token can no longer complete or release the row. expires_at stays: 24 h from first use.
+        const decision = idempotencyKeyDecision(row ? storedKey(row) : null, input.fingerprint, input.now);
+        if (decision === 'fingerprint_mismatch' || decision === 'in_progress') return { outcome: decision };
+        if (decision === 'replay') return { outcome: 'replay', response: storedResponse(row!) };
+        if (decision === 'take_over') {
           this.db
             .statement(
               'UPDATE idempotency_keys SET lease_token = ?, lease_expires_at = ? WHERE account_id = ? AND key = ?',
@@ -66,12 +62,7 @@ export class SqliteIdempotencyKeys implements IdempotencyStore {
     return this.db.groupCommit(() => completeIdempotencyKeyIn(this.db, input), { durable: true });
   }
 
-  async renewIdempotencyKey(input: {
-    accountId: string;
-    key: string;
-    leaseToken: string;
-    leaseExpiresAt: Date;
-  }): Promise<boolean> {
+  async renewIdempotencyKey(input: IdempotencyKeyHold & { leaseExpiresAt: Date }): Promise<boolean> {
     // Bookkeeping, unsynced: after a crash the lease runs out sooner, which is what a crash should do.
     return this.db.groupCommit(
       () =>
@@ -84,7 +75,7 @@ export class SqliteIdempotencyKeys implements IdempotencyStore {
     );
   }
 
-  async releaseIdempotencyKey(input: { accountId: string; key: string; leaseToken: string }): Promise<void> {
+  async releaseIdempotencyKey(input: IdempotencyKeyHold): Promise<void> {
     // Bookkeeping like the claim it undoes, so unsynced and in the group commit. On its own it was
     // an autocommit under synchronous = FULL: one fsync on the event loop for every refused
     // idempotent create (a 402, a 429), however many arrived at once.
@@ -146,4 +137,21 @@ interface IdempotencyKeyRow {
   response_body: Buffer | null;
   created_at: number;
   expires_at: number;
+}
+
+function storedKey(row: IdempotencyKeyRow): StoredIdempotencyKey {
+  return {
+    fingerprint: row.fingerprint,
+    status: row.status,
+    leaseExpiresAt: dateOrNull(row.lease_expires_at),
+    expiresAt: new Date(row.expires_at),
+  };
+}
+
+function storedResponse(row: IdempotencyKeyRow): StoredResponse {
+  return {
+    statusCode: row.response_status!,
+    headers: JSON.parse(row.response_headers ?? '{}') as Record<string, string>,
+    body: row.response_body ?? Buffer.alloc(0),
+  };
 }

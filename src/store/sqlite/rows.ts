@@ -107,7 +107,7 @@ export const TASK_COLUMNS = [
   'deferred_attempts',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
-const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
+export const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
 export const msOrNull = (d: Date | null) => (d === null ? null : d.getTime());
 
 export const toAccount = (r: AccountRow): Account => ({
@@ -159,7 +159,7 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
   completedAt: dateOrNull(r.completed_at),
 });
 
-export const fromTask = (t: TaskRecord): TaskRow => ({
+export const taskValues = (t: TaskRecord): TaskRow => ({
   id: t.id,
   account_id: t.accountId,
   status: t.status,

@@ -3,42 +3,44 @@ import { DomainError } from '../../core/errors.js';
 import {
   afterLostLease,
   admitsAnotherActiveTask,
+  CLAIM,
   claimOrder,
   countsAsActive,
   deadlineCutoff,
   DEADLINE_EXCEEDED,
+  deferredAttemptsAdded,
   isPastDeadline,
-  webhookEventFor,
+  RELEASE,
+  taskFinish,
+  type TaskFinish,
 } from '../../core/task-execution.js';
 import {
   generatedMediaRef,
   nextStatus,
-  refundsOnEntry,
-  statusesAllowing,
   type GeneratedMediaRef,
-  type TaskEvent,
   type TaskRecord,
   type TaskStatus,
 } from '../../core/task.js';
-import { uuidv7Floor } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
   ClaimPolicy,
-  GeneratedMediaInput,
   IdempotencyCompletion,
-  MediaRecord,
   Page,
+  TaskCompletion,
   TaskCreationLimits,
   TaskExecutionStore,
+  TaskFailureReport,
   TaskListQuery,
+  TaskRequeue,
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
 import { activeTasksOf, addLedgerEntry, countActiveTask, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn } from './idempotency-keys.js';
 import { assertReferencesUsable, insertMediaIn } from './media.js';
-import { fromTask, TASK_COLUMNS, toTask, type TaskRecordRow } from './rows.js';
+import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 import { enqueueWebhookEvent } from './webhooks.js';
 
 /** The columns of a task record, by name: every read of a task goes through them and toTask. */
@@ -90,7 +92,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
          VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
            @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
       )
-      .run(fromTask(task));
+      .run(taskValues(task));
     if (completesKey && !completeIdempotencyKeyIn(this.db, completesKey)) {
       throw new DomainError(
         'idempotency_in_progress',
@@ -119,15 +121,12 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     // a page is the newest of the merge of its (model, status) ranges, each read newest first and
     // only as far as the merge takes from it, so a page costs the same at any depth. Time bounds
     // become id bounds (UUIDv7 ids start with their creation millisecond).
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {});
-    if (query.createdBefore) {
-      conditions.push('id < @createdBefore');
-      params.createdBefore = uuidv7Floor(query.createdBefore);
-    }
-    if (query.createdAfter) {
-      conditions.push('id >= @createdAfter');
-      params.createdAfter = uuidv7Floor(new Date(query.createdAfter.getTime() + 1));
-    }
+    const { conditions, params } = newestFirstKeyset(
+      accountId,
+      query.cursor,
+      {},
+      { after: query.createdAfter, before: query.createdBefore },
+    );
     // Models are read from the index, not the catalog, so that a model the catalog no longer
     // offers still lists its tasks.
     const models = query.model
@@ -161,17 +160,18 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     const now = policy.now.getTime();
     return this.db.writeUnsynced(() => {
       const expired = this.db
-        .statement(
-          "SELECT id, attempt, deferred_attempts FROM tasks WHERE status = 'IN_PROGRESS' AND lease_expires_at < ?",
-        )
-        .all(now) as { id: string; attempt: number; deferred_attempts: number }[];
+        .statement('SELECT id, attempt, deferred_attempts FROM tasks WHERE status = ? AND lease_expires_at < ?')
+        .all(RELEASE.from, now) as { id: string; attempt: number; deferred_attempts: number }[];
       for (const lost of expired) {
         const outcome = afterLostLease(
           { attempt: lost.attempt, deferredAttempts: lost.deferred_attempts },
           policy.maxAttempts,
         );
-        if (outcome.action === 'fail') this.finish(lost.id, lost.attempt, 'fail', policy.now, { error: outcome.error });
-        else this.requeue(lost.id, lost.attempt, now, false);
+        if (outcome.action === 'fail')
+          finishTaskIn(this.db, lost.id, lost.attempt, taskFinish('fail', 'attempt'), policy.now, {
+            error: outcome.error,
+          });
+        else requeueTaskIn(this.db, lost.id, lost.attempt, now, { deferred: false });
       }
       if (policy.sharedLimit && !backendAdmitsCallIn(this.db, policy.sharedLimit, policy.models ?? [], now))
         return null;
@@ -180,18 +180,17 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
         const next = claimOrder(this.claimCandidates(policy.models, now))[0];
         if (!next) return null;
         if (isPastDeadline(new Date(next.createdAt), policy.now, policy.deadlineMs)) {
-          this.finish(next.id, next.attempt, 'fail', policy.now, {
+          finishTaskIn(this.db, next.id, next.attempt, taskFinish('fail', 'queued'), policy.now, {
             error: DEADLINE_EXCEEDED,
-            fromStatuses: ['CREATED'],
           });
           continue;
         }
         const claimed = this.db
           .statement(
-            `UPDATE tasks SET status = 'IN_PROGRESS', attempt = attempt + 1, calling = 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
+            `UPDATE tasks SET status = ?, attempt = attempt + 1, calling = 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
                WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
           )
-          .get(now + policy.leaseMs, now, next.id) as TaskRecordRow;
+          .get(CLAIM.to, now + policy.leaseMs, now, next.id) as TaskRecordRow;
         return toTask(claimed);
       }
     });
@@ -206,19 +205,19 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     const rows = this.db
       .statement(
         `WITH RECURSIVE queued(account_id) AS (
-           SELECT (SELECT account_id FROM tasks WHERE status = 'CREATED' ORDER BY account_id LIMIT 1)
+           SELECT (SELECT account_id FROM tasks WHERE status = @queued ORDER BY account_id LIMIT 1)
            UNION ALL
-           SELECT (SELECT account_id FROM tasks WHERE status = 'CREATED' AND account_id > queued.account_id
+           SELECT (SELECT account_id FROM tasks WHERE status = @queued AND account_id > queued.account_id
                    ORDER BY account_id LIMIT 1)
            FROM queued WHERE queued.account_id IS NOT NULL
          )
          SELECT t.id, t.account_id, t.attempt, t.created_at,
-           (SELECT count(*) FROM tasks p WHERE p.status = 'IN_PROGRESS' AND p.account_id = queued.account_id) AS in_progress
+           (SELECT count(*) FROM tasks p WHERE p.status = @running AND p.account_id = queued.account_id) AS in_progress
          FROM queued JOIN tasks t ON t.id = (
-           SELECT id FROM tasks WHERE status = 'CREATED' AND account_id = queued.account_id AND run_after <= ?
+           SELECT id FROM tasks WHERE status = @queued AND account_id = queued.account_id AND run_after <= ?
              AND ${ofModels.sql} ORDER BY id LIMIT 1)`,
       )
-      .all(now, ...ofModels.params) as {
+      .all({ queued: CLAIM.from, running: CLAIM.to }, now, ...ofModels.params) as {
       id: string;
       account_id: string;
       attempt: number;
@@ -236,18 +235,15 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
 
   async failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]> {
     // Read first: most sweeps find nothing, and they must not cost a durable commit.
-    const expiredStatement = this.db.statement(
-      "SELECT id, attempt FROM tasks WHERE status = 'CREATED' AND created_at <= ?",
-    );
+    const expiredStatement = this.db.statement('SELECT id, attempt FROM tasks WHERE status = ? AND created_at <= ?');
     const cutoff = deadlineCutoff(now, deadlineMs).getTime();
-    if (expiredStatement.all(cutoff).length === 0) return [];
+    if (expiredStatement.all(CLAIM.from, cutoff).length === 0) return [];
     return this.db.groupCommit(
       () => {
         const failed: string[] = [];
-        for (const task of expiredStatement.all(cutoff) as { id: string; attempt: number }[]) {
-          const finished = this.finish(task.id, task.attempt, 'fail', now, {
+        for (const task of expiredStatement.all(CLAIM.from, cutoff) as { id: string; attempt: number }[]) {
+          const finished = finishTaskIn(this.db, task.id, task.attempt, taskFinish('fail', 'queued'), now, {
             error: DEADLINE_EXCEEDED,
-            fromStatuses: ['CREATED'],
           });
           if (finished) failed.push(task.id);
         }
@@ -260,13 +256,13 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
   async renewLease(taskId: string, attempt: number, now: Date, leaseMs: number): Promise<boolean> {
     const result = this.db.writeUnsynced(() =>
       this.db
-        .statement("UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'")
-        .run(now.getTime() + leaseMs, taskId, attempt),
+        .statement('UPDATE tasks SET lease_expires_at = ? WHERE id = ? AND attempt = ? AND status = ?')
+        .run(now.getTime() + leaseMs, taskId, attempt, CLAIM.to),
     );
     return result.changes === 1;
   }
 
-  async completeTask(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }) {
+  async completeTask(input: TaskCompletion) {
     try {
       return await this.db.groupCommit(() => this.complete(input), { durable: true });
     } catch (error) {
@@ -275,46 +271,33 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     }
   }
 
-  private complete(input: { taskId: string; attempt: number; media: GeneratedMediaInput[]; now: Date }): boolean {
+  private complete(input: TaskCompletion): boolean {
     const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
-    const finished = this.finish(input.taskId, input.attempt, 'complete', input.now, { generated });
+    const finish = taskFinish('complete', 'attempt');
+    const finished = finishTaskIn(this.db, input.taskId, input.attempt, finish, input.now, { generated });
     if (!finished) return false;
-    for (const m of input.media) {
-      const media: MediaRecord = {
-        ...m,
-        accountId: finished.accountId,
-        source: 'generated',
-        taskId: input.taskId,
-        createdAt: input.now,
-      };
-      // A blob whose reservation lapsed may already be swept: complete nothing, keep the task
-      // IN_PROGRESS for a later attempt. Throwing rolls the whole transaction back.
-      if (!insertMediaIn(this.db, media, input.now)) throw new BlobReservationLapsedError(m.blobKey);
+    for (const media of generatedMediaRecords(input, finished.accountId)) {
+      if (!insertMediaIn(this.db, media, input.now)) throw new BlobReservationLapsedError(media.blobKey);
     }
     return true;
   }
 
-  async failTask(input: {
-    taskId: string;
-    attempt: number;
-    error: { code: string; message: string };
-    now: Date;
-  }): Promise<boolean> {
+  async failTask(input: TaskFailureReport): Promise<boolean> {
     return this.db.groupCommit(
-      () => this.finish(input.taskId, input.attempt, 'fail', input.now, { error: input.error }) !== null,
+      () =>
+        finishTaskIn(this.db, input.taskId, input.attempt, taskFinish('fail', 'attempt'), input.now, {
+          error: input.error,
+        }) !== null,
       { durable: true },
     );
   }
 
-  async requeueTask(input: {
-    taskId: string;
-    attempt: number;
-    runAfter: Date;
-    now: Date;
-    deferred?: boolean;
-  }): Promise<boolean> {
+  async requeueTask(input: TaskRequeue): Promise<boolean> {
     return this.db.groupCommit(
-      () => this.requeue(input.taskId, input.attempt, input.runAfter.getTime(), input.deferred ?? false),
+      () =>
+        requeueTaskIn(this.db, input.taskId, input.attempt, input.runAfter.getTime(), {
+          deferred: input.deferred ?? false,
+        }),
       { durable: true },
     );
   }
@@ -327,72 +310,71 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
           .get(taskId, accountId) as { status: TaskStatus; attempt: number } | undefined;
         if (!row) throw new DomainError('not_found', 'Task not found.');
         nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
-        this.finish(taskId, row.attempt, 'cancel', now, { fromStatuses: statusesAllowing('cancel'), anyAttempt: true });
+        finishTaskIn(this.db, taskId, row.attempt, taskFinish('cancel', 'any'), now);
         return this.readTask('id = ?', taskId)!;
       },
       { durable: true },
     );
   }
-
-  private requeue(taskId: string, attempt: number, runAfter: number, deferred: boolean): boolean {
-    const result = this.db
-      .statement(
-        `UPDATE tasks SET status = 'CREATED', lease_expires_at = NULL, run_after = ?, deferred_attempts = deferred_attempts + ?
-           WHERE id = ? AND attempt = ? AND status = 'IN_PROGRESS'`,
-      )
-      .run(runAfter, deferred ? 1 : 0, taskId, attempt);
-    return result.changes === 1;
-  }
-
-  /**
-   * Moves a task into a terminal state if it is still where `event` may start from (by default
-   * IN_PROGRESS under this attempt), refunding and enqueueing the webhook event with it. Returns the
-   * task's account, or null when the task was not there to move (fenced out).
-   */
-  private finish(
-    taskId: string,
-    attempt: number,
-    event: Extract<TaskEvent, 'complete' | 'fail' | 'cancel'>,
-    now: Date,
-    details: {
-      generated?: GeneratedMediaRef[];
-      error?: { code: string; message: string };
-      fromStatuses?: TaskStatus[];
-      anyAttempt?: boolean;
-    },
-  ): { accountId: string } | null {
-    const fromStatuses = details.fromStatuses ?? ['IN_PROGRESS'];
-    const target = nextStatus(fromStatuses[0], event);
-    const updated = this.db
-      .statement(
-        `UPDATE tasks SET status = ?, generated = coalesce(?, generated), error_code = ?, error_message = ?,
-             completed_at = ?, lease_expires_at = NULL
-           WHERE id = ? AND status IN (${fromStatuses.map(() => '?').join(', ')}) ${details.anyAttempt ? '' : 'AND attempt = ?'}
-           RETURNING account_id, webhook_url`,
-      )
-      .get(
-        target,
-        details.generated ? JSON.stringify(details.generated) : null,
-        details.error?.code ?? null,
-        details.error?.message ?? null,
-        now.getTime(),
-        taskId,
-        ...fromStatuses,
-        ...(details.anyAttempt ? [] : [attempt]),
-      ) as { account_id: string; webhook_url: string | null } | undefined;
-    if (!updated) return null;
-    // Every status a task can finish from is active (terminal states are final): one active task fewer.
-    countActiveTask(this.db, updated.account_id, -1);
-    if (refundsOnEntry(target)) refundTaskIn(this.db, taskId, now);
-    const type = webhookEventFor(target);
-    if (updated.webhook_url && type)
-      enqueueWebhookEvent(this.db, { accountId: updated.account_id, taskId, type, url: updated.webhook_url, now });
-    return { accountId: updated.account_id };
-  }
 }
 
-class BlobReservationLapsedError extends Error {
-  constructor(blobKey: string) {
-    super(`The reservation of blob ${blobKey} lapsed before its media row was written.`);
-  }
+/** Puts a running attempt back in the queue, due at runAfter; false when the attempt was fenced out. */
+function requeueTaskIn(
+  db: SqliteDatabase,
+  taskId: string,
+  attempt: number,
+  runAfter: number,
+  release: { deferred: boolean },
+): boolean {
+  const result = db
+    .statement(
+      `UPDATE tasks SET status = ?, lease_expires_at = NULL, run_after = ?, deferred_attempts = deferred_attempts + ?
+         WHERE id = ? AND attempt = ? AND status = ?`,
+    )
+    .run(RELEASE.to, runAfter, deferredAttemptsAdded(release), taskId, attempt, RELEASE.from);
+  return result.changes === 1;
+}
+
+/**
+ * Applies `finish` (core taskFinish) to the task if it is still where the finish may start from:
+ * the move, the active-task count, the refund and the webhook event, in the caller's transaction.
+ * Returns the task's account, or null when the task was not there to move (fenced out).
+ */
+function finishTaskIn(
+  db: SqliteDatabase,
+  taskId: string,
+  attempt: number,
+  finish: TaskFinish,
+  now: Date,
+  details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } } = {},
+): { accountId: string } | null {
+  const updated = db
+    .statement(
+      `UPDATE tasks SET status = ?, generated = coalesce(?, generated), error_code = ?, error_message = ?,
+           completed_at = ?, lease_expires_at = NULL
+         WHERE id = ? AND status IN (${finish.from.map(() => '?').join(', ')}) ${finish.fencedByAttempt ? 'AND attempt = ?' : ''}
+         RETURNING account_id, webhook_url`,
+    )
+    .get(
+      finish.to,
+      details.generated ? JSON.stringify(details.generated) : null,
+      details.error?.code ?? null,
+      details.error?.message ?? null,
+      now.getTime(),
+      taskId,
+      ...finish.from,
+      ...(finish.fencedByAttempt ? [attempt] : []),
+    ) as { account_id: string; webhook_url: string | null } | undefined;
+  if (!updated) return null;
+  if (finish.activeTasksDelta !== 0) countActiveTask(db, updated.account_id, finish.activeTasksDelta);
+  if (finish.refund) refundTaskIn(db, taskId, now);
+  if (updated.webhook_url && finish.webhookEvent)
+    enqueueWebhookEvent(db, {
+      accountId: updated.account_id,
+      taskId,
+      type: finish.webhookEvent,
+      url: updated.webhook_url,
+      now,
+    });
+  return { accountId: updated.account_id };
 }

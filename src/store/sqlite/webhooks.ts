@@ -1,5 +1,6 @@
 import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
-import { assertReplayAllowed, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
+import { manualReplayOf, replayWindowStart, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
+import { scheduledAttemptsAdded } from '../../core/webhook-retry-schedule.js';
 import { DomainError } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
@@ -12,8 +13,9 @@ import type {
   WebhookSecrets,
   WebhookStore,
 } from '../port.js';
-import { msOrNull, toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
+import { dateOrNull, msOrNull, toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { webhookSecretsOf } from '../webhook-secrets.js';
 
 /** Webhook secrets, deliveries (the outbox) and their attempts on the embedded store. */
 export class SqliteWebhooks implements WebhookStore {
@@ -59,14 +61,9 @@ export class SqliteWebhooks implements WebhookStore {
         'SELECT secret, retired_at, expires_at FROM webhook_secrets WHERE account_id = ? AND (retired_at IS NULL OR expires_at > ?)',
       )
       .all(accountId, now.getTime()) as { secret: string; retired_at: number | null; expires_at: number | null }[];
-    const current = rows.find((r) => r.retired_at === null);
-    if (!current) return null;
-    const previous = rows.find((r) => r.retired_at !== null);
-    return {
-      current: current.secret,
-      previous: previous?.secret ?? null,
-      previousExpiresAt: previous ? new Date(previous.expires_at!) : null,
-    };
+    return webhookSecretsOf(
+      rows.map((r) => ({ secret: r.secret, retiredAt: dateOrNull(r.retired_at), expiresAt: dateOrNull(r.expires_at) })),
+    );
   }
 
   async claimDueWebhookDelivery(now: Date, leaseMs: number): Promise<WebhookDelivery | null> {
@@ -109,7 +106,7 @@ export class SqliteWebhooks implements WebhookStore {
           )
           .run(
             input.status,
-            input.manual ? 0 : 1,
+            scheduledAttemptsAdded(input),
             msOrNull(input.nextAttemptAt),
             attempt.statusCode,
             attempt.error,
@@ -144,23 +141,30 @@ export class SqliteWebhooks implements WebhookStore {
   ): Promise<WebhookDeliveryWithAttempts> {
     const row = this.db.write(() => {
       const current = this.db
-        .statement('SELECT manual_attempt FROM webhook_deliveries WHERE id = ? AND account_id = ?')
-        .get(deliveryId, accountId) as { manual_attempt: number } | undefined;
+        .statement(
+          'SELECT status, next_attempt_at, manual_attempt FROM webhook_deliveries WHERE id = ? AND account_id = ?',
+        )
+        .get(deliveryId, accountId) as
+        | { status: WebhookDeliveryStatus; next_attempt_at: number | null; manual_attempt: number }
+        | undefined;
       if (!current) throw new DomainError('not_found', 'Webhook delivery not found.');
-      const windowStart = now.getTime() - budget.windowMs;
       this.db
         .statement('DELETE FROM webhook_replays WHERE account_id = ? AND replayed_at <= ?')
-        .run(accountId, windowStart);
+        .run(accountId, replayWindowStart(now, budget).getTime());
       const replays = (column: 'delivery_id' | 'account_id', id: string) => {
         const r = this.db
           .statement(`SELECT count(*) AS n, min(replayed_at) AS oldest FROM webhook_replays WHERE ${column} = ?`)
           .get(id) as { n: number; oldest: number | null };
-        return { count: r.n, oldestAt: r.oldest === null ? null : new Date(r.oldest) };
+        return { count: r.n, oldestAt: dateOrNull(r.oldest) };
       };
-      assertReplayAllowed({
-        manualReplayPending: current.manual_attempt === 1,
-        delivery: replays('delivery_id', deliveryId),
-        account: replays('account_id', accountId),
+      const replay = manualReplayOf({
+        delivery: {
+          status: current.status,
+          nextAttemptAt: dateOrNull(current.next_attempt_at),
+          manualRetryPending: current.manual_attempt === 1,
+        },
+        deliveryReplays: replays('delivery_id', deliveryId),
+        accountReplays: replays('account_id', accountId),
         budget,
         now,
       });
@@ -169,14 +173,16 @@ export class SqliteWebhooks implements WebhookStore {
         .run(deliveryId, accountId, now.getTime());
       return this.db
         .statement(
-          // The scheduled attempt this one goes ahead of is kept, so that a failed manual retry
-          // leaves the schedule where it was.
-          `UPDATE webhook_deliveries SET
-             resume_at = CASE WHEN status = 'pending' THEN next_attempt_at END,
-             manual_attempt = 1, status = 'pending', next_attempt_at = ?, updated_at = ?
+          `UPDATE webhook_deliveries SET resume_at = ?, manual_attempt = 1, status = ?, next_attempt_at = ?, updated_at = ?
            WHERE id = ? RETURNING *`,
         )
-        .get(now.getTime(), now.getTime(), deliveryId) as WebhookDeliveryRow;
+        .get(
+          msOrNull(replay.resumeAt),
+          replay.status,
+          replay.nextAttemptAt.getTime(),
+          now.getTime(),
+          deliveryId,
+        ) as WebhookDeliveryRow;
     });
     return this.withAttempts(row);
   }
