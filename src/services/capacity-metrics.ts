@@ -21,51 +21,56 @@ export function registerQueueMetrics(
   store: Pick<BackendLimitStore, 'countQueuedTasks' | 'backendLimits'>,
   onError: (error: unknown) => void,
 ): void {
-  new Gauge({
-    name: 'imagegen_tasks_waiting',
-    help: 'Tasks waiting to run (CREATED), per model, for the whole cluster',
-    labelNames: ['model'] as const,
-    registers: [registry],
-    async collect() {
-      try {
-        const queued = await store.countQueuedTasks();
-        for (const model of new Set([...MODEL_IDS, ...queued.keys()])) this.set({ model }, queued.get(model) ?? 0);
-      } catch (error) {
-        // A scrape must not fail for it: the gauge keeps its last value, the error is logged.
-        onError(error);
-      }
-    },
-  });
-  new Gauge({
-    name: 'imagegen_backend_concurrency_limit',
-    help: 'Calls a remote model backend may have in flight now (its adaptive limit, shared by the cluster)',
-    labelNames: ['backend'] as const,
-    registers: [registry],
-    async collect() {
-      try {
-        for (const [backend, state] of await store.backendLimits()) this.set({ backend }, callsAllowed(state));
-      } catch (error) {
-        onError(error);
-      }
-    },
-  });
-  new Gauge({
-    name: 'imagegen_backend_circuit',
-    help: 'A remote model backend’s circuit breaker: 1 for its current state (available; unavailable: creates refused, no calls; probing: one call decides)',
-    labelNames: ['backend', 'state'] as const,
-    registers: [registry],
-    async collect() {
-      try {
-        const now = Date.now();
-        for (const [backend, limit] of await store.backendLimits()) {
-          const current = backendAvailability(limit, now);
-          for (const state of BACKEND_AVAILABILITIES) this.set({ backend, state }, state === current ? 1 : 0);
+  const readAtScrape = <L extends string>(
+    name: string,
+    help: string,
+    labelNames: readonly L[],
+    fill: (gauge: Gauge<L>) => Promise<void>,
+  ) =>
+    new Gauge<L>({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        try {
+          await fill(this);
+        } catch (error) {
+          // A scrape must not fail for it: the gauge keeps its last value, the error is logged.
+          onError(error);
         }
-      } catch (error) {
-        onError(error);
+      },
+    });
+
+  readAtScrape(
+    'imagegen_tasks_waiting',
+    'Tasks waiting to run (CREATED), per model, for the whole cluster',
+    ['model'],
+    async (gauge) => {
+      const queued = await store.countQueuedTasks();
+      for (const model of new Set([...MODEL_IDS, ...queued.keys()])) gauge.set({ model }, queued.get(model) ?? 0);
+    },
+  );
+  readAtScrape(
+    'imagegen_backend_concurrency_limit',
+    'Calls a remote model backend may have in flight now (its adaptive limit, shared by the cluster)',
+    ['backend'],
+    async (gauge) => {
+      for (const [backend, state] of await store.backendLimits()) gauge.set({ backend }, callsAllowed(state));
+    },
+  );
+  readAtScrape(
+    'imagegen_backend_circuit',
+    'A remote model backend’s circuit breaker: 1 for its current state (available; unavailable: creates refused, no calls; probing: one call decides)',
+    ['backend', 'state'],
+    async (gauge) => {
+      const now = Date.now();
+      for (const [backend, limit] of await store.backendLimits()) {
+        const current = backendAvailability(limit, now);
+        for (const state of BACKEND_AVAILABILITIES) gauge.set({ backend, state }, state === current ? 1 : 0);
       }
     },
-  });
+  );
 }
 
 /** What this worker process does: its tasks in progress, its upstream calls and their durations. */
