@@ -31,7 +31,13 @@ import { metricsAccess } from './metrics-access.js';
 import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
-import { type DependencyCheck, DiskSpace, pingCheck, registerDependencyMetrics } from '../services/readiness.js';
+import {
+  type DependencyCheck,
+  DISK_FULL_REMEMBERED_MS,
+  DiskSpace,
+  registerDependencyMetrics,
+  storageChecks,
+} from '../services/readiness.js';
 import { accountRoutes } from './routes/account.js';
 import { generationRoutes } from './routes/generations.js';
 import { taskEventRoutes } from './routes/task-events.js';
@@ -71,8 +77,6 @@ export interface AppDependencies {
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
-/** After a write found the disk full, /readyz says so for this long (DiskSpace). */
-const DISK_FULL_REMEMBERED_MS = 60_000;
 
 /**
  * One info line per request, when it ends. Fastify's default writes two, serialising the request
@@ -243,9 +247,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   }
   const sharedCounters = rateLimitRedis;
   const readinessChecks: Record<string, DependencyCheck> = {
-    store: pingCheck(() => deps.store.ping()),
-    blobs: pingCheck(() => blobs.ping()),
-    disk: diskSpace.check,
+    ...storageChecks({ store: deps.store, blobs, disk: diskSpace }),
     // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
     rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
   };

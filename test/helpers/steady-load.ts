@@ -41,6 +41,8 @@ export interface SteadyLoad {
   until(condition: (report: LoadReport) => boolean, ms?: number): Promise<void>;
   /** Answers of `kind` with `status` so far. */
   count(kind: LoadKind, status: number): number;
+  /** Answers so far, of every kind and status. */
+  total(): number;
   /** Stops after the requests in flight, and returns the report. */
   stop(): Promise<LoadReport>;
 }
@@ -94,7 +96,7 @@ export function startSteadyLoad(
         method: 'POST',
         url: CREATE_URL,
         headers: { ...account.auth, 'content-type': 'application/json', 'idempotency-key': key },
-        payload: JSON.stringify({ model: 'alpha-pro', prompt: `load ${i}` }),
+        payload: createBody(key),
       });
     } else if (kind === 'upload') {
       const request = multipartRequest([filePart(png!, { filename: 'ref.png', contentType: 'image/png' })]);
@@ -132,6 +134,7 @@ export function startSteadyLoad(
   return {
     report,
     count: (kind, status) => report.answers[kind].get(status) ?? 0,
+    total: () => Object.values(report.answers).reduce((n, m) => n + [...m.values()].reduce((a, b) => a + b, 0), 0),
     until(condition, ms = 30_000) {
       if (condition(report)) return Promise.resolve();
       return new Promise((resolve, reject) => {
@@ -154,6 +157,51 @@ export function startSteadyLoad(
       return report;
     },
   };
+}
+
+/** A create's body, the same for its retries (an Idempotency-Key is bound to its body). */
+const createBody = (key: string) => JSON.stringify({ model: 'alpha-pro', prompt: key });
+
+/**
+ * Each create refused with 503, retried with its Idempotency-Key as a client would once the
+ * dependency is back: a key its failed attempt left in progress answers 409 with Retry-After until
+ * its lease lapses, which is waited (`inProgressAnswers` counts them). Returns, per account, the
+ * task each retry was answered with: a new one, or the one the refused attempt had made after all.
+ */
+export async function retryRefusedCreates(
+  send: SendRequest,
+  accounts: LoadAccount[],
+  report: LoadReport,
+): Promise<{ tasks: Map<string, string[]>; inProgressAnswers: number; failures: string[] }> {
+  const tasks = new Map<string, string[]>();
+  const failures: string[] = [];
+  let inProgressAnswers = 0;
+  for (const account of accounts) {
+    const ids: string[] = [];
+    for (const key of report.refusedCreates.get(account.accountId) ?? []) {
+      for (let attempt = 0; ; attempt++) {
+        const response = await send({
+          method: 'POST',
+          url: CREATE_URL,
+          headers: { ...account.auth, 'content-type': 'application/json', 'idempotency-key': key },
+          payload: createBody(key),
+        });
+        if (response.status === 202) {
+          ids.push((JSON.parse(response.body) as { data: { task_id: string } }).data.task_id);
+          break;
+        }
+        if (response.status === 409 && attempt < 10) {
+          inProgressAnswers++;
+          await delay(Number(response.headers['retry-after'] ?? 1) * 1000);
+          continue;
+        }
+        failures.push(`${key}: ${response.status} ${response.body.slice(0, 200)}`);
+        break;
+      }
+    }
+    tasks.set(account.accountId, ids);
+  }
+  return { tasks, inProgressAnswers, failures };
 }
 
 /** The answers by kind and status, for a test comment. */

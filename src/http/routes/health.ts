@@ -2,7 +2,7 @@ import rateLimit from '@fastify/rate-limit';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
-import { checkReadiness, type DependencyCheck } from '../../services/readiness.js';
+import { checkReadiness, type DependencyCheck, readinessReport } from '../../services/readiness.js';
 import { NO_SECURITY, RATE_LIMIT_HEADERS, plainResponse, problemResponses } from '../route-schemas.js';
 
 export interface HealthRoutesOptions {
@@ -69,10 +69,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       },
     },
     async (request, reply) => {
-      const { ready, checks, causes } = await checkReadiness(readinessChecks);
-      for (const [check, err] of Object.entries(causes)) request.log.warn({ err, check }, 'readiness check failed');
-      if (!ready) return reply.code(503).type('application/json').send({ status: 'unavailable', checks });
-      return { status: 'ok' as const, checks };
+      const readiness = await checkReadiness(readinessChecks);
+      for (const [check, err] of Object.entries(readiness.causes))
+        request.log.warn({ err, check }, 'readiness check failed');
+      const report = readinessReport(readiness);
+      if (!readiness.ready) return reply.code(503).type('application/json').send(report);
+      return { ...report, status: 'ok' as const };
     },
   );
 };
