@@ -84,6 +84,9 @@ t.test(
     const away = await workerReadyz();
     t.match(away, { status: 503, body: { status: 'unavailable', checks: { store: 'failing', blobs: 'ok' } } });
     t.equal(await workerStoreUp(), '0', 'imagegen_dependency_up{dependency="store"} 0 while PostgreSQL is away');
+    const apiAway = await fetch(`${base}/readyz`);
+    t.equal(apiAway.status, 503, 'the API unready too');
+    t.match(await apiAway.json(), { checks: { store: 'failing' } });
     proxy.cut(0);
     const creates = load.count('create', 202);
     await load.until(() => load.count('create', 202) >= creates + 3);
