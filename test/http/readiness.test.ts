@@ -19,6 +19,7 @@ import {
   viaInject,
 } from '../helpers/steady-load.js';
 import { canMountTmpfs, mountTmpfs } from '../helpers/tmpfs.js';
+import { testWorker } from '../helpers/worker.js';
 
 /**
  * /readyz tells a load balancer whether this node can accept work, and a full disk or a Redis
@@ -53,6 +54,20 @@ async function assertChargedPerAcceptance(t: Test, store: Store, accountId: stri
   await assertLedgerInvariant(t, store, accountId);
 }
 
+/** The tasks' statuses, counted, once none is waiting or running (or after `ms`). */
+async function untilTerminal(store: Store, ids: string[], ms = 30_000): Promise<Record<string, number>> {
+  const end = Date.now() + ms;
+  let statuses: string[] = [];
+  do {
+    statuses = (await Promise.all(ids.map((id) => store.getTaskById(id)))).map((task) => String(task?.status));
+    if (statuses.every((status) => status === 'COMPLETED' || status === 'FAILED')) break;
+    await delay(100);
+  } while (Date.now() < end);
+  const counted: Record<string, number> = {};
+  for (const status of statuses) counted[status] = (counted[status] ?? 0) + 1;
+  return counted;
+}
+
 async function readyz(app: Awaited<ReturnType<typeof buildTestApp>>['app']) {
   const response = await app.inject({ method: 'GET', url: '/readyz' });
   return { status: response.statusCode, body: response.json() };
@@ -84,10 +99,11 @@ t.test(
   async (t) => {
     const redis = new URL(REDIS_URL);
     const proxy = await startCuttingProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) });
-    const { app, store, newAccount } = await buildTestApp(t, {
+    const { app, store, blobs, newAccount } = await buildTestApp(t, {
       REDIS_URL: `redis://${proxy.address}`,
       MAX_ACTIVE_TASKS: '100000',
     });
+    testWorker(t, { store, blobs }, { concurrency: 2 }).start();
     const accounts = await Promise.all([newAccount(1_000_000), newAccount(1_000_000), newAccount(1_000_000)]);
     const load = startSteadyLoad(viaInject(app), accounts, { png: await noisyImage(32, 32).png().toBuffer() });
     t.teardown(() => load.stop());
@@ -126,9 +142,10 @@ t.test(
       [],
       'nothing refused at all: the limits fail open',
     );
-    for (const { accountId } of accounts) {
+    const accepted = [...report.accepted.values()].flat();
+    t.same(await untilTerminal(store, accepted), { COMPLETED: accepted.length }, 'every accepted task COMPLETED');
+    for (const { accountId } of accounts)
       await assertChargedPerAcceptance(t, store, accountId, report.accepted.get(accountId)!);
-    }
     // The app's Redis client quits, and its connection is gone before the proxy closes (the proxy's
     // teardown resetting a connection its client is closing left the test process hanging).
     await app.close();
@@ -155,11 +172,12 @@ t.test(
   { skip: noTmpfs },
   async (t) => {
     const clock = shiftableClock();
-    const { app, store, dataDir, newAccount } = await buildTestApp(
+    const { app, store, blobs, dataDir, newAccount } = await buildTestApp(
       t,
       { MAX_ACTIVE_TASKS: '100000' },
       { now: clock.now },
     );
+    testWorker(t, { store, blobs }, { concurrency: 2 }).start();
     // The spool (DATA_DIR/tmp) on a 1 MiB filesystem of its own.
     const spool = mountTmpfs(t, 1024 * 1024)!;
     await rm(join(dataDir, 'tmp'), { recursive: true, force: true });
@@ -190,6 +208,8 @@ t.test(
     t.match(await readyz(app), { status: 503, body: { checks: { disk: 'failing' } } });
     clock.offset += 61_000;
     t.match(await readyz(app), { status: 200, body: { checks: { disk: 'ok' } } });
+    const accepted = [...report.accepted.values()].flat();
+    t.same(await untilTerminal(store, accepted), { COMPLETED: accepted.length }, 'every accepted task COMPLETED');
     for (const { accountId } of accounts)
       await assertChargedPerAcceptance(t, store, accountId, report.accepted.get(accountId)!);
   },
@@ -210,11 +230,13 @@ t.test(
       },
     };
     const clock = shiftableClock();
-    const { app, store, newAccount } = await buildTestApp(
+    const { app, store, blobs, newAccount } = await buildTestApp(
       t,
       { DATA_DIR: disk, READY_MIN_FREE_MB: '1', MAX_ACTIVE_TASKS: '100000' },
       { storeAdapter: sqliteOnDisk, now: clock.now },
     );
+    // A worker on the same database claims and completes the tasks, through the full disk too.
+    testWorker(t, { store, blobs }, { concurrency: 2, retryBaseMs: 100 }).start();
     const accounts = await Promise.all([newAccount(1_000_000), newAccount(1_000_000), newAccount(1_000_000)]);
     const load = startSteadyLoad(viaInject(app), accounts, { png: await noisyImage(32, 32).png().toBuffer() });
     t.teardown(() => load.stop());
@@ -223,7 +245,7 @@ t.test(
 
     // Everything but a few pages of the filesystem taken by another file.
     const filler = fillLeaving(disk, 64 * 1024);
-    await load.until(() => load.count('create', 503) >= 6);
+    await load.until(() => load.count('create', 503) >= 15 && load.count('upload', 503) >= 5);
     t.match(await readyz(app), { status: 503, body: { checks: { disk: 'failing' } } });
 
     await rm(filler);
@@ -240,10 +262,13 @@ t.test(
     const retried = await retryRefusedCreates(viaInject(app), accounts, report);
     t.same(retried.failures, [], 'every refused create served on its retry');
     t.equal(retried.inProgressAnswers, 0, 'no key waits past its lease');
-    for (const { accountId } of accounts) {
-      const tasks = [...report.accepted.get(accountId)!, ...retried.tasks.get(accountId)!];
-      await assertChargedPerAcceptance(t, store, accountId, tasks);
-    }
+    const tasks = accounts.map(({ accountId }) => [
+      ...report.accepted.get(accountId)!,
+      ...retried.tasks.get(accountId)!,
+    ]);
+    t.same(await untilTerminal(store, tasks.flat()), { COMPLETED: tasks.flat().length }, 'every task COMPLETED');
+    for (const [i, { accountId }] of accounts.entries())
+      await assertChargedPerAcceptance(t, store, accountId, tasks[i]!);
     clock.offset += 61_000;
     t.match(await readyz(app), { status: 200, body: { checks: { disk: 'ok' } } });
   },
