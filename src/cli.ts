@@ -14,8 +14,7 @@ import { buildWorkerMetricsApp } from './http/worker-metrics-app.js';
 import { PrometheusWorkerMetrics, registerQueueMetrics } from './services/capacity-metrics.js';
 import {
   type DependencyCheck,
-  DISK_FULL_REMEMBERED_MS,
-  DiskSpace,
+  dataDirDiskSpace,
   registerDependencyMetrics,
   storageChecks,
 } from './services/readiness.js';
@@ -229,12 +228,7 @@ async function workerCommand(config: Config): Promise<number> {
   const readinessChecks = storageChecks({
     store: runtime.store,
     blobs: runtime.blobs,
-    disk: new DiskSpace({
-      path: config.DATA_DIR,
-      minFreeBytes: config.READY_MIN_FREE_MB * 1024 * 1024,
-      fullForMs: DISK_FULL_REMEMBERED_MS,
-      now: () => new Date(),
-    }),
+    disk: dataDirDiskSpace(config),
   });
   registerDependencyMetrics(metricsRegistry, readinessChecks);
   const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events, metrics });

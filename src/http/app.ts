@@ -33,8 +33,7 @@ import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
 import {
   type DependencyCheck,
-  DISK_FULL_REMEMBERED_MS,
-  DiskSpace,
+  dataDirDiskSpace,
   registerDependencyMetrics,
   storageChecks,
 } from '../services/readiness.js';
@@ -170,12 +169,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   // A write that found the disk full makes /readyz fail for a while (DiskSpace).
-  const diskSpace = new DiskSpace({
-    path: deps.config.DATA_DIR,
-    minFreeBytes: deps.config.READY_MIN_FREE_MB * 1024 * 1024,
-    fullForMs: DISK_FULL_REMEMBERED_MS,
-    now,
-  });
+  const diskSpace = dataDirDiskSpace(deps.config, now);
   registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });
   // Security headers on every answer (DESIGN 3.8): nosniff everywhere, and a CSP that keeps /docs
   // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.

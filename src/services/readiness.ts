@@ -89,7 +89,20 @@ export class DiskSpace {
 }
 
 /** After a write found the disk full, /readyz says so for this long (DiskSpace). */
-export const DISK_FULL_REMEMBERED_MS = 60_000;
+const DISK_FULL_REMEMBERED_MS = 60_000;
+
+/** The disk under DATA_DIR, failing below READY_MIN_FREE_MB free: what the API and a worker check. */
+export function dataDirDiskSpace(
+  config: { DATA_DIR: string; READY_MIN_FREE_MB: number },
+  now: () => Date = () => new Date(),
+): DiskSpace {
+  return new DiskSpace({
+    path: config.DATA_DIR,
+    minFreeBytes: config.READY_MIN_FREE_MB * 1024 * 1024,
+    fullForMs: DISK_FULL_REMEMBERED_MS,
+    now,
+  });
+}
 
 /**
  * The checks every process that runs work makes (the API adds `rate_limits`): the store and the
