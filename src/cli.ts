@@ -13,6 +13,12 @@ import type { Registry } from 'prom-client';
 import { newProcessRegistry } from './http/plugins/metrics.js';
 import { buildWorkerMetricsApp } from './http/worker-metrics-app.js';
 import { PrometheusWorkerMetrics, registerQueueMetrics } from './services/capacity-metrics.js';
+import {
+  type DependencyCheck,
+  dataDirDiskSpace,
+  registerDependencyMetrics,
+  storageChecks,
+} from './services/readiness.js';
 import { buildBackgroundWork, type BackgroundWork } from './worker/build-worker.js';
 
 const USAGE = `Usage: imagegen <command> [options]
@@ -224,8 +230,15 @@ async function workerCommand(config: Config): Promise<number> {
     log.warn({ err: error }, 'queue metrics unavailable'),
   );
   const metrics = new PrometheusWorkerMetrics(metricsRegistry, backendsInUse(config));
+  // The worker's own /readyz and imagegen_dependency_up: the dependencies it uses (no Redis).
+  const readinessChecks = storageChecks({
+    store: runtime.store,
+    blobs: runtime.blobs,
+    disk: dataDirDiskSpace(config),
+  });
+  registerDependencyMetrics(metricsRegistry, readinessChecks);
   const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events, metrics });
-  const metricsApp = await listenForMetrics(config, metricsRegistry, log);
+  const metricsApp = await listenForMetrics(config, metricsRegistry, log, readinessChecks);
   worker.start();
   log.info({ concurrency: config.WORKER_CONCURRENCY, model_backends: modelBackends(config) }, 'worker started');
   const signal = await shutdownSignal();
@@ -241,12 +254,21 @@ function backendsInUse(config: Config): string[] {
 }
 
 /**
- * The worker's /metrics and /healthz on WORKER_METRICS_PORT. A port already taken (several workers
+ * The worker's /metrics, /healthz and /readyz on WORKER_METRICS_PORT. A port already taken (several workers
  * on one host with the default) is logged and the worker runs without them: its work matters more.
  */
-async function listenForMetrics(config: Config, registry: Registry, log: pino.Logger): Promise<FastifyInstance | null> {
+async function listenForMetrics(
+  config: Config,
+  registry: Registry,
+  log: pino.Logger,
+  readinessChecks: Record<string, DependencyCheck>,
+): Promise<FastifyInstance | null> {
   if (config.WORKER_METRICS_PORT === 0) return null;
-  const app = buildWorkerMetricsApp(registry, config.METRICS_TOKEN);
+  const app = buildWorkerMetricsApp(registry, {
+    metricsToken: config.METRICS_TOKEN,
+    readinessChecks,
+    onCheckFailed: (check, err) => log.warn({ err, check }, 'readiness check failed'),
+  });
   try {
     await app.listen({ port: config.WORKER_METRICS_PORT, host: config.HOST });
     log.info({ port: config.WORKER_METRICS_PORT, host: config.HOST }, 'worker metrics listening');

@@ -32,7 +32,7 @@ export const ConfigSchema = Type.Object({
     maximum: 65535,
     default: 9464,
     description:
-      'Port on HOST where a `worker` process serves /metrics and /healthz (serve and api use PORT); 0 = none.',
+      'Port on HOST where a `worker` process serves /metrics, /healthz and /readyz (serve and api use PORT); 0 = none.',
   }),
   HOST: Type.String({ default: '127.0.0.1', description: 'Interface the API listens on.' }),
   TRUST_PROXY: Type.Optional(

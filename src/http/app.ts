@@ -35,7 +35,12 @@ import { metricsAccess } from './metrics-access.js';
 import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
-import { type DependencyCheck, DiskSpace, pingCheck, registerDependencyMetrics } from '../services/readiness.js';
+import {
+  type DependencyCheck,
+  dataDirDiskSpace,
+  registerDependencyMetrics,
+  storageChecks,
+} from '../services/readiness.js';
 import { accountRoutes } from './routes/account.js';
 import { generationRoutes } from './routes/generations.js';
 import { taskEventRoutes } from './routes/task-events.js';
@@ -74,8 +79,6 @@ export interface AppDependencies {
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
-/** After a write found the disk full, /readyz says so for this long (DiskSpace). */
-const DISK_FULL_REMEMBERED_MS = 60_000;
 
 /**
  * One info line per request, when it ends. Fastify's default writes two, serialising the request
@@ -169,12 +172,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
 
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
   // A write that found the disk full makes /readyz fail for a while (DiskSpace).
-  const diskSpace = new DiskSpace({
-    path: deps.config.DATA_DIR,
-    minFreeBytes: deps.config.READY_MIN_FREE_MB * 1024 * 1024,
-    fullForMs: DISK_FULL_REMEMBERED_MS,
-    now,
-  });
+  const diskSpace = dataDirDiskSpace(deps.config, now);
   registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });
   // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
   // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
@@ -246,9 +244,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   }
   const sharedCounters = rateLimitRedis;
   const readinessChecks: Record<string, DependencyCheck> = {
-    store: pingCheck(() => deps.store.ping()),
-    blobs: pingCheck(() => blobs.ping()),
-    disk: diskSpace.check,
+    ...storageChecks({ store: deps.store, blobs, disk: diskSpace }),
     // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
     rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
   };

@@ -26,6 +26,14 @@ export interface Readiness {
   causes: Record<string, unknown>;
 }
 
+/** The body of a /readyz answer, the same from the API and from a worker: each check's state. */
+export function readinessReport(readiness: Readiness): {
+  status: 'ok' | 'unavailable';
+  checks: Record<string, DependencyState>;
+} {
+  return { status: readiness.ready ? 'ok' : 'unavailable', checks: readiness.checks };
+}
+
 export async function checkReadiness(checks: Record<string, DependencyCheck>): Promise<Readiness> {
   const entries = await Promise.all(
     Object.entries(checks).map(async ([name, check]) => {
@@ -77,6 +85,38 @@ export class DiskSpace {
     if (free < this.options.minFreeBytes)
       throw new Error(`${free} bytes free under ${this.options.path}, below ${this.options.minFreeBytes}`);
     return 'ok';
+  };
+}
+
+/** After a write found the disk full, /readyz says so for this long (DiskSpace). */
+const DISK_FULL_REMEMBERED_MS = 60_000;
+
+/** The disk under DATA_DIR, failing below READY_MIN_FREE_MB free: what the API and a worker check. */
+export function dataDirDiskSpace(
+  config: { DATA_DIR: string; READY_MIN_FREE_MB: number },
+  now: () => Date = () => new Date(),
+): DiskSpace {
+  return new DiskSpace({
+    path: config.DATA_DIR,
+    minFreeBytes: config.READY_MIN_FREE_MB * 1024 * 1024,
+    fullForMs: DISK_FULL_REMEMBERED_MS,
+    now,
+  });
+}
+
+/**
+ * The checks every process that runs work makes (the API adds `rate_limits`): the store and the
+ * blob store answer their ping, and the disk under DATA_DIR has room.
+ */
+export function storageChecks(deps: {
+  store: { ping(): Promise<void> };
+  blobs: { ping(): Promise<void> };
+  disk: DiskSpace;
+}): Record<string, DependencyCheck> {
+  return {
+    store: pingCheck(() => deps.store.ping()),
+    blobs: pingCheck(() => deps.blobs.ping()),
+    disk: deps.disk.check,
   };
 }
 

@@ -3,15 +3,24 @@ import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { startCuttingProxy } from '../helpers/cutting-proxy.js';
+import { noisyImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { postgresTestUrl, testSchema } from '../helpers/postgres.js';
 import { freePort, startCli } from '../helpers/processes.js';
+import {
+  assertOnlyServedOrUnavailable,
+  retryRefusedCreates,
+  startSteadyLoad,
+  viaFetch,
+} from '../helpers/steady-load.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
  * Decision 0019, what it must show: every PostgreSQL connection of an API-only `serve` and a `worker` reset 20
- * times under load (a loopback proxy between them and the server). Neither process exits, clients
- * get 202 or 503 (never 500), and afterwards every accepted task completes, charged once.
+ * times while three accounts create, upload and read (a loopback proxy between the processes and
+ * the server). Neither process exits, clients get a success or 503 with Retry-After (never 500 or
+ * 400), and afterwards every accepted task completes, charged once. The worker's /readyz and
+ * `imagegen_dependency_up` say `store` failing while PostgreSQL is away, ok once it is back.
  */
 
 t.test(
@@ -27,62 +36,101 @@ t.test(
     const direct = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
     t.teardown(() => direct.close());
     await direct.migrate();
-    const { key, account } = await createAccountWithKey(direct, { name: 'cuts', tokens: 100_000, now: new Date() });
+    const accounts = await Promise.all(
+      ['cuts-a', 'cuts-b', 'cuts-c'].map(async (name) => {
+        const { key, account } = await createAccountWithKey(direct, { name, tokens: 100_000, now: new Date() });
+        return { accountId: account.id, auth: { authorization: `Bearer ${key}` } };
+      }),
+    );
 
     const env = { DATABASE_URL: proxied.toString(), DATA_DIR: t.testdir({}), LONG_POLL_FALLBACK_MS: '200' };
-    const port = await freePort();
+    const [port, workerPort] = [await freePort(), await freePort()];
     const api = startCli(t, ['serve'], { ...env, WORKER_CONCURRENCY: '0', PORT: String(port), HOST: '127.0.0.1' });
-    const worker = startCli(t, ['worker'], { ...env, WORKER_CONCURRENCY: '2', WORKER_METRICS_PORT: '0' });
-    await Promise.all([api.printed('"msg":"ready"'), worker.printed('"msg":"worker started"')]);
+    const worker = startCli(t, ['worker'], {
+      ...env,
+      WORKER_CONCURRENCY: '2',
+      WORKER_METRICS_PORT: String(workerPort),
+      HOST: '127.0.0.1',
+    });
+    await Promise.all([api.printed('"msg":"ready"'), worker.printed('"msg":"worker metrics listening"')]);
     const base = `http://127.0.0.1:${port}`;
+    const workerBase = `http://127.0.0.1:${workerPort}`;
+    const workerReadyz = async () => {
+      const response = await fetch(`${workerBase}/readyz`);
+      return { status: response.status, body: await response.json() };
+    };
+    const workerStoreUp = async () =>
+      /imagegen_dependency_up\{dependency="store"\} (\d)/.exec(
+        await (await fetch(`${workerBase}/metrics`)).text(),
+      )?.[1];
+    t.same(await workerReadyz(), {
+      status: 200,
+      body: { status: 'ok', checks: { store: 'ok', blobs: 'ok', disk: 'ok' } },
+    });
+    t.equal(await workerStoreUp(), '1');
 
-    let loading = true;
-    const accepted: string[] = [];
-    const statuses = new Map<number, number>();
-    const load = (async () => {
-      for (let i = 0; loading; i++) {
-        const response = await fetch(`${base}/api/v1/images/generations`, {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${key}`,
-            'content-type': 'application/json',
-            'idempotency-key': `cut-${i}`,
-          },
-          body: JSON.stringify({ model: 'alpha-pro', prompt: `cut ${i}` }),
-        });
-        statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
-        const body = (await response.json()) as { data?: { task_id: string } };
-        if (response.status === 202) accepted.push(body.data!.task_id);
-        await delay(50);
-      }
-    })();
+    const png = await noisyImage(48, 48).png().toBuffer();
+    const load = startSteadyLoad(viaFetch(base), accounts, { png, paceMs: 30, prefix: 'cut' });
+    t.teardown(() => load.stop());
+    await load.until(() => load.count('create', 202) >= 3);
     for (let cut = 0; cut < 20; cut++) {
-      await delay(250);
+      // Between two cuts, a few requests of the load answered (served or 503).
+      const answered = load.total();
+      await load.until(() => load.total() >= answered + 6);
       proxy.cut(cut % 4 === 3 ? 300 : 0);
     }
-    await delay(500);
-    loading = false;
-    await load;
+    // The last cut held: the worker's own readiness names the store.
+    proxy.cut(60_000);
+    const away = await workerReadyz();
+    t.match(away, { status: 503, body: { status: 'unavailable', checks: { store: 'failing', blobs: 'ok' } } });
+    t.equal(await workerStoreUp(), '0', 'imagegen_dependency_up{dependency="store"} 0 while PostgreSQL is away');
+    const apiAway = await fetch(`${base}/readyz`);
+    t.equal(apiAway.status, 503, 'the API unready too');
+    t.match(await apiAway.json(), { checks: { store: 'failing' } });
+    proxy.cut(0);
+    const creates = load.count('create', 202);
+    await load.until(() => load.count('create', 202) >= creates + 3);
+    const report = await load.stop();
 
     t.equal(api.exitCode, null, 'serve is still running');
     t.equal(worker.exitCode, null, 'the worker is still running');
-    t.comment(`answers during the cuts: ${JSON.stringify(Object.fromEntries(statuses))}`);
-    t.notOk(statuses.has(500), 'no 500');
-    t.ok(
-      [...statuses.keys()].every((status) => status === 202 || status === 503),
-      'only 202 or 503',
-    );
-    t.ok(accepted.length > 0, 'creates were accepted between the cuts');
+    assertOnlyServedOrUnavailable(t, report);
+    t.ok(load.count('upload', 201) > 0 && load.count('read', 200) > 0, 'uploads and reads served between the cuts');
 
+    t.equal((await fetch(`${base}/readyz`)).status, 200, 'the API ready again');
+    t.same(await workerReadyz(), {
+      status: 200,
+      body: { status: 'ok', checks: { store: 'ok', blobs: 'ok', disk: 'ok' } },
+    });
+    t.equal(await workerStoreUp(), '1');
+    // Each refused create retried with its key: a new task, or the one its attempt made after all
+    // (its answer lost with the connection), never a second one for the key.
+    const retried = await retryRefusedCreates(viaFetch(base), accounts, report);
+    t.same(retried.failures, [], 'every refused create served on its retry');
+    t.comment(
+      `${[...retried.tasks.values()].flat().length} refused creates retried; ${retried.inProgressAnswers} answers 409 (key in progress) meanwhile`,
+    );
+    const accepted = [...report.accepted.values(), ...retried.tasks.values()].flat();
     let unfinished = accepted.length;
     for (let i = 0; i < 600 && unfinished > 0; i++) {
       await delay(100);
       const tasks = await Promise.all(accepted.map((id) => direct.getTaskById(id)));
       unfinished = tasks.filter((task) => task?.status !== 'COMPLETED').length;
     }
-    t.equal(unfinished, 0, `all ${accepted.length} accepted tasks completed`);
-    const ready = await fetch(`${base}/readyz`);
-    t.equal(ready.status, 200, 'ready again');
-    await assertLedgerInvariant(t, direct, account.id);
+    t.equal(
+      unfinished,
+      0,
+      `all ${accepted.length} tasks (accepted, or made by a refused create and replayed) completed`,
+    );
+    for (const { accountId } of accounts) {
+      const tasks = [...report.accepted.get(accountId)!, ...retried.tasks.get(accountId)!];
+      t.equal(new Set(tasks).size, tasks.length, 'no task answered for two keys');
+      t.equal(
+        (await direct.ledgerTotals(accountId)).debit,
+        tasks.length * 25,
+        `${tasks.length} tasks, each debited once`,
+      );
+      await assertLedgerInvariant(t, direct, accountId);
+    }
   },
 );

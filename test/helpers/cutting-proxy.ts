@@ -17,10 +17,13 @@ export interface CuttingProxy {
   resetAll(): void;
   /** Resets every open connection and refuses (resets at once) new ones for ms. */
   cut(ms: number): void;
+  /** Resolves once no connection is open (the clients closed theirs). */
+  drained(): Promise<void>;
 }
 
 export async function startCuttingProxy(t: Test, target: { host: string; port: number }): Promise<CuttingProxy> {
   const open = new Set<Socket>();
+  let onDrained: (() => void) | null = null;
   let refusingUntil = 0;
   let connections = 0;
   const server: Server = createServer((client) => {
@@ -36,6 +39,7 @@ export async function startCuttingProxy(t: Test, target: { host: string; port: n
       socket.on('error', () => {});
       socket.on('close', () => {
         open.delete(socket);
+        if (open.size === 0) onDrained?.();
         for (const other of pair) if (!other.destroyed) other.resetAndDestroy();
       });
     }
@@ -64,6 +68,12 @@ export async function startCuttingProxy(t: Test, target: { host: string; port: n
     cut(ms: number) {
       refusingUntil = Date.now() + ms;
       resetAll();
+    },
+    drained() {
+      if (open.size === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        onDrained = resolve;
+      });
     },
   };
 }

@@ -92,7 +92,7 @@ t.test('/metrics: loopback clients only, unless METRICS_TOKEN is set; then only 
   await t.test('with a token, on the API and on a worker process alike', async (t) => {
     const token = 'metrics-token-0123456789';
     const { app } = await buildTestApp(t, { METRICS_TOKEN: token });
-    const worker = buildWorkerMetricsApp(new Registry(), token);
+    const worker = buildWorkerMetricsApp(new Registry(), { metricsToken: token });
     t.teardown(() => worker.close());
     for (const server of [app, worker]) {
       const none = await server.inject({ url: '/metrics', remoteAddress: '127.0.0.1' });

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { Timestamp } from '../../../schemas/primitives.js';
 import type { CircuitState } from '../../generators/backend-admission.js';
-import { checkReadiness, type DependencyCheck } from '../../services/readiness.js';
+import { checkReadiness, type DependencyCheck, readinessReport } from '../../services/readiness.js';
 import { NO_SECURITY, RATE_LIMIT_HEADERS, plainResponse, problemResponses } from '../route-schemas.js';
 
 export interface HealthRoutesOptions {
@@ -96,7 +96,7 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
       },
     },
     async (request, reply) => {
-      const [{ ready, checks, causes }, backends] = await Promise.all([
+      const [readiness, backends] = await Promise.all([
         checkReadiness(readinessChecks),
         // Detail only: a store that cannot say is already the `store` check's failure.
         backendCircuits?.().catch((err: unknown) => {
@@ -104,14 +104,12 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
           return undefined;
         }),
       ]);
-      for (const [check, err] of Object.entries(causes)) request.log.warn({ err, check }, 'readiness check failed');
+      for (const [check, err] of Object.entries(readiness.causes))
+        request.log.warn({ err, check }, 'readiness check failed');
       const detail = backends && Object.keys(backends).length > 0 ? { backends } : {};
-      if (!ready)
-        return reply
-          .code(503)
-          .type('application/json')
-          .send({ status: 'unavailable', checks, ...detail });
-      return { status: 'ok' as const, checks, ...detail };
+      const report = { ...readinessReport(readiness), ...detail };
+      if (!readiness.ready) return reply.code(503).type('application/json').send(report);
+      return { ...report, status: 'ok' as const };
     },
   );
 };
