@@ -26,7 +26,7 @@ export interface IssuedKey {
   record: ApiKeyRecord;
 }
 
-export async function issueApiKey(store: Store, accountId: string, name: string, now: Date): Promise<IssuedKey> {
+export async function issueApiKey(store: Pick<Store, 'accounts'>, accountId: string, name: string, now: Date): Promise<IssuedKey> {
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
   const record = await store.insertApiKey({
     id: newIdAt(now),
@@ -40,7 +40,7 @@ export async function issueApiKey(store: Store, accountId: string, name: string,
 }
 
 export async function createAccountWithKey(
-  store: Store,
+  store: Pick<Store, 'accounts'>,
   input: { name: string; tokens: number; now: Date },
 ): Promise<{ account: Account } & IssuedKey> {
   const account = await store.createAccount({

@@ -11,7 +11,7 @@ import type { Page, Store, StoredResponse, TaskListQuery } from '../store/port.j
 import type { HeldIdempotencyKey } from './idempotency.js';
 
 export interface TaskServiceOptions {
-  store: Store;
+  store: Pick<Store, 'tasks' | 'media'>;
   events: TaskEvents;
   now: () => Date;
   maxActiveTasks: number;

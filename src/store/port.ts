@@ -6,8 +6,9 @@ import type { BackendLimitSettings, BackendLimitState, UpstreamOutcome } from '.
 import type { TaskRecord, TaskStatus } from '../core/task.js';
 
 /**
- * The persistence port. Every method is async so that the PostgreSQL adapter can implement it
- * without changing callers; every multi-row change is one transaction inside the adapter.
+ * The persistence port: one interface per aggregate, gathered by `Store` (at the end). Every
+ * method is async so that the PostgreSQL adapter can implement it without changing callers; every
+ * multi-row change is one transaction inside the adapter.
  */
 
 export interface Account {
@@ -435,15 +436,24 @@ export interface WebhookStore {
   ): Promise<WebhookDeliveryWithAttempts>;
 }
 
-export interface Store
-  extends AccountStore,
-    ApiKeyStore,
-    TaskStore,
-    MediaStore,
-    TaskExecutionStore,
-    BackendLimitStore,
-    IdempotencyStore,
-    WebhookStore {
+/**
+ * The store's aggregates, each the translation of its own tables. Every adapter is split the same
+ * way over one connection owner of its own; a transaction that spans aggregates (a create debits
+ * the account, a completion inserts media and an outbox row) is made by the owning aggregate with
+ * the others' in-transaction functions. A consumer takes only the aggregates it uses, e.g.
+ * `Pick<Store, 'tasks' | 'media'>`, or the one aggregate's interface.
+ */
+export interface StoreAggregates {
+  readonly accounts: AccountStore & ApiKeyStore;
+  readonly tasks: TaskStore & TaskExecutionStore;
+  readonly backendLimits: BackendLimitStore;
+  readonly media: MediaStore;
+  readonly idempotencyKeys: IdempotencyStore;
+  readonly webhooks: WebhookStore;
+}
+
+/** The persistence port: the aggregates and the store's lifecycle. */
+export interface Store extends StoreAggregates {
   readonly kind: 'sqlite' | 'postgres';
   /** Brings the schema to the latest version; safe to call on every start. */
   migrate(): Promise<void>;

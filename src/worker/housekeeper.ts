@@ -4,7 +4,7 @@ import type { Store } from '../store/port.js';
 import type { WorkerLog } from './task-worker.js';
 
 export interface HousekeeperOptions {
-  store: Store;
+  store: Pick<Store, 'media' | 'idempotencyKeys'>;
   blobs: BlobStore;
   intervalMs: number;
   uploadTempDir?: string;

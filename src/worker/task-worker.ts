@@ -43,7 +43,7 @@ export interface WorkerBackend {
 }
 
 export interface TaskWorkerOptions {
-  store: Store;
+  store: Pick<Store, 'tasks' | 'media' | 'backendLimits'>;
   blobs: BlobStore;
   backends: WorkerBackend[];
   /** In-process signals; absent in a process that shares nothing with the API. */

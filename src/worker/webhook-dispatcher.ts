@@ -7,7 +7,7 @@ import { PollingSlots } from './polling-slots.js';
 import type { WorkerLog } from './task-worker.js';
 
 export interface WebhookDispatcherOptions {
-  store: Store;
+  store: Pick<Store, 'webhooks' | 'tasks'>;
   signer: MediaUrlSigner;
   allowPrivate: boolean;
   lookup?: LookupAll;

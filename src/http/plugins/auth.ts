@@ -35,7 +35,7 @@ export interface AuthFailureLimiter {
 }
 
 export interface AuthOptions {
-  store: Store;
+  store: Pick<Store, 'accounts'>;
   now: () => Date;
   failureLimiter?: AuthFailureLimiter;
 }
@@ -108,7 +108,7 @@ class ActiveKeyCache {
   private readonly entries = new Map<string, { caller: Caller; expiresAt: number }>();
 
   constructor(
-    private readonly store: Store,
+    private readonly store: Pick<Store, 'accounts'>,
     private readonly ttlMs: number,
     private readonly maxEntries: number,
   ) {}

@@ -17,7 +17,7 @@ export interface AccountLimits {
 }
 
 export interface AccountRoutesOptions {
-  store: Store;
+  store: Pick<Store, 'accounts'>;
   limits: AccountLimits;
 }
 

@@ -23,7 +23,7 @@ import {
 } from '../route-schemas.js';
 
 export interface WebhookRoutesOptions {
-  store: Store;
+  store: Pick<Store, 'webhooks'>;
   now: () => Date;
   /** Wakes this process's dispatcher after a replay; absent in an API-only process. */
   onDeliveryQueued?: () => void;

@@ -1,4 +1,4 @@
-import { AggregateStore, type StoreAggregates } from '../aggregate-store.js';
+import type { Store } from '../port.js';
 import { PostgresAccounts } from './accounts.js';
 import { PostgresBackendLimits } from './backend-limits.js';
 import { PostgresIdempotencyKeys } from './idempotency-keys.js';
@@ -17,22 +17,24 @@ export type { PostgresStoreOptions } from './postgres-database.js';
  * cap is checked under the account's row lock, a claim is `FOR UPDATE SKIP LOCKED`, and every
  * finishing write is fenced by the attempt number.
  */
-export class PostgresStore extends AggregateStore {
+export class PostgresStore implements Store {
   readonly kind = 'postgres' as const;
-  protected readonly aggregates: StoreAggregates;
+  readonly accounts: PostgresAccounts;
+  readonly tasks: PostgresTasks;
+  readonly backendLimits: PostgresBackendLimits;
+  readonly media: PostgresMedia;
+  readonly idempotencyKeys: PostgresIdempotencyKeys;
+  readonly webhooks: PostgresWebhooks;
   private readonly database: PostgresDatabase;
 
   constructor(options: PostgresStoreOptions) {
-    super();
     this.database = new PostgresDatabase(options);
-    this.aggregates = {
-      accounts: new PostgresAccounts(this.database),
-      tasks: new PostgresTasks(this.database),
-      backendLimits: new PostgresBackendLimits(this.database),
-      media: new PostgresMedia(this.database),
-      idempotencyKeys: new PostgresIdempotencyKeys(this.database),
-      webhooks: new PostgresWebhooks(this.database),
-    };
+    this.accounts = new PostgresAccounts(this.database);
+    this.tasks = new PostgresTasks(this.database);
+    this.backendLimits = new PostgresBackendLimits(this.database);
+    this.media = new PostgresMedia(this.database);
+    this.idempotencyKeys = new PostgresIdempotencyKeys(this.database);
+    this.webhooks = new PostgresWebhooks(this.database);
   }
 
   migrate(): Promise<void> {

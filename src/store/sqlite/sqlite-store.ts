@@ -1,4 +1,4 @@
-import { AggregateStore, type StoreAggregates } from '../aggregate-store.js';
+import type { Store } from '../port.js';
 import { SqliteAccounts } from './accounts.js';
 import { SqliteBackendLimits } from './backend-limits.js';
 import { SqliteIdempotencyKeys } from './idempotency-keys.js';
@@ -13,23 +13,25 @@ export type { SqliteStoreOptions } from './sqlite-database.js';
  * The embedded store: one SQLite file in WAL mode, its aggregates over one SqliteDatabase that owns
  * the connection, the group commit and the statement cache.
  */
-export class SqliteStore extends AggregateStore {
+export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
-  protected readonly aggregates: StoreAggregates;
+  readonly accounts: SqliteAccounts;
+  readonly tasks: SqliteTasks;
+  readonly backendLimits: SqliteBackendLimits;
+  readonly media: SqliteMedia;
+  readonly idempotencyKeys: SqliteIdempotencyKeys;
+  readonly webhooks: SqliteWebhooks;
   protected readonly database: SqliteDatabase;
 
   /** @param source a file name, or a database already opened (by a test that inspects it). */
   constructor(source: string | SqliteDatabase, options: SqliteStoreOptions = {}) {
-    super();
     this.database = typeof source === 'string' ? new SqliteDatabase(source, options) : source;
-    this.aggregates = {
-      accounts: new SqliteAccounts(this.database),
-      tasks: new SqliteTasks(this.database),
-      backendLimits: new SqliteBackendLimits(this.database),
-      media: new SqliteMedia(this.database),
-      idempotencyKeys: new SqliteIdempotencyKeys(this.database),
-      webhooks: new SqliteWebhooks(this.database),
-    };
+    this.accounts = new SqliteAccounts(this.database);
+    this.tasks = new SqliteTasks(this.database);
+    this.backendLimits = new SqliteBackendLimits(this.database);
+    this.media = new SqliteMedia(this.database);
+    this.idempotencyKeys = new SqliteIdempotencyKeys(this.database);
+    this.webhooks = new SqliteWebhooks(this.database);
   }
 
   async migrate(): Promise<void> {
