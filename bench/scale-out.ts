@@ -209,7 +209,7 @@ async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
     const { store, worker } = await ourWorker(schema, slots, generator, dir);
     try {
       const now = new Date();
-      const account = await store.createAccount({ id: newIdAt(now), name: 'bench', initialTokens: 1e9, now });
+      const account = await store.accounts.createAccount({ id: newIdAt(now), name: 'bench', initialTokens: 1e9, now });
       const tasks = Array.from({ length: NOOP_TASKS }, (_, i) =>
         // A webhook URL, so that each completion also writes its outbox row (no dispatcher runs).
         createTask(
@@ -219,12 +219,12 @@ async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
       );
       for (let i = 0; i < tasks.length; i += 50)
         await Promise.all(
-          tasks.slice(i, i + 50).map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 1e9 })),
+          tasks.slice(i, i + 50).map((task) => store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 1e9 })),
         );
       let completed = 0;
       const done = Promise.withResolvers<void>();
-      const complete = store.completeTask.bind(store);
-      store.completeTask = async (input) => {
+      const complete = store.tasks.completeTask.bind(store.tasks);
+      store.tasks.completeTask = async (input) => {
         const ok = await complete(input);
         if (ok && ++completed === NOOP_TASKS) done.resolve();
         return ok;

@@ -104,7 +104,7 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
     switch (subcommand) {
       case 'create': {
         if (values.account) {
-          const account = await store.getAccount(values.account);
+          const account = await store.accounts.getAccount(values.account);
           if (!account) throw new CliError(`No account ${values.account}.`);
           const { key, record } = await issueApiKey(store, account.id, values.name ?? 'key', now);
           out(`Key ${record.id} (${record.prefix}…) for account ${account.id}. Shown once; store it now:`);
@@ -119,7 +119,7 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
         return;
       }
       case 'list': {
-        const keys = await store.listApiKeys(values.account);
+        const keys = await store.accounts.listApiKeys(values.account);
         out(['KEY_ID', 'ACCOUNT', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'REVOKED'].join('\t'));
         for (const k of keys) {
           out(
@@ -139,7 +139,7 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
       case 'revoke': {
         const target = positionals[0];
         if (!target) throw new CliError('keys revoke needs a key id or prefix.');
-        if (!(await store.revokeApiKey(target, now))) throw new CliError(`No active key ${target}.`);
+        if (!(await store.accounts.revokeApiKey(target, now))) throw new CliError(`No active key ${target}.`);
         out(`Revoked ${target}.`);
         return;
       }
@@ -159,7 +159,7 @@ async function tokensCommand(config: Config, subcommand: string | undefined, arg
   const amount = parseTokens(values.tokens);
   if (amount === 0) throw new CliError('--tokens must be at least 1.');
   return withRuntime(config, async ({ store }) => {
-    const account = await store.grantTokens({
+    const account = await store.accounts.grantTokens({
       accountId: values.account!,
       amount,
       note: values.note ?? null,
@@ -177,7 +177,7 @@ function parseTokens(text: string): number {
 async function serve(config: Config, options: { workers: number }): Promise<number> {
   const runtime = await openRuntime(config, { longRunning: true });
   if (runtime.store.kind === 'sqlite') {
-    if ((await runtime.store.countAccounts()) === 0) await printDevelopmentKey(runtime, config);
+    if ((await runtime.store.accounts.countAccounts()) === 0) await printDevelopmentKey(runtime, config);
     else printAnotherKeyHint(config);
   }
   const { events } = runtime;
@@ -226,7 +226,7 @@ async function workerCommand(config: Config): Promise<number> {
   const runtime = await openRuntime(config, { longRunning: true });
   const log = pino({ level: config.LOG_LEVEL });
   const metricsRegistry = newProcessRegistry();
-  registerQueueMetrics(metricsRegistry, runtime.store, (error) =>
+  registerQueueMetrics(metricsRegistry, runtime.store.backendLimits, (error) =>
     log.warn({ err: error }, 'queue metrics unavailable'),
   );
   const metrics = new PrometheusWorkerMetrics(metricsRegistry, backendsInUse(config));

@@ -182,7 +182,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     strictTransportSecurity: false,
   });
   const metricsRegistry = registerMetrics(app, deps.metricsRegistry, metricsAccess(deps.config.METRICS_TOKEN));
-  registerQueueMetrics(metricsRegistry, deps.store, (error) =>
+  registerQueueMetrics(metricsRegistry, deps.store.backendLimits, (error) =>
     app.log.warn({ err: error }, 'queue metrics unavailable'),
   );
   await registerOpenApi(app, { exposeUi: true });
@@ -206,12 +206,12 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
     },
     resolutionCheck,
-    backendUnavailableFor: backendCircuit(deps.config, deps.store),
+    backendUnavailableFor: backendCircuit(deps.config, deps.store.backendLimits),
   });
 
   const blobs = deps.blobs;
   const media = new MediaService({
-    store: deps.store,
+    store: deps.store.media,
     blobs,
     now,
     uploadRetentionMs: deps.config.UPLOAD_RETENTION_HOURS * 3600_000,
@@ -248,10 +248,10 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
     rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
   };
-  const circuits = backendCircuitStates(deps.config, deps.store);
+  const circuits = backendCircuitStates(deps.config, deps.store.backendLimits);
   await app.register(healthRoutes, { readinessChecks, backendCircuits: () => circuits(now()) });
   registerDependencyMetrics(metricsRegistry, readinessChecks);
-  const idempotency = new IdempotencyService({ store: deps.store, now });
+  const idempotency = new IdempotencyService({ store: deps.store.idempotencyKeys, now });
 
   await app.register(
     async (api) => {

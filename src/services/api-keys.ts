@@ -26,9 +26,14 @@ export interface IssuedKey {
   record: ApiKeyRecord;
 }
 
-export async function issueApiKey(store: Pick<Store, 'accounts'>, accountId: string, name: string, now: Date): Promise<IssuedKey> {
+export async function issueApiKey(
+  store: Pick<Store, 'accounts'>,
+  accountId: string,
+  name: string,
+  now: Date,
+): Promise<IssuedKey> {
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
-  const record = await store.insertApiKey({
+  const record = await store.accounts.insertApiKey({
     id: newIdAt(now),
     accountId,
     name,
@@ -43,7 +48,7 @@ export async function createAccountWithKey(
   store: Pick<Store, 'accounts'>,
   input: { name: string; tokens: number; now: Date },
 ): Promise<{ account: Account } & IssuedKey> {
-  const account = await store.createAccount({
+  const account = await store.accounts.createAccount({
     id: newIdAt(input.now),
     name: input.name,
     initialTokens: input.tokens,

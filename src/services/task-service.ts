@@ -53,7 +53,7 @@ export class TaskService {
     const now = this.options.now();
     const references = imageReferencesOf(request);
     for (const [index, mediaId] of references.entries()) {
-      const media = await this.options.store.getMedia(accountId, mediaId, now);
+      const media = await this.options.store.media.getMedia(accountId, mediaId, now);
       if (media === null || media.source !== 'upload') throw invalidMediaReference(index);
     }
     return priced;
@@ -86,12 +86,16 @@ export class TaskService {
    * charge again.
    */
   async create(task: TaskRecord, completesKey?: HeldIdempotencyKey & { response: StoredResponse }): Promise<void> {
-    await this.options.store.insertTaskWithDebit(task, { maxActiveTasks: this.options.maxActiveTasks }, completesKey);
+    await this.options.store.tasks.insertTaskWithDebit(
+      task,
+      { maxActiveTasks: this.options.maxActiveTasks },
+      completesKey,
+    );
     this.options.events.taskCreated();
   }
 
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {
-    const task = await this.options.store.cancelTask(accountId, taskId, this.options.now());
+    const task = await this.options.store.tasks.cancelTask(accountId, taskId, this.options.now());
     this.options.events.taskChanged(taskId);
     return task;
   }
@@ -165,20 +169,20 @@ export class TaskService {
   }
 
   async get(accountId: string, taskId: string): Promise<TaskRecord> {
-    const task = await this.options.store.getTask(accountId, taskId);
+    const task = await this.options.store.tasks.getTask(accountId, taskId);
     if (!task) throw notFound('Task');
     return task;
   }
 
   /** A task of any account, by id alone: for a request that proved access with a signed URL. */
   async getBySignedUrl(taskId: string): Promise<TaskRecord> {
-    const task = await this.options.store.getTaskById(taskId);
+    const task = await this.options.store.tasks.getTaskById(taskId);
     if (!task) throw notFound('Task');
     return task;
   }
 
   list(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
-    return this.options.store.listTasks(accountId, query);
+    return this.options.store.tasks.listTasks(accountId, query);
   }
 
   /** A backend known unavailable takes no work: 503 with Retry-After, nothing charged. */

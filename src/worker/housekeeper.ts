@@ -50,7 +50,7 @@ export class Housekeeper {
     const { store, blobs, log } = this.options;
     for (let more = true; more; ) {
       const result = await sweepExpiredMedia({
-        store,
+        store: store.media,
         blobs,
         now: this.now(),
         uploadTempDir: this.options.uploadTempDir,
@@ -63,7 +63,7 @@ export class Housekeeper {
     if (leftovers) log?.info({ removed: leftovers }, 'interrupted blob writes swept');
     let keys = 0;
     for (;;) {
-      const deleted = await store.deleteExpiredIdempotencyKeys(this.now(), IDEMPOTENCY_KEYS_PER_DELETE);
+      const deleted = await store.idempotencyKeys.deleteExpiredIdempotencyKeys(this.now(), IDEMPOTENCY_KEYS_PER_DELETE);
       keys += deleted;
       if (deleted < IDEMPOTENCY_KEYS_PER_DELETE) break;
     }

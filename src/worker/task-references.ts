@@ -9,7 +9,7 @@ import type { Store } from '../store/port.js';
  * BENCHMARKS.md has the peak RSS before and after).
  */
 export async function loadTaskReferences(
-  deps: { store: Pick<Store, 'mediaBlobKeys'>; blobs: Pick<BlobStore, 'getBuffer'> },
+  deps: { store: Pick<Store['media'], 'mediaBlobKeys'>; blobs: Pick<BlobStore, 'getBuffer'> },
   task: { accountId: string; imageReference: readonly string[] },
   generator: Pick<ImageGenerator, 'prepareReference'>,
   signal: AbortSignal,

@@ -265,7 +265,7 @@ export class TaskWorker {
 
   private claim(lane: BackendLane): Promise<TaskRecord | null> {
     const { backend } = lane;
-    return this.options.store.claimNextTask({
+    return this.options.store.tasks.claimNextTask({
       now: this.now(),
       leaseMs: this.options.leaseMs,
       maxAttempts: this.options.maxAttempts,
@@ -283,7 +283,7 @@ export class TaskWorker {
     const now = this.now();
     if (now.getTime() < this.nextDeadlineSweep) return;
     this.nextDeadlineSweep = now.getTime() + this.options.pollMs;
-    const failed = await this.options.store.failTasksPastDeadline(now, this.options.deadlineMs);
+    const failed = await this.options.store.tasks.failTasksPastDeadline(now, this.options.deadlineMs);
     for (const taskId of failed) this.options.events?.taskChanged(taskId);
     if (failed.length > 0) this.log.warn({ tasks: failed.length }, 'tasks failed past their deadline');
   }
@@ -300,7 +300,7 @@ export class TaskWorker {
     const unsubscribe = events?.onChanged(task.id, () => abort('ownership_lost'));
     const heartbeat = setInterval(
       () => {
-        store.renewLease(task.id, task.attempt, this.now(), this.options.leaseMs).then(
+        store.tasks.renewLease(task.id, task.attempt, this.now(), this.options.leaseMs).then(
           (owned) => owned || abort('ownership_lost'),
           (error: unknown) => this.log.warn({ err: error, task_id: task.id }, 'lease renewal failed'),
         );
@@ -367,7 +367,7 @@ export class TaskWorker {
     if (!backend.sharedLimit) return;
     try {
       const before = lane.pausedUntil;
-      const state = await this.options.store.recordUpstreamCall({
+      const state = await this.options.store.backendLimits.recordUpstreamCall({
         backend: backend.name,
         task: { id: task.id, attempt: task.attempt },
         models: backend.models ?? [],
@@ -427,14 +427,14 @@ export class TaskWorker {
       const { blobKey } = media[index]!;
       // Reserved before it is written (again on a retry, from now): if this process dies before
       // completeTask, the sweeper deletes the orphan once the grace period is over.
-      await store.scheduleBlobDeletion(blobKey, new Date(this.now().getTime() + ORPHAN_BLOB_GRACE_MS));
+      await store.media.scheduleBlobDeletion(blobKey, new Date(this.now().getTime() + ORPHAN_BLOB_GRACE_MS));
       await blobs.put(blobKey, image.bytes);
     }
-    if (await store.completeTask({ taskId: task.id, attempt: task.attempt, media: [...media], now: this.now() }))
+    if (await store.tasks.completeTask({ taskId: task.id, attempt: task.attempt, media: [...media], now: this.now() }))
       return true;
     // A completion retried after its answer was lost may have committed the first time: then the
     // task holds these media, and they must not be deleted as a late result's.
-    const current = await store.getTaskById(task.id);
+    const current = await store.tasks.getTaskById(task.id);
     return current?.status === 'COMPLETED' && current.generated.some((item) => item.media_id === media[0]?.id);
   }
 
@@ -472,7 +472,7 @@ export class TaskWorker {
   /** Back to the queue after delayMs without spending one of the task's attempts; returns delayMs. */
   private async defer(task: TaskRecord, delayMs: number): Promise<number> {
     const now = this.now();
-    await this.options.store.requeueTask({
+    await this.options.store.tasks.requeueTask({
       taskId: task.id,
       attempt: task.attempt,
       runAfter: new Date(now.getTime() + delayMs),
@@ -487,7 +487,7 @@ export class TaskWorker {
     const now = this.now();
     if (error instanceof AttemptAborted && error.reason === 'ownership_lost') return;
     if (error instanceof AttemptAborted && error.reason === 'shutdown') {
-      await store.requeueTask({ taskId: task.id, attempt: task.attempt, runAfter: now, now });
+      await store.tasks.requeueTask({ taskId: task.id, attempt: task.attempt, runAfter: now, now });
       this.log.info({ task_id: task.id }, 'task released at shutdown');
       return;
     }
@@ -522,7 +522,7 @@ export class TaskWorker {
       return;
     }
     if (next.action === 'retry') {
-      await store.requeueTask({
+      await store.tasks.requeueTask({
         taskId: task.id,
         attempt: task.attempt,
         runAfter: new Date(now.getTime() + next.delayMs),
@@ -531,7 +531,7 @@ export class TaskWorker {
       this.log.warn({ ...logged, retry_in_ms: next.delayMs }, 'generation failed; will retry');
       return;
     }
-    await store.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });
+    await store.tasks.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });
     if (!failure)
       this.log.warn({ err: error, task_id: task.id, code: next.error.code }, 'task failed: a dependency was away');
     else if (next.waitPastDeadline)

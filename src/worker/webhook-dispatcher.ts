@@ -58,7 +58,7 @@ export class WebhookDispatcher {
 
   /** Sends at most one due delivery; false when none was due. */
   async runOnce(): Promise<boolean> {
-    const delivery = await this.options.store.claimDueWebhookDelivery(this.now(), this.options.leaseMs);
+    const delivery = await this.options.store.webhooks.claimDueWebhookDelivery(this.now(), this.options.leaseMs);
     if (!delivery) return false;
     await this.deliver(delivery);
     return true;
@@ -66,9 +66,9 @@ export class WebhookDispatcher {
 
   private async deliver(delivery: WebhookDelivery): Promise<void> {
     const { store } = this.options;
-    const task = await store.getTaskById(delivery.taskId);
+    const task = await store.tasks.getTaskById(delivery.taskId);
     const attemptedAt = this.now();
-    const secrets = await store.webhookSecrets(delivery.accountId, attemptedAt, generateWebhookSecret);
+    const secrets = await store.webhooks.webhookSecrets(delivery.accountId, attemptedAt, generateWebhookSecret);
     const body = JSON.stringify({
       type: delivery.eventType,
       timestamp: delivery.eventAt.toISOString(),
@@ -94,7 +94,7 @@ export class WebhookDispatcher {
       random: this.random,
       scale: this.options.retryScale,
     });
-    await store.recordWebhookAttempt({
+    await store.webhooks.recordWebhookAttempt({
       deliveryId: delivery.id,
       attempt: {
         attemptedAt,

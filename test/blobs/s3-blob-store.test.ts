@@ -150,16 +150,24 @@ t.test('an object put by a writer that crashed before its row is deleted by the 
   };
   await t.rejects(
     storeMedia(
-      { store: crashingStore, blobs, now: () => createdAt },
+      { store: crashingStore.media, blobs, now: () => createdAt },
       { accountId, source: 'upload', taskId: null, image, retentionMs: 3600_000 },
     ),
     /process killed/,
   );
   t.equal((await objectKeys()).length, 1, 'the object was written');
 
-  await sweepExpiredMedia({ store, blobs, now: new Date(createdAt.getTime() + ORPHAN_BLOB_GRACE_MS - 1000) });
+  await sweepExpiredMedia({
+    store: store.media,
+    blobs,
+    now: new Date(createdAt.getTime() + ORPHAN_BLOB_GRACE_MS - 1000),
+  });
   t.equal((await objectKeys()).length, 1, 'kept during the grace period');
-  const swept = await sweepExpiredMedia({ store, blobs, now: new Date(createdAt.getTime() + ORPHAN_BLOB_GRACE_MS) });
+  const swept = await sweepExpiredMedia({
+    store: store.media,
+    blobs,
+    now: new Date(createdAt.getTime() + ORPHAN_BLOB_GRACE_MS),
+  });
   t.equal(swept.blobsDeleted, 1);
   t.same(await objectKeys(), [], 'no object is left that nothing would delete');
 });

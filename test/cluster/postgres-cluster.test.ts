@@ -166,7 +166,7 @@ t.test(
     t.same(twice.rows, [], 'no task has two results');
     const results = await admin.query("SELECT count(DISTINCT task_id)::int AS n FROM media WHERE source = 'generated'");
     t.equal(results.rows[0].n, TASKS + 1, 'one result per task');
-    const totals = await store.ledgerTotals(account.id);
+    const totals = await store.accounts.ledgerTotals(account.id);
     t.same(
       totals,
       { grant: (TASKS + 1) * 25, debit: (TASKS + 1) * 25, refund: 0 },
@@ -181,7 +181,7 @@ async function countByStatus(store: PostgresStore, accountId: string) {
   const counts: Record<string, number> = { total: 0, terminal: 0 };
   let cursor: string | undefined;
   do {
-    const page = await store.listTasks(accountId, { limit: 1000, cursor });
+    const page = await store.tasks.listTasks(accountId, { limit: 1000, cursor });
     for (const task of page.items) {
       counts.total++;
       counts[task.status] = (counts[task.status] ?? 0) + 1;

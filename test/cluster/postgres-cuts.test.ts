@@ -114,7 +114,7 @@ t.test(
     let unfinished = accepted.length;
     for (let i = 0; i < 600 && unfinished > 0; i++) {
       await delay(100);
-      const tasks = await Promise.all(accepted.map((id) => direct.getTaskById(id)));
+      const tasks = await Promise.all(accepted.map((id) => direct.tasks.getTaskById(id)));
       unfinished = tasks.filter((task) => task?.status !== 'COMPLETED').length;
     }
     t.equal(
@@ -126,7 +126,7 @@ t.test(
       const tasks = [...report.accepted.get(accountId)!, ...retried.tasks.get(accountId)!];
       t.equal(new Set(tasks).size, tasks.length, 'no task answered for two keys');
       t.equal(
-        (await direct.ledgerTotals(accountId)).debit,
+        (await direct.accounts.ledgerTotals(accountId)).debit,
         tasks.length * 25,
         `${tasks.length} tasks, each debited once`,
       );

@@ -7,12 +7,12 @@ import type { LedgerEntry, Store } from '../../src/store/port.js';
  * that moves money.
  */
 export async function assertLedgerInvariant(t: Test, store: Store, accountId: string): Promise<void> {
-  const account = await store.getAccount(accountId);
+  const account = await store.accounts.getAccount(accountId);
   if (!account) {
     t.fail(`account ${accountId} exists`);
     return;
   }
-  const totals = await store.ledgerTotals(accountId);
+  const totals = await store.accounts.ledgerTotals(accountId);
   t.equal(
     totals.grant - totals.debit + totals.refund,
     account.balance,
@@ -23,7 +23,7 @@ export async function assertLedgerInvariant(t: Test, store: Store, accountId: st
   const entries: LedgerEntry[] = [];
   let cursor: string | undefined;
   do {
-    const page = await store.listLedger(accountId, { limit: 100, cursor });
+    const page = await store.accounts.listLedger(accountId, { limit: 100, cursor });
     entries.push(...page.items);
     cursor = page.nextCursor ?? undefined;
   } while (cursor);

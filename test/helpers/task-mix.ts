@@ -38,7 +38,7 @@ export async function allPages(
   const pages: string[][] = [];
   let cursor: string | undefined;
   do {
-    const page = await store.listTasks(accountId, { ...query, cursor });
+    const page = await store.tasks.listTasks(accountId, { ...query, cursor });
     t.ok(page.items.length <= query.limit);
     pages.push(page.items.map((task) => task.id));
     cursor = page.nextCursor ?? undefined;

@@ -27,7 +27,7 @@ export async function storeUpload(
     expiresAt: new Date(now.getTime() + expiresInMs),
   };
   // A blob is reserved (queued for deletion in the future) before its row is inserted.
-  await store.scheduleBlobDeletion(media.blobKey, new Date(now.getTime() + 60_000));
-  if (!(await store.insertMedia(media, now))) throw new Error('the upload was not stored');
+  await store.media.scheduleBlobDeletion(media.blobKey, new Date(now.getTime() + 60_000));
+  if (!(await store.media.insertMedia(media, now))) throw new Error('the upload was not stored');
   return media;
 }

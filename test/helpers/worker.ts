@@ -25,14 +25,19 @@ export async function openTestRuntime(t: Test) {
 
 export async function newAccountWithTokens(store: Store, tokens: number): Promise<string> {
   const now = new Date();
-  const account = await store.createAccount({ id: newIdAt(now), name: 'worker-test', initialTokens: tokens, now });
+  const account = await store.accounts.createAccount({
+    id: newIdAt(now),
+    name: 'worker-test',
+    initialTokens: tokens,
+    now,
+  });
   return account.id;
 }
 
 export async function insertTask(store: Store, accountId: string, prompt = 'a quiet harbour'): Promise<TaskRecord> {
   const now = new Date();
   const task = createTask({ model: 'alpha-pro', prompt }, { accountId, now, newId: () => newIdAt(now) });
-  await store.insertTaskWithDebit(task, { maxActiveTasks: 1000 });
+  await store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 1000 });
   return task;
 }
 

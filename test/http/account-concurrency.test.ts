@@ -34,15 +34,15 @@ testOnEveryStore(
       [25, 25, 25, 25],
     );
 
-    t.equal((await store.getAccount(accountId))!.balance, 0, 'balance 0');
-    const tasks = await store.listTasks(accountId, { limit: 100 });
+    t.equal((await store.accounts.getAccount(accountId))!.balance, 0, 'balance 0');
+    const tasks = await store.tasks.listTasks(accountId, { limit: 100 });
     t.equal(tasks.items.length, 4, '4 tasks exist');
     t.same(
       tasks.items.map((task) => task.id).sort(),
       accepted.map((r) => r.json().data.task_id).sort(),
       'the stored tasks are exactly the accepted ones',
     );
-    t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 100, refund: 0 }, 'ledger sums match');
+    t.same(await store.accounts.ledgerTotals(accountId), { grant: 100, debit: 100, refund: 0 }, 'ledger sums match');
     await assertLedgerInvariant(t, store, accountId);
   },
 );
@@ -65,7 +65,7 @@ testOnEveryStore(
       t.equal(r.json().code, 'too_many_active_tasks');
       t.ok(Number(r.headers['retry-after']) > 0, 'Retry-After on every 429');
     }
-    t.equal((await store.getAccount(accountId))!.balance, 10_000 - 3 * 25);
+    t.equal((await store.accounts.getAccount(accountId))!.balance, 10_000 - 3 * 25);
     await assertLedgerInvariant(t, store, accountId);
   },
 );
@@ -83,8 +83,8 @@ testOnEveryStore(
       ),
     );
     t.equal(responses.filter((r) => r.statusCode === 202).length, 2 + 3);
-    t.equal((await store.getAccount(a.accountId))!.balance, 0);
-    t.equal((await store.getAccount(b.accountId))!.balance, 0);
+    t.equal((await store.accounts.getAccount(a.accountId))!.balance, 0);
+    t.equal((await store.accounts.getAccount(b.accountId))!.balance, 0);
     await assertLedgerInvariant(t, store, a.accountId);
     await assertLedgerInvariant(t, store, b.accountId);
   },

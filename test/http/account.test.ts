@@ -76,7 +76,7 @@ t.test('GET /account/ledger pages with limit and cursor', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(10);
   for (let i = 0; i < 4; i++)
-    await store.grantTokens({ accountId, amount: i + 1, note: `grant ${i}`, now: new Date() });
+    await store.accounts.grantTokens({ accountId, amount: i + 1, note: `grant ${i}`, now: new Date() });
 
   const ids: string[] = [];
   let cursor: string | null = null;
@@ -149,7 +149,7 @@ t.test(
     const before = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
     t.equal(before.statusCode, 200);
     const keyId = before.json().data.key.key_id as string;
-    t.equal(await store.revokeApiKey(keyId, new Date(now)), true);
+    t.equal(await store.accounts.revokeApiKey(keyId, new Date(now)), true);
     now += API_KEY_CACHE_TTL_MS;
 
     const after = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
@@ -172,11 +172,11 @@ t.test(
 t.test('revoking by prefix works too, and listing keys never shows a key', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, key, auth } = await newAccount(0);
-  const [record] = await store.listApiKeys(accountId);
+  const [record] = await store.accounts.listApiKeys(accountId);
   t.match(record, { prefix: key.slice(0, record.prefix.length), name: 'test', createdAt: Date, revokedAt: null });
-  t.notOk(JSON.stringify(await store.listApiKeys()).includes(key));
-  t.equal(await store.revokeApiKey(record.prefix, new Date()), true);
-  t.equal(await store.revokeApiKey(record.prefix, new Date()), false, 'already revoked');
+  t.notOk(JSON.stringify(await store.accounts.listApiKeys()).includes(key));
+  t.equal(await store.accounts.revokeApiKey(record.prefix, new Date()), true);
+  t.equal(await store.accounts.revokeApiKey(record.prefix, new Date()), false, 'already revoked');
   const res = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
   t.equal(res.statusCode, 401);
 });

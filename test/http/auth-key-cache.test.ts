@@ -21,8 +21,8 @@ function manualClock() {
 /** Counts the store lookups of API keys the app makes. */
 function countKeyLookups(store: TestApp['store']): { readonly count: number } {
   const counter = { count: 0 };
-  const lookUp = store.findActiveApiKey.bind(store);
-  store.findActiveApiKey = (hash: string) => {
+  const lookUp = store.accounts.findActiveApiKey.bind(store.accounts);
+  store.accounts.findActiveApiKey = (hash: string) => {
     counter.count++;
     return lookUp(hash);
   };
@@ -43,7 +43,7 @@ t.test('a revoked key is refused once the cache TTL has passed since it was last
     'confirmed by the store, now cached',
   );
 
-  t.ok(await store.revokeApiKey(key.slice(0, 12), clock.now()), 'revoked (as the CLI would, behind the app)');
+  t.ok(await store.accounts.revokeApiKey(key.slice(0, 12), clock.now()), 'revoked (as the CLI would, behind the app)');
   clock.advance(API_KEY_CACHE_TTL_MS - 1);
   t.equal(
     (await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode,
@@ -103,7 +103,7 @@ t.test("a key's last use is recorded with its first request, then at most once a
   const clock = manualClock();
   const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
   const { accountId, auth } = await newAccount();
-  const lastUsed = async () => (await store.listApiKeys(accountId))[0].lastUsedAt?.toISOString() ?? null;
+  const lastUsed = async () => (await store.accounts.listApiKeys(accountId))[0].lastUsedAt?.toISOString() ?? null;
   t.equal(await lastUsed(), null, 'never used yet');
 
   const first = clock.now().toISOString();

@@ -76,9 +76,9 @@ t.test(
     clock.offset += IDEMPOTENCY_LEASE_MS + 1;
     const retried = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
     t.equal(retried.statusCode, 202, 'the same create succeeds once PostgreSQL is back');
-    const tasks = await store.listTasks(accountId, { limit: 10 });
+    const tasks = await store.tasks.listTasks(accountId, { limit: 10 });
     t.equal(tasks.items.length, 1, 'one task');
-    t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 0 }, 'one debit');
+    t.same(await store.accounts.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 0 }, 'one debit');
     await assertLedgerInvariant(t, store, accountId);
   },
 );

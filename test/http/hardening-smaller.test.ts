@@ -112,8 +112,8 @@ t.test('ledger entry ids are UUIDv7s, newest first, paged without gaps or repeat
   const first = await newAccount(10);
   const second = await newAccount(10);
   for (let i = 0; i < 3; i++) {
-    await store.grantTokens({ accountId: first.accountId, amount: 1, note: null, now: new Date() });
-    await store.grantTokens({ accountId: second.accountId, amount: 1, note: null, now: new Date() });
+    await store.accounts.grantTokens({ accountId: first.accountId, amount: 1, note: null, now: new Date() });
+    await store.accounts.grantTokens({ accountId: second.accountId, amount: 1, note: null, now: new Date() });
   }
   for (const { auth } of [first, second]) {
     const ids: string[] = [];

@@ -37,8 +37,8 @@ testOnEveryStore(
       t.equal(r.json().code, 'idempotency_in_progress');
     }
 
-    t.equal((await store.listTasks(accountId, { limit: 100 })).items.length, 1, 'one task');
-    t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 }, 'one debit');
+    t.equal((await store.tasks.listTasks(accountId, { limit: 100 })).items.length, 1, 'one task');
+    t.same(await store.accounts.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 }, 'one debit');
 
     // Once the first has finished, every retry is a replay of it.
     const retry = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
@@ -60,8 +60,8 @@ t.test('the same key 20 times while the first is still running: 19 get 409, then
   // certainly arrive while it is in flight.
   let openGate!: () => void;
   const gate = new Promise<void>((resolve) => (openGate = resolve));
-  const insert = store.insertTaskWithDebit.bind(store);
-  store.insertTaskWithDebit = async (task, limits, completesKey) => {
+  const insert = store.tasks.insertTaskWithDebit.bind(store.tasks);
+  store.tasks.insertTaskWithDebit = async (task, limits, completesKey) => {
     await gate;
     return insert(task, limits, completesKey);
   };
@@ -78,7 +78,7 @@ t.test('the same key 20 times while the first is still running: 19 get 409, then
   const retry = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
   t.equal(retry.headers['idempotent-replayed'], 'true');
   t.equal(retry.json().data.task_id, original.json().data.task_id);
-  t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 }, 'one debit');
+  t.same(await store.accounts.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 }, 'one debit');
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -100,7 +100,7 @@ t.test('a replay repeats the first status, Location and body exactly', async (t)
     replay.headers['x-request-id'] && replay.headers['x-request-id'] !== first.headers['x-request-id'],
     'each delivery has its own request id',
   );
-  t.equal((await store.getAccount(accountId))!.balance, 75, 'charged once');
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 75, 'charged once');
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -144,8 +144,8 @@ t.test('the same key with a different body is 422 idempotency_key_reused and cre
   t.equal(other.statusCode, 422);
   t.equal(other.headers['content-type'], 'application/problem+json; charset=utf-8');
   t.equal(other.json().code, 'idempotency_key_reused');
-  t.equal((await store.listTasks(accountId, { limit: 10 })).items.length, 1);
-  t.equal((await store.getAccount(accountId))!.balance, 75);
+  t.equal((await store.tasks.listTasks(accountId, { limit: 10 })).items.length, 1);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 75);
 
   const again = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
   t.equal(again.headers['idempotent-replayed'], 'true', 'the first body still replays');
@@ -162,7 +162,7 @@ t.test('another account using the same key string gets its own task', async (t) 
   t.equal(rb.statusCode, 202);
   t.equal(rb.headers['idempotent-replayed'], undefined, 'not a replay of the other account');
   t.not(rb.json().data.task_id, ra.json().data.task_id);
-  t.ok(await store.getTask(b.accountId, rb.json().data.task_id), 'the task belongs to b');
+  t.ok(await store.tasks.getTask(b.accountId, rb.json().data.task_id), 'the task belongs to b');
 
   const rb2 = await app.inject({
     method: 'POST',
@@ -172,7 +172,7 @@ t.test('another account using the same key string gets its own task', async (t) 
   });
   t.equal(rb2.statusCode, 422, "b's key is bound to b's body");
   for (const { accountId } of [a, b]) {
-    t.equal((await store.getAccount(accountId))!.balance, 75);
+    t.equal((await store.accounts.getAccount(accountId))!.balance, 75);
     await assertLedgerInvariant(t, store, accountId);
   }
 });
@@ -183,7 +183,7 @@ t.test('without the header nothing is deduplicated', async (t) => {
   const first = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
   const second = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
   t.not(first.json().data.task_id, second.json().data.task_id);
-  t.equal((await store.getAccount(accountId))!.balance, 50);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 50);
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -194,11 +194,11 @@ t.test('an error before any change (402) is not stored: the same key succeeds on
   const short = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
   t.equal(short.statusCode, 402);
 
-  await store.grantTokens({ accountId, amount: 90, note: null, now: new Date() });
+  await store.accounts.grantTokens({ accountId, amount: 90, note: null, now: new Date() });
   const retry = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
   t.equal(retry.statusCode, 202);
   t.equal(retry.headers['idempotent-replayed'], undefined, 'ran afresh');
-  t.equal((await store.getAccount(accountId))!.balance, 75);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 75);
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -217,9 +217,9 @@ t.test('a validation error takes no key: the corrected request may use it', asyn
 t.test('a 5xx releases the key so that the retry runs', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(100);
-  const original = store.insertTaskWithDebit.bind(store);
+  const original = store.tasks.insertTaskWithDebit.bind(store.tasks);
   let failNext = true;
-  store.insertTaskWithDebit = async (task, limits) => {
+  store.tasks.insertTaskWithDebit = async (task, limits) => {
     if (failNext) {
       failNext = false;
       throw new Error('disk on fire');
@@ -233,7 +233,7 @@ t.test('a 5xx releases the key so that the retry runs', async (t) => {
   const retry = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
   t.equal(retry.statusCode, 202);
   t.equal(retry.headers['idempotent-replayed'], undefined);
-  t.equal((await store.getAccount(accountId))!.balance, 75);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 75);
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -242,7 +242,7 @@ t.test('a key held by a live request is 409; one abandoned past its lease is tak
   const { accountId, auth } = await newAccount(100);
   const fingerprint = jsonRequestFingerprint('POST', CREATE, BODY);
   const hold = (key: string, at: number) =>
-    store.claimIdempotencyKey({
+    store.idempotencyKeys.claimIdempotencyKey({
       accountId,
       key,
       fingerprint,
@@ -268,7 +268,7 @@ t.test('a key held by a live request is 409; one abandoned past its lease is tak
   t.equal(takeover.statusCode, 202, 'the process that held it is presumed dead');
   const replay = await app.inject({ method: 'POST', url: CREATE, headers: withKey(auth, 'abandoned'), payload: BODY });
   t.equal(replay.headers['idempotent-replayed'], 'true');
-  t.equal((await store.getAccount(accountId))!.balance, 75);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 75);
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -297,7 +297,7 @@ t.test('a malformed key is a 400 pointing at the header', async (t) => {
     payload: BODY,
   });
   t.equal(longest.statusCode, 202, '255 characters are fine');
-  t.equal((await store.getAccount(accountId))!.balance, 75, 'only the valid request was charged');
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 75, 'only the valid request was charged');
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -334,7 +334,7 @@ testOnEveryStore(
     const reused = await cancel('cancel-1', `${other.headers.location}/cancel`);
     t.equal(reused.statusCode, 422, 'the key of one cancel cannot cancel another task');
     t.equal(reused.json().code, 'idempotency_key_reused');
-    t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 50, refund: 25 }, 'one refund');
+    t.same(await store.accounts.ledgerTotals(accountId), { grant: 1000, debit: 50, refund: 25 }, 'one refund');
     await assertLedgerInvariant(t, store, accountId);
   },
 );

@@ -144,8 +144,8 @@ testOnEveryStore(
     const again = answers.find((r) => r.statusCode === 409)!;
     t.equal(canceled.json().data.status, 'CANCELED');
     t.equal(again.json().code, 'invalid_state');
-    t.same(await h.store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
-    t.equal((await h.store.getAccount(accountId))?.balance, 100);
+    t.same(await h.store.accounts.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
+    t.equal((await h.store.accounts.getAccount(accountId))?.balance, 100);
     await assertLedgerInvariant(t, h.store, accountId);
   },
 );

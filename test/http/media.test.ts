@@ -366,7 +366,7 @@ t.test('DELETE removes the record, the content and the blob', async (t) => {
   t.equal(res.statusCode, 204);
   t.equal(res.body, '');
   t.same(await ctx.storedBlobKeys(), [], 'the blob is gone');
-  t.same(await ctx.store.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left for the sweeper');
+  t.same(await ctx.store.media.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left for the sweeper');
   assertProblem(
     t,
     await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}`, headers: auth }),

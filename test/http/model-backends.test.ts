@@ -74,7 +74,7 @@ async function awaitTerminal(h: Harness, taskId: string) {
 }
 
 async function refundsOf(h: Harness, taskId: string): Promise<number> {
-  const page = await h.store.listLedger(h.accountId, { limit: 100 });
+  const page = await h.store.accounts.listLedger(h.accountId, { limit: 100 });
   return page.items.filter((entry) => entry.kind === 'refund' && entry.taskId === taskId).length;
 }
 
@@ -166,7 +166,7 @@ t.test('a prompt Gemini blocks fails with content_policy and exactly one refund'
   t.notMatch(JSON.stringify(task.error), /PROHIBITED/, 'the upstream reason is not shown');
   t.equal(h.upstream.requests.length, 1, 'a policy block is not retried');
   t.equal(await refundsOf(h, taskId), 1);
-  t.equal((await h.store.getAccount(h.accountId))?.balance, 1000);
+  t.equal((await h.store.accounts.getAccount(h.accountId))?.balance, 1000);
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
@@ -351,7 +351,7 @@ t.test('a bad Gemini key fails the task at once with generator_unavailable, refu
   t.notMatch(JSON.stringify(task.error), /API key/, 'the provider text is not shown');
   t.equal(h.upstream.requests.length, 1);
   t.equal(await refundsOf(h, taskId), 1);
-  t.equal((await h.store.getAccount(h.accountId))?.balance, 1000);
+  t.equal((await h.store.accounts.getAccount(h.accountId))?.balance, 1000);
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
@@ -398,7 +398,7 @@ t.test('a cell the backend would enlarge past MAX_UPSCALE is refused before any 
     code: 'resolution_unavailable',
     errors: [{ pointer: '/parameters/resolution', code: 'resolution_unavailable' }],
   });
-  t.equal((await h.store.getAccount(h.accountId))?.balance, 1000, 'nothing charged');
+  t.equal((await h.store.accounts.getAccount(h.accountId))?.balance, 1000, 'nothing charged');
   t.equal(h.upstream.requests.length, 0);
   const estimate = await h.app.inject({
     method: 'POST',
@@ -437,7 +437,7 @@ t.test(
     t.match(task.error, { code: 'upscale_exceeded' });
     t.equal(h.upstream.requests.length, 1, 'not retried');
     t.equal(await refundsOf(h, taskId), 1);
-    t.equal((await h.store.getAccount(h.accountId))?.balance, 1000);
+    t.equal((await h.store.accounts.getAccount(h.accountId))?.balance, 1000);
     await assertLedgerInvariant(t, h.store, h.accountId);
   },
 );
@@ -458,7 +458,7 @@ t.test(
     t.same(await readyz(), { gemini: { circuit: 'closed' } }, 'never called: closed');
     const first = await create(h, { model: 'alpha-pro', prompt: 'with a revoked key' });
     t.match(await awaitTerminal(h, first), { status: 'FAILED', error: { code: 'generator_unavailable' } });
-    const balance = (await h.store.getAccount(h.accountId))?.balance;
+    const balance = (await h.store.accounts.getAccount(h.accountId))?.balance;
     t.equal(balance, 1000, 'refunded');
 
     const refused = await h.app.inject({
@@ -474,7 +474,7 @@ t.test(
       Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 2,
       'Retry-After: the cool-down',
     );
-    t.equal((await h.store.getAccount(h.accountId))?.balance, balance, 'nothing charged');
+    t.equal((await h.store.accounts.getAccount(h.accountId))?.balance, balance, 'nothing charged');
     t.equal(h.upstream.requests.length, 1, 'no call while the circuit is open');
     const local = await create(h, { model: 'beta-v5-pro', prompt: 'another backend' });
     t.ok(local, 'a model on another backend is still accepted');

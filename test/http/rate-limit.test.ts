@@ -41,8 +41,8 @@ t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-Aft
   const retryAfter = Number(limited.headers['retry-after']);
   t.ok(retryAfter >= 1 && retryAfter <= 60, `Retry-After ${retryAfter} s`);
 
-  t.equal((await store.getAccount(accountId))!.balance, 1000 - 2 * 25, 'the 429 debited nothing');
-  t.equal((await store.listTasks(accountId, { limit: 10 })).items.length, 2, 'and created nothing');
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 1000 - 2 * 25, 'the 429 debited nothing');
+  t.equal((await store.tasks.listTasks(accountId, { limit: 10 })).items.length, 2, 'and created nothing');
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -56,7 +56,7 @@ t.test(
     );
     t.equal(responses.filter((r) => r.statusCode === 202).length, 5);
     t.equal(responses.filter((r) => r.statusCode === 429).length, 25);
-    t.equal((await store.getAccount(accountId))!.balance, 1000 - 5 * 25);
+    t.equal((await store.accounts.getAccount(accountId))!.balance, 1000 - 5 * 25);
     await assertLedgerInvariant(t, store, accountId);
   },
 );
@@ -133,7 +133,7 @@ t.test('a rate-limited request with an Idempotency-Key takes no key and debits n
   });
   t.equal(limited.statusCode, 429);
   t.same(
-    await store.claimIdempotencyKey({
+    await store.idempotencyKeys.claimIdempotencyKey({
       accountId,
       key: 'k1',
       fingerprint: 'probe',
@@ -145,7 +145,7 @@ t.test('a rate-limited request with an Idempotency-Key takes no key and debits n
     { outcome: 'acquired' },
     'the key is still unused',
   );
-  t.equal((await store.getAccount(accountId))!.balance, 975);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 975);
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -158,7 +158,7 @@ t.test('429 too_many_active_tasks carries Retry-After and rate-limit headers, an
   t.equal(capped.json().code, 'too_many_active_tasks');
   t.ok(Number(capped.headers['retry-after']) >= 1);
   t.equal(capped.headers['ratelimit-limit'], '600');
-  t.equal((await store.getAccount(accountId))!.balance, 975);
+  t.equal((await store.accounts.getAccount(accountId))!.balance, 975);
   await assertLedgerInvariant(t, store, accountId);
 });
 
@@ -166,8 +166,8 @@ t.test('failed authentications are limited per client address; a valid key from 
   const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
   const { auth } = await newAccount(100);
   let lookups = 0;
-  const find = store.findActiveApiKey.bind(store);
-  store.findActiveApiKey = async (hash) => {
+  const find = store.accounts.findActiveApiKey.bind(store.accounts);
+  store.accounts.findActiveApiKey = async (hash) => {
     lookups++;
     return find(hash);
   };
@@ -325,7 +325,7 @@ t.test('with REDIS_URL two API processes share one budget', withRedis, async (t)
     keys.some((k) => k.includes('creates:')),
     'and names its budget',
   );
-  t.equal((await one.store.getAccount(accountId))!.balance, 950);
+  t.equal((await one.store.accounts.getAccount(accountId))!.balance, 950);
   await assertLedgerInvariant(t, one.store, accountId);
 });
 

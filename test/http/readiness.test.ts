@@ -49,7 +49,7 @@ async function untilReadyz(app: App, condition: (seen: Awaited<ReturnType<typeof
 /** Each accepted create is one task debited once, and nothing else was debited. */
 async function assertChargedPerAcceptance(t: Test, store: Store, accountId: string, accepted: string[]) {
   t.equal(new Set(accepted).size, accepted.length, 'no task id answered twice');
-  const { debit } = await store.ledgerTotals(accountId);
+  const { debit } = await store.accounts.ledgerTotals(accountId);
   t.equal(debit, accepted.length * 25, `${accepted.length} accepted creates, each debited once`);
   await assertLedgerInvariant(t, store, accountId);
 }
@@ -59,7 +59,7 @@ async function untilTerminal(store: Store, ids: string[], ms = 30_000): Promise<
   const end = Date.now() + ms;
   let statuses: string[] = [];
   do {
-    statuses = (await Promise.all(ids.map((id) => store.getTaskById(id)))).map((task) => String(task?.status));
+    statuses = (await Promise.all(ids.map((id) => store.tasks.getTaskById(id)))).map((task) => String(task?.status));
     if (statuses.every((status) => status === 'COMPLETED' || status === 'FAILED')) break;
     await delay(100);
   } while (Date.now() < end);

@@ -65,7 +65,7 @@ t.test('S3 away 10 s under load: uploads 503, every accepted task COMPLETED, bal
   const deadline = Date.now() + 45_000;
   let statuses: (string | undefined)[] = [];
   do {
-    statuses = (await Promise.all(accepted.map((id) => store.getTaskById(id)))).map((task) => task?.status);
+    statuses = (await Promise.all(accepted.map((id) => store.tasks.getTaskById(id)))).map((task) => task?.status);
     if (statuses.every((status) => status === 'COMPLETED' || status === 'FAILED')) break;
     await delay(100);
   } while (Date.now() < deadline);
@@ -74,9 +74,9 @@ t.test('S3 away 10 s under load: uploads 503, every accepted task COMPLETED, bal
   );
   t.same(byStatus, { COMPLETED: accepted.length }, `all ${accepted.length} accepted tasks COMPLETED, none FAILED`);
   for (const { accountId } of accounts) {
-    t.equal((await store.ledgerTotals(accountId)).refund, 0, 'nothing refunded');
+    t.equal((await store.accounts.ledgerTotals(accountId)).refund, 0, 'nothing refunded');
     t.equal(
-      (await store.ledgerTotals(accountId)).debit,
+      (await store.accounts.ledgerTotals(accountId)).debit,
       report.accepted.get(accountId)!.length * 25,
       'each debited once',
     );

@@ -60,7 +60,7 @@ async function seedTask(
   );
   const status = request.status ?? 'CREATED';
   const finished = status === 'CREATED' ? {} : { status, startedAt: at, completedAt: at };
-  await store.insertTaskWithDebit({ ...task, ...finished }, { maxActiveTasks: 1000 });
+  await store.tasks.insertTaskWithDebit({ ...task, ...finished }, { maxActiveTasks: 1000 });
   return task.id;
 }
 
@@ -136,7 +136,7 @@ t.test('create debits the cost from the balance', async (t) => {
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(100);
   await createTaskVia(app, auth, { parameters: { resolution: '4K' } });
-  t.equal((await store.getAccount(accountId))?.balance, 50);
+  t.equal((await store.accounts.getAccount(accountId))?.balance, 50);
 });
 
 t.test('a refused create (402) carries no Location, with or without an Idempotency-Key', async (t) => {
@@ -240,7 +240,7 @@ t.test('a revoked key is 401 within the key cache TTL (at most a second)', async
   const { app, store, newAccount } = await buildTestApp(t, {}, { now: () => new Date(now) });
   const { key, auth } = await newAccount();
   t.equal((await get(app, TASKS, auth)).statusCode, 200, 'works before revocation');
-  t.ok(await store.revokeApiKey(key.slice(0, 12), new Date(now)), 'revoked by prefix');
+  t.ok(await store.accounts.revokeApiKey(key.slice(0, 12), new Date(now)), 'revoked by prefix');
   now += API_KEY_CACHE_TTL_MS;
   const res = await get(app, TASKS, auth);
   assertProblem(t, res, 401, 'unauthorized');
@@ -256,7 +256,7 @@ t.test('a create with a bad key creates nothing', async (t) => {
     headers: { authorization: `Bearer ${unknownWellFormedKey()}` },
     payload: createBody(),
   });
-  t.equal((await store.getAccount(accountId))?.balance, 100);
+  t.equal((await store.accounts.getAccount(accountId))?.balance, 100);
   t.strictSame((await get(app, TASKS, auth)).json().data, []);
 });
 

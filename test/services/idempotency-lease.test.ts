@@ -13,7 +13,7 @@ async function setUp(t: Test) {
   const { store } = await testStoreAdapter().open(t);
   const { account } = await createAccountWithKey(store, { name: 'lease', tokens: 10, now: new Date() });
   let nowMs = Date.parse('2026-11-24T12:00:00Z');
-  const service = new IdempotencyService({ store, now: () => new Date(nowMs) });
+  const service = new IdempotencyService({ store: store.idempotencyKeys, now: () => new Date(nowMs) });
   return { service, accountId: account.id, advance: (ms: number) => (nowMs += ms) };
 }
 

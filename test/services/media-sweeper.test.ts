@@ -39,7 +39,7 @@ async function setup(t: Test) {
   const blobExists = (key: string) => existsSync(join(dir, 'blobs', key));
   const put = (retentionMs: number) =>
     storeMedia(
-      { store, blobs, now: clock.now },
+      { store: store.media, blobs, now: clock.now },
       { accountId: account.id, source: 'upload', taskId: null, image, retentionMs },
     );
   return { dir, store, blobs, clock, accountId: account.id, blobExists, put };
@@ -51,20 +51,20 @@ t.test('media live until expires_at, then the sweep deletes row and blob', async
   t.ok(s.blobExists(media.blobKey));
 
   s.clock.advance(2 * HOUR_MS - 1);
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), {
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now() }), {
     expiredMedia: 0,
     blobsDeleted: 0,
   });
-  t.ok(await s.store.getMedia(s.accountId, media.id, s.clock.now()), 'still readable a millisecond before');
+  t.ok(await s.store.media.getMedia(s.accountId, media.id, s.clock.now()), 'still readable a millisecond before');
   t.ok(s.blobExists(media.blobKey));
 
   s.clock.advance(1);
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), {
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now() }), {
     expiredMedia: 1,
     blobsDeleted: 1,
     more: false,
   });
-  t.equal(await s.store.getMediaById(media.id, new Date(0)), null, 'the row is gone, whatever the clock');
+  t.equal(await s.store.media.getMediaById(media.id, new Date(0)), null, 'the row is gone, whatever the clock');
   t.notOk(s.blobExists(media.blobKey), 'the blob is gone');
 });
 
@@ -75,15 +75,15 @@ t.test('a sweep takes at most batchSize and says when there is more', async (t) 
   const fresh = await s.put(10 * HOUR_MS);
   s.clock.advance(HOUR_MS);
 
-  const first = await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now(), batchSize: 2 });
+  const first = await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now(), batchSize: 2 });
   t.match(first, { expiredMedia: 2, blobsDeleted: 2, more: true });
   let passes = 1;
-  while ((await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now(), batchSize: 2 })).more)
+  while ((await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now(), batchSize: 2 })).more)
     passes += 1;
   t.ok(passes <= 4, `finished in ${passes + 1} passes`);
   for (const m of media) t.notOk(s.blobExists(m.blobKey));
   t.ok(s.blobExists(fresh.blobKey), 'an unexpired media is untouched');
-  t.ok(await s.store.getMedia(s.accountId, fresh.id, s.clock.now()));
+  t.ok(await s.store.media.getMedia(s.accountId, fresh.id, s.clock.now()));
 });
 
 t.test('a blob put by a writer that died before inserting its row is swept after the grace period', async (t) => {
@@ -99,17 +99,17 @@ t.test('a blob put by a writer that died before inserting its row is swept after
       { accountId: s.accountId, source: 'upload', taskId: null, image, retentionMs: HOUR_MS },
     ),
   );
-  const [orphanKey] = await s.store.listDueBlobDeletions(new Date(8.64e15), 10);
+  const [orphanKey] = await s.store.media.listDueBlobDeletions(new Date(8.64e15), 10);
   t.ok(orphanKey && s.blobExists(orphanKey), 'the blob was written but no row points at it');
 
   s.clock.advance(ORPHAN_BLOB_GRACE_MS - 1);
-  await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() });
+  await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now() });
   t.ok(s.blobExists(orphanKey), 'kept during the grace period (its writer might still be working)');
 
   s.clock.advance(1);
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), { blobsDeleted: 1 });
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now() }), { blobsDeleted: 1 });
   t.notOk(s.blobExists(orphanKey));
-  t.same(await s.store.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left queued');
+  t.same(await s.store.media.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left queued');
 });
 
 t.test('a writer too late to claim its blob back inserts no row', async (t) => {
@@ -119,14 +119,14 @@ t.test('a writer too late to claim its blob back inserts no row', async (t) => {
   const lateNow = () => (calls++ === 0 ? s.clock.now() : new Date(s.clock.now().getTime() + ORPHAN_BLOB_GRACE_MS));
   await t.rejects(
     storeMedia(
-      { store: s.store, blobs: s.blobs, now: lateNow },
+      { store: s.store.media, blobs: s.blobs, now: lateNow },
       { accountId: s.accountId, source: 'upload', taskId: null, image, retentionMs: HOUR_MS },
     ),
     /ran out/,
   );
-  const [key] = await s.store.listDueBlobDeletions(new Date(8.64e15), 10);
+  const [key] = await s.store.media.listDueBlobDeletions(new Date(8.64e15), 10);
   t.ok(key, 'the blob is still queued for deletion');
-  t.equal(await s.store.getMediaById(key.replace('media/', ''), new Date(0)), null, 'and no row points at it');
+  t.equal(await s.store.media.getMediaById(key.replace('media/', ''), new Date(0)), null, 'and no row points at it');
 });
 
 t.test('a blob that cannot be deleted stays queued and goes on a later sweep', async (t) => {
@@ -143,17 +143,17 @@ t.test('a blob that cannot be deleted stays queued and goes on a later sweep', a
   const warnings: unknown[] = [];
   const log = { warn: (details: object) => void warnings.push(details) };
 
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: flaky, now: s.clock.now(), log }), {
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: flaky, now: s.clock.now(), log }), {
     expiredMedia: 1,
     blobsDeleted: 0,
     blobFailures: 1,
   });
-  t.equal(await s.store.getMediaById(media.id, new Date(0)), null, 'the row went at once');
+  t.equal(await s.store.media.getMediaById(media.id, new Date(0)), null, 'the row went at once');
   t.ok(s.blobExists(media.blobKey));
   t.equal(warnings.length, 1, 'the failure was logged');
 
   failing = false;
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: flaky, now: s.clock.now(), log }), {
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: flaky, now: s.clock.now(), log }), {
     expiredMedia: 0,
     blobsDeleted: 1,
     blobFailures: 0,
@@ -170,7 +170,7 @@ t.test('a delete whose blob removal fails is finished by the sweeper', async (t)
   });
   const warnings: unknown[] = [];
   const service = new MediaService({
-    store: s.store,
+    store: s.store.media,
     blobs: failingBlobs,
     now: s.clock.now,
     uploadRetentionMs: HOUR_MS,
@@ -181,24 +181,24 @@ t.test('a delete whose blob removal fails is finished by the sweeper', async (t)
   const media = await s.put(HOUR_MS);
   await service.delete(s.accountId, media.id);
   t.equal(warnings.length, 1);
-  t.equal(await s.store.getMedia(s.accountId, media.id, s.clock.now()), null, 'the media is gone for the client');
+  t.equal(await s.store.media.getMedia(s.accountId, media.id, s.clock.now()), null, 'the media is gone for the client');
   t.ok(s.blobExists(media.blobKey), 'its blob is not, yet');
 
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() }), { blobsDeleted: 1 });
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now() }), { blobsDeleted: 1 });
   t.notOk(s.blobExists(media.blobKey));
 });
 
 t.test('generated media keep for the retention their writer passes', async (t) => {
   const s = await setup(t);
   const result = await storeMedia(
-    { store: s.store, blobs: s.blobs, now: s.clock.now },
+    { store: s.store.media, blobs: s.blobs, now: s.clock.now },
     { accountId: s.accountId, source: 'generated', taskId: null, image, retentionMs: 30 * 24 * HOUR_MS },
   );
   t.equal(result.expiresAt.getTime() - result.createdAt.getTime(), 30 * 24 * HOUR_MS);
   s.clock.advance(7 * 24 * HOUR_MS);
-  await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: s.clock.now() });
+  await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: s.clock.now() });
   t.ok(s.blobExists(result.blobKey), 'still there after an upload would have gone');
-  t.equal((await s.store.getMediaById(result.id, s.clock.now()))?.source, 'generated');
+  t.equal((await s.store.media.getMediaById(result.id, s.clock.now()))?.source, 'generated');
 });
 
 t.test('spooled upload files left by a crash are removed after an hour', async (t) => {
@@ -213,7 +213,9 @@ t.test('spooled upload files left by a crash are removed after an hour', async (
   await utimes(old, new Date(now.getTime() - 2 * HOUR_MS), new Date(now.getTime() - 2 * HOUR_MS));
   await utimes(recent, new Date(now.getTime() - 60_000), new Date(now.getTime() - 60_000));
 
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now, uploadTempDir: tmp }), { staleTempFiles: 1 });
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now, uploadTempDir: tmp }), {
+    staleTempFiles: 1,
+  });
   t.notOk(existsSync(old));
   t.ok(existsSync(recent), 'an upload may still be streaming into it');
 });
@@ -230,7 +232,7 @@ t.test("housekeeping removes a dead process's spool files at once and leaves a l
   await writeFile(dead, 'x');
   await writeFile(live, 'x');
 
-  t.match(await sweepExpiredMedia({ store: s.store, blobs: s.blobs, now: new Date(), uploadTempDir: tmp }), {
+  t.match(await sweepExpiredMedia({ store: s.store.media, blobs: s.blobs, now: new Date(), uploadTempDir: tmp }), {
     staleTempFiles: 1,
   });
   t.notOk(existsSync(dead), 'a minute old, but its process is gone');

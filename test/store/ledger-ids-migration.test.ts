@@ -23,7 +23,7 @@ const POSTGRES_BEFORE = POSTGRES_MIGRATIONS.findIndex((m) => m.includes('ADD COL
 async function checkMigrated(t: Test, store: Store): Promise<void> {
   // A cursor the previous release handed out after the newest entry: the page after entry 3.
   const oldCursor = encodeCursor('3');
-  const all = (await store.listLedger('a', { limit: 10 })).items;
+  const all = (await store.accounts.listLedger('a', { limit: 10 })).items;
   t.same(
     all.map((e) => [e.balanceAfter, e.createdAt.getTime()]),
     [
@@ -40,12 +40,12 @@ async function checkMigrated(t: Test, store: Store): Promise<void> {
   t.equal(new Set(all.map((e) => e.id)).size, 3);
   t.equal(all[2].id.replace(/-/g, '').slice(0, 12), T0.toString(16).padStart(12, '0'), "the id's time is created_at");
   t.same(
-    (await store.listLedger('a', { limit: 10, cursor: oldCursor })).items.map((e) => e.balanceAfter),
+    (await store.accounts.listLedger('a', { limit: 10, cursor: oldCursor })).items.map((e) => e.balanceAfter),
     [2, 1],
     'a cursor handed out before the migration still pages on',
   );
-  await store.grantTokens({ accountId: 'a', amount: 1, note: null, now: new Date(T0 + 3000) });
-  const [newest] = (await store.listLedger('a', { limit: 1 })).items;
+  await store.accounts.grantTokens({ accountId: 'a', amount: 1, note: null, now: new Date(T0 + 3000) });
+  const [newest] = (await store.accounts.listLedger('a', { limit: 1 })).items;
   t.match(newest, { balanceAfter: 4, id: UUID_V7 }, 'a new entry comes first, with a UUIDv7 of its own');
   t.notOk(
     all.some((e) => e.id === newest.id),

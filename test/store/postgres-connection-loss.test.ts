@@ -61,7 +61,12 @@ t.test('20 cuts of every connection under load: the process goes on, and so does
   await store.migrate();
   const signals: string[] = [];
   await store.listen((signal) => signals.push(signal.kind));
-  const account = await store.createAccount({ id: 'acct-cut', name: 'cut', initialTokens: 0, now: new Date() });
+  const account = await store.accounts.createAccount({
+    id: 'acct-cut',
+    name: 'cut',
+    initialTokens: 0,
+    now: new Date(),
+  });
 
   let stop = false;
   let ok = 0;
@@ -70,7 +75,7 @@ t.test('20 cuts of every connection under load: the process goes on, and so does
   const load = Array.from({ length: 4 }, async () => {
     while (!stop) {
       try {
-        await store.grantTokens({ accountId: account.id, amount: 1, note: null, now: new Date() });
+        await store.accounts.grantTokens({ accountId: account.id, amount: 1, note: null, now: new Date() });
         ok += 1;
       } catch {
         failed += 1;
@@ -91,7 +96,7 @@ t.test('20 cuts of every connection under load: the process goes on, and so does
 
   // A grant whose COMMIT reached the server but whose answer was cut is committed and reported
   // failed: the balance is between the two counts, and the ledger accounts for it exactly.
-  const balance = (await store.getAccount(account.id))!.balance;
+  const balance = (await store.accounts.getAccount(account.id))!.balance;
   t.ok(balance >= ok && balance <= ok + failed, `balance ${balance} within [${ok}, ${ok + failed}]`);
   await assertLedgerInvariant(t, store, account.id);
 

@@ -48,7 +48,7 @@ t.test(
   async (t) => {
     const { store, counted } = await open(t);
     const now = new Date();
-    const { id: accountId } = await store.createAccount({
+    const { id: accountId } = await store.accounts.createAccount({
       id: newIdAt(now),
       name: 'active',
       initialTokens: 10_000,
@@ -58,47 +58,47 @@ t.test(
       t.same(counted(accountId), { kept: n, real: n }, `${step}: ${n} active`);
 
     const [a, b] = [newTask(accountId), newTask(accountId)];
-    await store.insertTaskWithDebit(a, CAP);
-    await store.insertTaskWithDebit(b, CAP);
+    await store.tasks.insertTaskWithDebit(a, CAP);
+    await store.tasks.insertTaskWithDebit(b, CAP);
     await expect(2, 'two created');
     await t.rejects(
-      store.insertTaskWithDebit(newTask(accountId), CAP),
+      store.tasks.insertTaskWithDebit(newTask(accountId), CAP),
       { code: 'too_many_active_tasks' },
       'the cap holds',
     );
 
-    const claimed = await store.claimNextTask({ now: new Date(), ...CLAIM });
+    const claimed = await store.tasks.claimNextTask({ now: new Date(), ...CLAIM });
     t.equal(claimed?.id, a.id);
     await expect(2, 'one claimed');
-    t.ok(await store.requeueTask({ taskId: a.id, attempt: 1, runAfter: new Date(), now: new Date() }));
+    t.ok(await store.tasks.requeueTask({ taskId: a.id, attempt: 1, runAfter: new Date(), now: new Date() }));
     await expect(2, 'requeued');
     await t.rejects(
-      store.insertTaskWithDebit(newTask(accountId), CAP),
+      store.tasks.insertTaskWithDebit(newTask(accountId), CAP),
       { code: 'too_many_active_tasks' },
       'still at the cap',
     );
 
-    const again = await store.claimNextTask({ now: new Date(), ...CLAIM });
-    t.ok(await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
+    const again = await store.tasks.claimNextTask({ now: new Date(), ...CLAIM });
+    t.ok(await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
     await expect(1, 'one completed');
     t.notOk(
-      await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }),
+      await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }),
       'a second completion is fenced out',
     );
     await expect(1, 'a fenced-out completion changes nothing');
 
     const c = newTask(accountId);
-    await store.insertTaskWithDebit(c, CAP);
+    await store.tasks.insertTaskWithDebit(c, CAP);
     await expect(2, 'room again after a completion');
-    await store.cancelTask(accountId, c.id, new Date());
+    await store.tasks.cancelTask(accountId, c.id, new Date());
     await expect(1, 'a CREATED task canceled');
-    await t.rejects(store.cancelTask(accountId, c.id, new Date()), { code: 'invalid_state' });
+    await t.rejects(store.tasks.cancelTask(accountId, c.id, new Date()), { code: 'invalid_state' });
     await expect(1, 'a refused second cancel changes nothing');
 
-    const running = await store.claimNextTask({ now: new Date(), ...CLAIM });
+    const running = await store.tasks.claimNextTask({ now: new Date(), ...CLAIM });
     t.equal(running?.id, b.id);
     t.ok(
-      await store.failTask({
+      await store.tasks.failTask({
         taskId: b.id,
         attempt: running!.attempt,
         error: { code: 'x', message: 'x' },
@@ -108,9 +108,13 @@ t.test(
     await expect(0, 'an IN_PROGRESS task failed');
 
     const stale = newTask(accountId, new Date(Date.now() - 2 * 3_600_000));
-    await store.insertTaskWithDebit(stale, CAP);
+    await store.tasks.insertTaskWithDebit(stale, CAP);
     await expect(1, 'created');
-    t.equal(await store.claimNextTask({ now: new Date(), ...CLAIM }), null, 'past its deadline: failed, not claimed');
+    t.equal(
+      await store.tasks.claimNextTask({ now: new Date(), ...CLAIM }),
+      null,
+      'past its deadline: failed, not claimed',
+    );
     await expect(0, 'failed at its deadline');
     await assertLedgerInvariant(t, store, accountId);
   },
@@ -136,8 +140,8 @@ t.test('an existing database is counted when the column is added', async (t) => 
 
   const { store, counted } = await open(t, path);
   t.same(counted(accountId), { kept: 2, real: 2 }, 'CREATED and IN_PROGRESS are counted');
-  await store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 });
-  await t.rejects(store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 }), {
+  await store.tasks.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 });
+  await t.rejects(store.tasks.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 }), {
     code: 'too_many_active_tasks',
   });
 });

@@ -43,7 +43,7 @@ t.test('commits are copied into the database file by the background thread', asy
 
   const reopened = new SqliteStore(path);
   t.teardown(() => reopened.close());
-  t.equal((await reopened.listTasks(accountId, { limit: 100 })).items.length, 100, 'the tasks are there');
+  t.equal((await reopened.tasks.listTasks(accountId, { limit: 100 })).items.length, 100, 'the tasks are there');
 });
 
 t.test('without it, those commits stay in the WAL until the connection checkpoints', async (t) => {

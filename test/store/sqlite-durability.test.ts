@@ -51,7 +51,7 @@ t.test('every claim and lease leaves the connection committing with FULL', async
   const task = await insertTask(store, accountId);
   const now = new Date();
 
-  const claim = await store.claimIdempotencyKey({
+  const claim = await store.idempotencyKeys.claimIdempotencyKey({
     accountId,
     key: 'k1',
     fingerprint: 'f',
@@ -62,12 +62,12 @@ t.test('every claim and lease leaves the connection committing with FULL', async
   });
   t.same(claim, { outcome: 'acquired' });
   t.equal(db.synchronousMode(), FULL, 'after an Idempotency-Key claim');
-  const claimed = await store.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
+  const claimed = await store.tasks.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
   t.equal(claimed?.id, task.id);
   t.equal(db.synchronousMode(), FULL, 'after a task claim');
-  t.ok(await store.renewLease(task.id, 1, now, 60_000));
+  t.ok(await store.tasks.renewLease(task.id, 1, now, 60_000));
   t.equal(db.synchronousMode(), FULL, 'after a lease renewal');
-  t.equal(await store.claimDueWebhookDelivery(now, 60_000), null);
+  t.equal(await store.webhooks.claimDueWebhookDelivery(now, 60_000), null);
   t.equal(db.synchronousMode(), FULL, 'after a webhook claim');
 
   // The unsynced commits are commits: another connection sees them.
@@ -85,9 +85,15 @@ t.test('releasing an Idempotency-Key (a refused request) is one unsynced transac
   const { store, db, path } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);
   const held = { accountId, key: 'refused', leaseToken: 'l' };
-  await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
+  await store.idempotencyKeys.claimIdempotencyKey({
+    ...held,
+    fingerprint: 'f',
+    now: new Date(),
+    leaseMs: 60_000,
+    ttlMs: 86_400_000,
+  });
   db.commitModes.length = 0;
-  await store.releaseIdempotencyKey(held);
+  await store.idempotencyKeys.releaseIdempotencyKey(held);
   t.same(db.commitModes, [NORMAL], 'one transaction, committed without a sync');
   t.equal(db.synchronousMode(), FULL, 'and FULL again after it');
   const reader = new Database(path, { readonly: true });
@@ -103,10 +109,16 @@ t.test('completing an Idempotency-Key outside a create (an upload) is one synced
   const { store, db } = await openStore(t);
   const accountId = await newAccountWithTokens(store, 1000);
   const held = { accountId, key: 'upload', leaseToken: 'l' };
-  await store.claimIdempotencyKey({ ...held, fingerprint: 'f', now: new Date(), leaseMs: 60_000, ttlMs: 86_400_000 });
+  await store.idempotencyKeys.claimIdempotencyKey({
+    ...held,
+    fingerprint: 'f',
+    now: new Date(),
+    leaseMs: 60_000,
+    ttlMs: 86_400_000,
+  });
   db.commitModes.length = 0;
   t.equal(
-    await store.completeIdempotencyKey({
+    await store.idempotencyKeys.completeIdempotencyKey({
       ...held,
       response: { statusCode: 201, headers: {}, body: Buffer.from('{}') },
     }),
@@ -121,19 +133,19 @@ t.test('deleting a media commits synced; marking its blob deleted is one unsynce
   const now = new Date();
   const media = await storeUpload(store, accountId, now);
   db.commitModes.length = 0;
-  t.equal(await store.deleteMedia(accountId, media.id, now), media.blobKey);
+  t.equal(await store.media.deleteMedia(accountId, media.id, now), media.blobKey);
   t.same(db.commitModes, [FULL], 'the 204 of a delete reports it: synced');
   db.commitModes.length = 0;
-  await store.completeBlobDeletion(media.blobKey, now);
+  await store.media.completeBlobDeletion(media.blobKey, now);
   t.same(db.commitModes, [NORMAL], 'bookkeeping: no sync (a lost one only deletes a missing blob again)');
-  t.same(await store.listDueBlobDeletions(now, 10), []);
+  t.same(await store.media.listDueBlobDeletions(now, 10), []);
 });
 
 t.test("an API key's last use (once a minute per key, on the request path) is one unsynced transaction", async (t) => {
   const { store, db } = await openStore(t);
   const { record } = await issueApiKey(store, await newAccountWithTokens(store, 1000), 'probe', new Date());
   db.commitModes.length = 0;
-  await store.markApiKeyUsed(record.id, new Date());
+  await store.accounts.markApiKeyUsed(record.id, new Date());
   t.same(db.commitModes, [NORMAL]);
 });
 

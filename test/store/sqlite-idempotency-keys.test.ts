@@ -55,7 +55,7 @@ t.test('keys recorded before migration 5 replay, stay held and stay unique after
   await store.migrate();
   t.teardown(() => store.close());
   const claim = (key: string, fingerprint: string, leaseToken: string) =>
-    store.claimIdempotencyKey({
+    store.idempotencyKeys.claimIdempotencyKey({
       accountId,
       key,
       fingerprint,
@@ -75,7 +75,7 @@ t.test('keys recorded before migration 5 replay, stay held and stay unique after
   t.same(await claim('answered', 'fp-other', 'retry'), { outcome: 'fingerprint_mismatch' }, 'still bound to its body');
   t.same(await claim('held', 'fp-h', 'second'), { outcome: 'in_progress' }, 'the holder keeps its lease');
   t.equal(
-    await store.completeIdempotencyKey({
+    await store.idempotencyKeys.completeIdempotencyKey({
       accountId,
       key: 'held',
       leaseToken: 'holder',
@@ -87,12 +87,12 @@ t.test('keys recorded before migration 5 replay, stay held and stay unique after
   const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => claim('new', 'fp-n', `t${i}`)));
   t.equal(claims.filter((c) => c.outcome === 'acquired').length, 1, 'a new key is taken once');
   t.equal(
-    await store.deleteExpiredIdempotencyKeys(new Date(now + day), 100),
+    await store.idempotencyKeys.deleteExpiredIdempotencyKeys(new Date(now + day), 100),
     2,
     'the sweeper finds the old keys by expiry',
   );
   t.equal(
-    await store.deleteExpiredIdempotencyKeys(new Date(now + 1000 + day), 100),
+    await store.idempotencyKeys.deleteExpiredIdempotencyKeys(new Date(now + 1000 + day), 100),
     1,
     'and the new one a second later',
   );

@@ -23,15 +23,15 @@ t.test('the migration numbers existing ledger entries per account, in their orde
   const store = new SqliteStore(path);
   await store.migrate();
   t.teardown(() => store.close());
-  await store.grantTokens({ accountId: 'b', amount: 5, note: null, now: new Date() });
+  await store.accounts.grantTokens({ accountId: 'b', amount: 5, note: null, now: new Date() });
   // Entries are found by their content (ids became UUIDs in a later migration): each account's in
   // their order, paged by the per-account numbers.
   const balances = async (accountId: string) =>
-    (await store.listLedger(accountId, { limit: 10 })).items.map((e) => e.balanceAfter);
+    (await store.accounts.listLedger(accountId, { limit: 10 })).items.map((e) => e.balanceAfter);
   t.same(await balances('a'), [3, 2, 1]);
   t.same(await balances('b'), [7, 2, 1]);
-  const firstPage = await store.listLedger('b', { limit: 1 });
-  const rest = await store.listLedger('b', { limit: 10, cursor: firstPage.nextCursor! });
+  const firstPage = await store.accounts.listLedger('b', { limit: 1 });
+  const rest = await store.accounts.listLedger('b', { limit: 10, cursor: firstPage.nextCursor! });
   t.same(
     rest.items.map((e) => e.balanceAfter),
     [2, 1],

@@ -21,12 +21,17 @@ async function storeWith(t: Test, tasksOf: (accountId: string) => TaskRecord[]) 
   await store.migrate();
   t.teardown(() => store.close());
   const now = new Date(START);
-  const listed = await store.createAccount({ id: newIdAt(now), name: 'listed', initialTokens: 1_000_000, now });
-  const other = await store.createAccount({ id: newIdAt(now), name: 'other', initialTokens: 1_000_000, now });
+  const listed = await store.accounts.createAccount({
+    id: newIdAt(now),
+    name: 'listed',
+    initialTokens: 1_000_000,
+    now,
+  });
+  const other = await store.accounts.createAccount({ id: newIdAt(now), name: 'other', initialTokens: 1_000_000, now });
   const tasks = tasksOf(listed.id);
   // The other account's tasks are interleaved with the listed one's in every range of the index.
   for (const task of [...tasks, ...mixedTasks(other.id, 60, 7)])
-    await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
+    await store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
   return { store, accountId: listed.id, tasks };
 }
 
@@ -68,7 +73,7 @@ t.test(
     const expected = newestFirst(tasks.filter((task) => task.status === 'COMPLETED'));
     for (let round = 0; round < 2; round++) {
       for (let limit = 1; limit <= 100; limit++) {
-        const page = await store.listTasks(accountId, { limit, status: 'COMPLETED' });
+        const page = await store.tasks.listTasks(accountId, { limit, status: 'COMPLETED' });
         t.strictSame(
           page.items.map((task) => task.id),
           expected.slice(0, limit),

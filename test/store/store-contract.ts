@@ -24,7 +24,7 @@ const codeOf = (reason: unknown) => (reason instanceof DomainError ? reason.code
 
 async function newAccount(store: Store, tokens: number, name = 'contract'): Promise<string> {
   const now = new Date();
-  return (await store.createAccount({ id: newIdAt(now), name, initialTokens: tokens, now })).id;
+  return (await store.accounts.createAccount({ id: newIdAt(now), name, initialTokens: tokens, now })).id;
 }
 
 /** alpha-pro at 1K costs 25 tokens; 4K costs 50. */
@@ -57,7 +57,7 @@ const policy = (now = new Date(), over: Partial<ClaimPolicy> = {}): ClaimPolicy 
 async function reservedResult(store: Store, now: Date): Promise<GeneratedMediaInput> {
   const id = newIdAt(now);
   const blobKey = `results/${id}`;
-  await store.scheduleBlobDeletion(blobKey, new Date(now.getTime() + 60_000));
+  await store.media.scheduleBlobDeletion(blobKey, new Date(now.getTime() + 60_000));
   return {
     id,
     blobKey,
@@ -76,20 +76,20 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
   t.test('accounts and API keys', async (t) => {
     t.test('an account is created with its opening grant, read back and counted', async (t) => {
       const store = await open(t);
-      const before = await store.countAccounts();
+      const before = await store.accounts.countAccounts();
       const now = new Date();
       const id = newIdAt(now);
-      const account = await store.createAccount({ id, name: 'acme', initialTokens: 70, now });
+      const account = await store.accounts.createAccount({ id, name: 'acme', initialTokens: 70, now });
       t.match(account, { id, name: 'acme', balance: 70 });
       t.equal(account.createdAt.getTime(), now.getTime(), 'createdAt round-trips to the millisecond');
-      t.strictSame(await store.getAccount(id), account);
-      t.equal(await store.getAccount(newIdAt(now)), null, 'an unknown account is null');
-      t.equal(await store.countAccounts(), before + 1);
-      t.match((await store.listLedger(id, { limit: 10 })).items, [
+      t.strictSame(await store.accounts.getAccount(id), account);
+      t.equal(await store.accounts.getAccount(newIdAt(now)), null, 'an unknown account is null');
+      t.equal(await store.accounts.countAccounts(), before + 1);
+      t.match((await store.accounts.listLedger(id, { limit: 10 })).items, [
         { kind: 'grant', amount: 70, balanceAfter: 70, note: 'opening balance' },
       ]);
       const empty = await newAccount(store, 0);
-      t.same((await store.listLedger(empty, { limit: 10 })).items, [], 'no grant entry for 0 tokens');
+      t.same((await store.accounts.listLedger(empty, { limit: 10 })).items, [], 'no grant entry for 0 tokens');
       await assertLedgerInvariant(t, store, id);
     });
 
@@ -97,7 +97,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 40);
       const now = new Date();
-      const key = await store.insertApiKey({
+      const key = await store.accounts.insertApiKey({
         id: newIdAt(now),
         accountId,
         name: 'ci',
@@ -106,18 +106,22 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         now,
       });
       t.match(key, { accountId, name: 'ci', prefix: 'ig_abc12345', lastUsedAt: null, revokedAt: null });
-      const found = await store.findActiveApiKey('h'.repeat(64));
+      const found = await store.accounts.findActiveApiKey('h'.repeat(64));
       t.strictSame(found?.key, key);
       t.match(found?.account, { id: accountId, balance: 40 });
-      t.equal(await store.findActiveApiKey('x'.repeat(64)), null, 'an unknown hash');
+      t.equal(await store.accounts.findActiveApiKey('x'.repeat(64)), null, 'an unknown hash');
 
-      await store.markApiKeyUsed(key.id, new Date(now.getTime() + 5));
-      t.equal((await store.listApiKeys(accountId))[0].lastUsedAt?.getTime(), now.getTime() + 5, 'last use recorded');
+      await store.accounts.markApiKeyUsed(key.id, new Date(now.getTime() + 5));
+      t.equal(
+        (await store.accounts.listApiKeys(accountId))[0].lastUsedAt?.getTime(),
+        now.getTime() + 5,
+        'last use recorded',
+      );
 
-      t.equal(await store.revokeApiKey('ig_abc12345', now), true, 'revoked by prefix');
-      t.equal(await store.findActiveApiKey('h'.repeat(64)), null, 'a revoked key is not found');
-      t.equal(await store.revokeApiKey(key.id, now), false, 'revoking twice matches nothing');
-      t.ok((await store.listApiKeys(accountId))[0].revokedAt, 'listed with its revocation');
+      t.equal(await store.accounts.revokeApiKey('ig_abc12345', now), true, 'revoked by prefix');
+      t.equal(await store.accounts.findActiveApiKey('h'.repeat(64)), null, 'a revoked key is not found');
+      t.equal(await store.accounts.revokeApiKey(key.id, now), false, 'revoking twice matches nothing');
+      t.ok((await store.accounts.listApiKeys(accountId))[0].revokedAt, 'listed with its revocation');
     });
 
     t.test('keys are listed per account in creation order, or all of them', async (t) => {
@@ -127,7 +131,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const base = Date.now();
       for (const [i, accountId] of [a, b, a].entries()) {
         const now = new Date(base + i);
-        await store.insertApiKey({
+        await store.accounts.insertApiKey({
           id: newIdAt(now),
           accountId,
           name: `k${i}`,
@@ -137,15 +141,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         });
       }
       t.strictSame(
-        (await store.listApiKeys(a)).map((k) => k.name),
+        (await store.accounts.listApiKeys(a)).map((k) => k.name),
         ['k0', 'k2'],
       );
-      const all = (await store.listApiKeys()).filter((k) => k.accountId === a || k.accountId === b);
+      const all = (await store.accounts.listApiKeys()).filter((k) => k.accountId === a || k.accountId === b);
       t.strictSame(
         all.map((k) => k.name),
         ['k0', 'k1', 'k2'],
       );
-      t.equal(await store.revokeApiKey('ig_nothing', new Date()), false);
+      t.equal(await store.accounts.revokeApiKey('ig_nothing', new Date()), false);
     });
 
     t.test('keys made in the same millisecond list in the same order on every adapter (by id)', async (t) => {
@@ -154,7 +158,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const now = new Date();
       // Ids given out of order on purpose: the tie is broken by id, not by insertion.
       for (const id of ['0190f0a0-0000-7000-8000-000000000002', '0190f0a0-0000-7000-8000-000000000001'])
-        await store.insertApiKey({
+        await store.accounts.insertApiKey({
           id,
           accountId,
           name: id.slice(-1),
@@ -163,7 +167,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           now,
         });
       t.strictSame(
-        (await store.listApiKeys(accountId)).map((k) => k.name),
+        (await store.accounts.listApiKeys(accountId)).map((k) => k.name),
         ['1', '2'],
       );
     });
@@ -174,7 +178,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 100);
       const tasks = Array.from({ length: 50 }, () => newTask(accountId));
-      const results = await Promise.allSettled(tasks.map((task) => store.insertTaskWithDebit(task, LIMITS)));
+      const results = await Promise.allSettled(tasks.map((task) => store.tasks.insertTaskWithDebit(task, LIMITS)));
 
       t.equal(results.filter((r) => r.status === 'fulfilled').length, 4, '4 inserted');
       const refusals = results
@@ -182,13 +186,13 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         .map((r) => codeOf(r.reason));
       t.same([...new Set(refusals)], ['insufficient_tokens'], 'every refusal is insufficient_tokens');
       t.equal(refusals.length, 46);
-      t.equal((await store.getAccount(accountId))!.balance, 0, 'balance 0');
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 0, 'balance 0');
       t.equal(
-        (await store.listTasks(accountId, { limit: 100 })).items.length,
+        (await store.tasks.listTasks(accountId, { limit: 100 })).items.length,
         4,
         '4 tasks stored, none for the refusals',
       );
-      t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 100, refund: 0 });
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 100, debit: 100, refund: 0 });
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -196,9 +200,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 40);
       const task = newTask(accountId, { resolution: '4K' });
-      await t.rejects(store.insertTaskWithDebit(task, { maxActiveTasks: 10 }), { code: 'insufficient_tokens' });
-      t.equal(await store.getTask(accountId, task.id), null, 'no task');
-      t.equal((await store.getAccount(accountId))!.balance, 40);
+      await t.rejects(store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 10 }), { code: 'insufficient_tokens' });
+      t.equal(await store.tasks.getTask(accountId, task.id), null, 'no task');
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 40);
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -206,13 +210,13 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 100);
       const task = newTask(accountId);
-      await store.insertTaskWithDebit(task, { maxActiveTasks: 10 });
-      const results = await Promise.all(Array.from({ length: 10 }, () => store.refundTask(task.id, new Date())));
+      await store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 10 });
+      const results = await Promise.all(Array.from({ length: 10 }, () => store.tasks.refundTask(task.id, new Date())));
       t.equal(results.filter(Boolean).length, 1, 'exactly one call made the refund');
-      t.equal((await store.getAccount(accountId))!.balance, 100, 'cost given back once');
-      t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
-      t.equal(await store.refundTask(task.id, new Date()), false, 'a later call refunds nothing');
-      t.equal(await store.refundTask(newIdAt(new Date()), new Date()), false, 'an unknown task refunds nothing');
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 100, 'cost given back once');
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 });
+      t.equal(await store.tasks.refundTask(task.id, new Date()), false, 'a later call refunds nothing');
+      t.equal(await store.tasks.refundTask(newIdAt(new Date()), new Date()), false, 'an unknown task refunds nothing');
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -223,7 +227,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const rich = await newAccount(store, 1000);
         const poor = await newAccount(store, 30);
         const stored = newTask(rich);
-        await store.insertTaskWithDebit(stored, { maxActiveTasks: 100 });
+        await store.tasks.insertTaskWithDebit(stored, { maxActiveTasks: 100 });
         const attempts = [
           newTask(rich),
           newTask(poor),
@@ -232,7 +236,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           newTask(rich),
         ];
         const results = await Promise.allSettled(
-          attempts.map((task) => store.insertTaskWithDebit(task, { maxActiveTasks: 100 })),
+          attempts.map((task) => store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 100 })),
         );
         t.same(
           [0, 3, 4].map((i) => results[i].status),
@@ -252,20 +256,20 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           'the duplicate fails as a storage error',
         );
         t.same(
-          await store.ledgerTotals(rich),
+          await store.accounts.ledgerTotals(rich),
           { grant: 1000, debit: 3 * 25, refund: 0 },
           'the duplicate was not charged',
         );
-        t.same(await store.ledgerTotals(poor), { grant: 30, debit: 25, refund: 0 });
+        t.same(await store.accounts.ledgerTotals(poor), { grant: 30, debit: 25, refund: 0 });
         for (const [i, result] of results.entries()) {
           if (i !== 3)
             t.equal(
-              Boolean(await store.getTask(attempts[i].accountId, attempts[i].id)),
+              Boolean(await store.tasks.getTask(attempts[i].accountId, attempts[i].id)),
               result.status === 'fulfilled',
               `task ${i} stored if accepted`,
             );
         }
-        t.equal((await store.getTask(rich, stored.id))!.prompt, stored.prompt, 'the stored task is untouched');
+        t.equal((await store.tasks.getTask(rich, stored.id))!.prompt, stored.prompt, 'the stored task is untouched');
         await assertLedgerInvariant(t, store, rich);
         await assertLedgerInvariant(t, store, poor);
       },
@@ -275,24 +279,27 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const opened = await adapter.open(t);
       const accountId = await newAccount(opened.store, 100);
       const task = newTask(accountId);
-      const inserted = opened.store.insertTaskWithDebit(task, { maxActiveTasks: 10 });
+      const inserted = opened.store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 10 });
       await opened.store.close();
       await inserted;
       const reopened = await opened.reopen();
-      t.ok(await reopened.getTask(accountId, task.id));
-      t.equal((await reopened.getAccount(accountId))!.balance, 75);
+      t.ok(await reopened.tasks.getTask(accountId, task.id));
+      t.equal((await reopened.accounts.getAccount(accountId))!.balance, 75);
     });
 
     t.test('grantTokens adds a grant entry; an unknown account is not_found', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
-      const account = await store.grantTokens({ accountId, amount: 70, note: 'top-up', now: new Date() });
+      const account = await store.accounts.grantTokens({ accountId, amount: 70, note: 'top-up', now: new Date() });
       t.equal(account.balance, 70);
-      const page = await store.listLedger(accountId, { limit: 10 });
+      const page = await store.accounts.listLedger(accountId, { limit: 10 });
       t.match(page.items, [{ kind: 'grant', amount: 70, balanceAfter: 70, note: 'top-up', taskId: null }]);
-      await t.rejects(store.grantTokens({ accountId: newIdAt(new Date()), amount: 1, note: null, now: new Date() }), {
-        code: 'not_found',
-      });
+      await t.rejects(
+        store.accounts.grantTokens({ accountId: newIdAt(new Date()), amount: 1, note: null, now: new Date() }),
+        {
+          code: 'not_found',
+        },
+      );
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -300,10 +307,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 50);
       await Promise.allSettled([
-        ...Array.from({ length: 10 }, () => store.grantTokens({ accountId, amount: 25, note: null, now: new Date() })),
-        ...Array.from({ length: 20 }, () => store.insertTaskWithDebit(newTask(accountId), LIMITS)),
+        ...Array.from({ length: 10 }, () =>
+          store.accounts.grantTokens({ accountId, amount: 25, note: null, now: new Date() }),
+        ),
+        ...Array.from({ length: 20 }, () => store.tasks.insertTaskWithDebit(newTask(accountId), LIMITS)),
       ]);
-      const totals = await store.ledgerTotals(accountId);
+      const totals = await store.accounts.ledgerTotals(accountId);
       t.equal(totals.grant, 300);
       t.ok(
         totals.debit >= 50 && totals.debit <= 300,
@@ -315,8 +324,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('ledger entry ids are distinct UUIDv7s, newest first', async (t) => {
       const store = await open(t);
       const one = await newAccount(store, 100, 'one');
-      for (let i = 0; i < 3; i++) await store.grantTokens({ accountId: one, amount: 1, note: null, now: new Date() });
-      const entries = (await store.listLedger(one, { limit: 10 })).items;
+      for (let i = 0; i < 3; i++)
+        await store.accounts.grantTokens({ accountId: one, amount: 1, note: null, now: new Date() });
+      const entries = (await store.accounts.listLedger(one, { limit: 10 })).items;
       t.same(
         entries.map((e) => e.balanceAfter),
         [103, 102, 101, 100],
@@ -330,12 +340,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('listLedger pages newest first without gaps or repeats', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 1000);
-      for (let i = 0; i < 6; i++) await store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 100 });
+      for (let i = 0; i < 6; i++) await store.tasks.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 100 });
       const seen: { id: string; kind: string }[] = [];
       let cursor: string | undefined;
       let pages = 0;
       do {
-        const page = await store.listLedger(accountId, { limit: 3, cursor });
+        const page = await store.accounts.listLedger(accountId, { limit: 3, cursor });
         seen.push(...page.items);
         cursor = page.nextCursor ?? undefined;
         pages++;
@@ -353,7 +363,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       // Past 2^53 (would round, and return the first page again), zero, negative, not a number.
       for (const position of ['99999999999999999', '0', '-1', '1e3', 'abc'])
         await t.rejects(
-          store.listLedger(accountId, { limit: 3, cursor: encodeCursor(position) }),
+          store.accounts.listLedger(accountId, { limit: 3, cursor: encodeCursor(position) }),
           { code: 'invalid_request' },
           `position ${position}`,
         );
@@ -365,14 +375,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);
       const results = await Promise.allSettled(
-        Array.from({ length: 20 }, () => store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 })),
+        Array.from({ length: 20 }, () => store.tasks.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 3 })),
       );
       t.equal(results.filter((r) => r.status === 'fulfilled').length, 3);
       const refusals = results
         .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
         .map((r) => codeOf(r.reason));
       t.same([...new Set(refusals)], ['too_many_active_tasks']);
-      t.equal((await store.getAccount(accountId))!.balance, 10_000 - 3 * 25, 'only the 3 accepted were debited');
+      t.equal(
+        (await store.accounts.getAccount(accountId))!.balance,
+        10_000 - 3 * 25,
+        'only the 3 accepted were debited',
+      );
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -380,14 +394,20 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       // The cap is the one a client can wait out (429 with Retry-After); a 402 would send it to top up.
       const store = await open(t);
       const accountId = await newAccount(store, 50);
-      await store.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 1 });
-      await t.rejects(store.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 1 }), {
-        code: 'too_many_active_tasks',
-      });
-      await t.rejects(store.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 2 }), {
-        code: 'insufficient_tokens',
-      });
-      t.equal((await store.getAccount(accountId))!.balance, 25, 'neither refusal debited');
+      await store.tasks.insertTaskWithDebit(newTask(accountId), { maxActiveTasks: 1 });
+      await t.rejects(
+        store.tasks.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 1 }),
+        {
+          code: 'too_many_active_tasks',
+        },
+      );
+      await t.rejects(
+        store.tasks.insertTaskWithDebit(newTask(accountId, { resolution: '4K' }), { maxActiveTasks: 2 }),
+        {
+          code: 'insufficient_tokens',
+        },
+      );
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 25, 'neither refusal debited');
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -396,36 +416,36 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const accountId = await newAccount(store, 10_000);
       const cap = { maxActiveTasks: 2 };
       const atCap = () =>
-        t.rejects(store.insertTaskWithDebit(newTask(accountId), cap), { code: 'too_many_active_tasks' });
+        t.rejects(store.tasks.insertTaskWithDebit(newTask(accountId), cap), { code: 'too_many_active_tasks' });
       const fits = async () => {
         const task = newTask(accountId);
-        await store.insertTaskWithDebit(task, cap);
+        await store.tasks.insertTaskWithDebit(task, cap);
         return task;
       };
       const a = await fits();
       const b = await fits();
       await atCap();
-      const claimedA = await store.claimNextTask(policy());
+      const claimedA = await store.tasks.claimNextTask(policy());
       t.equal(claimedA?.id, a.id, 'claiming keeps a task active');
       await atCap();
-      t.ok(await store.requeueTask({ taskId: a.id, attempt: 1, runAfter: new Date(), now: new Date() }));
+      t.ok(await store.tasks.requeueTask({ taskId: a.id, attempt: 1, runAfter: new Date(), now: new Date() }));
       await atCap();
-      const again = await store.claimNextTask(policy());
-      t.ok(await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
+      const again = await store.tasks.claimNextTask(policy());
+      t.ok(await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
       t.notOk(
-        await store.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }),
+        await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }),
         'a second completion is fenced out',
       );
       const c = await fits();
       await atCap();
-      await store.cancelTask(accountId, c.id, new Date());
-      await t.rejects(store.cancelTask(accountId, c.id, new Date()), { code: 'invalid_state' });
+      await store.tasks.cancelTask(accountId, c.id, new Date());
+      await t.rejects(store.tasks.cancelTask(accountId, c.id, new Date()), { code: 'invalid_state' });
       await fits();
       await atCap();
-      const running = await store.claimNextTask(policy());
+      const running = await store.tasks.claimNextTask(policy());
       t.equal(running?.id, b.id);
       t.ok(
-        await store.failTask({
+        await store.tasks.failTask({
           taskId: b.id,
           attempt: running!.attempt,
           error: { code: 'x', message: 'x' },
@@ -434,15 +454,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
       const d = await fits();
       await atCap();
-      const lost = await store.claimNextTask(policy(new Date(), { leaseMs: 1 }));
+      const lost = await store.tasks.claimNextTask(policy(new Date(), { leaseMs: 1 }));
       t.not(lost?.id, d.id, 'the older task is claimed with a lease that runs out');
-      const next = await store.claimNextTask(policy(new Date(Date.now() + 1000), { maxAttempts: 1 }));
+      const next = await store.tasks.claimNextTask(policy(new Date(Date.now() + 1000), { maxAttempts: 1 }));
       t.equal(next?.id, d.id, 'the claim that fails the lost task takes the next one');
-      t.match(await store.getTaskById(lost!.id), { status: 'FAILED', error: { code: 'worker_lost' } });
+      t.match(await store.tasks.getTaskById(lost!.id), { status: 'FAILED', error: { code: 'worker_lost' } });
       const stale = newTask(accountId, { createdAt: new Date(Date.now() - 2 * HOUR) });
-      await store.insertTaskWithDebit(stale, cap);
+      await store.tasks.insertTaskWithDebit(stale, cap);
       await atCap();
-      t.equal(await store.claimNextTask(policy()), null, 'past its deadline: failed, not claimed');
+      t.equal(await store.tasks.claimNextTask(policy()), null, 'past its deadline: failed, not claimed');
       await fits();
       await atCap();
       await assertLedgerInvariant(t, store, accountId);
@@ -462,9 +482,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         (await storeUpload(store, accountId, new Date())).id,
       ];
       const task = newTask(accountId, { references });
-      await store.insertTaskWithDebit(task, LIMITS);
-      t.strictSame((await store.getTask(accountId, task.id))?.imageReference, references);
-      t.equal((await store.getAccount(accountId))?.balance, 1000 - task.cost);
+      await store.tasks.insertTaskWithDebit(task, LIMITS);
+      t.strictSame((await store.tasks.getTask(accountId, task.id))?.imageReference, references);
+      t.equal((await store.accounts.getAccount(accountId))?.balance, 1000 - task.cost);
     });
 
     t.test('a bad reference is refused, naming the first bad one, and nothing is stored or charged', async (t) => {
@@ -481,18 +501,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       for (const [name, id] of Object.entries(bad)) {
         const task = newTask(accountId, { references: [good, good, id, newIdAt(now)] });
         await t.rejects(
-          store.insertTaskWithDebit(task, LIMITS),
+          store.tasks.insertTaskWithDebit(task, LIMITS),
           {
             code: 'invalid_media_reference',
             fieldErrors: [{ pointer: '/image_reference/2', location: 'body', code: 'unknown_media' }],
           },
           name,
         );
-        t.equal(await store.getTask(accountId, task.id), null, `${name}: no task`);
+        t.equal(await store.tasks.getTask(accountId, task.id), null, `${name}: no task`);
       }
-      t.equal((await store.getAccount(accountId))?.balance, 1000, 'nothing charged');
+      t.equal((await store.accounts.getAccount(accountId))?.balance, 1000, 'nothing charged');
       // Had a refused task been counted as active, a cap of one would refuse this one.
-      await store.insertTaskWithDebit(newTask(accountId, { references: [good] }), { maxActiveTasks: 1 });
+      await store.tasks.insertTaskWithDebit(newTask(accountId, { references: [good] }), { maxActiveTasks: 1 });
     });
 
     t.test(
@@ -503,17 +523,17 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const upload = (await storeUpload(store, accountId, now)).id;
         const task = newTask(accountId, { references: [upload] });
         const [deleted, created] = await Promise.allSettled([
-          store.deleteMedia(accountId, upload, now),
-          store.insertTaskWithDebit(task, LIMITS),
+          store.media.deleteMedia(accountId, upload, now),
+          store.tasks.insertTaskWithDebit(task, LIMITS),
         ]);
         t.equal(deleted.status, 'fulfilled');
         // The delete was started first: whichever order the adapter commits them in, a task that was
         // created saw the upload, and one that did not see it was refused.
-        if (created.status === 'fulfilled') t.ok(await store.getTask(accountId, task.id));
+        if (created.status === 'fulfilled') t.ok(await store.tasks.getTask(accountId, task.id));
         else {
           t.match(created, { status: 'rejected', reason: { code: 'invalid_media_reference' } });
-          t.equal(await store.getTask(accountId, task.id), null);
-          t.equal((await store.getAccount(accountId))?.balance, 1000);
+          t.equal(await store.tasks.getTask(accountId, task.id), null);
+          t.equal((await store.accounts.getAccount(accountId))?.balance, 1000);
         }
       },
     );
@@ -544,13 +564,18 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       async (t) => {
         const store = await open(t);
         const accountId = await newAccount(store, 0);
-        t.same(await store.claimIdempotencyKey(claimInput(accountId)), { outcome: 'acquired' });
-        t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2' })), {
+        t.same(await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId)), { outcome: 'acquired' });
+        t.same(await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2' })), {
           outcome: 'in_progress',
         });
-        t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-3', fingerprint: 'fp-2' })), {
-          outcome: 'fingerprint_mismatch',
-        });
+        t.same(
+          await store.idempotencyKeys.claimIdempotencyKey(
+            claimInput(accountId, { leaseToken: 'token-3', fingerprint: 'fp-2' }),
+          ),
+          {
+            outcome: 'fingerprint_mismatch',
+          },
+        );
       },
     );
 
@@ -558,7 +583,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       const claims = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => store.claimIdempotencyKey(claimInput(accountId, { leaseToken: `t${i}` }))),
+        Array.from({ length: 20 }, (_, i) =>
+          store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { leaseToken: `t${i}` })),
+        ),
       );
       t.equal(claims.filter((c) => c.outcome === 'acquired').length, 1);
       t.equal(claims.filter((c) => c.outcome === 'in_progress').length, 19);
@@ -567,9 +594,17 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('a completed key replays the stored response byte for byte', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
-      await store.claimIdempotencyKey(claimInput(accountId));
-      t.equal(await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1', response }), true);
-      const replay = await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2' }));
+      await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId));
+      t.equal(
+        await store.idempotencyKeys.completeIdempotencyKey({
+          accountId,
+          key: 'key-1',
+          leaseToken: 'token-1',
+          response,
+        }),
+        true,
+      );
+      const replay = await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2' }));
       t.equal(replay.outcome, 'replay');
       if (replay.outcome === 'replay') {
         t.equal(replay.response.statusCode, 202);
@@ -577,7 +612,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         t.ok(replay.response.body.equals(response.body));
       }
       t.same(
-        await store.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2' })),
+        await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2' })),
         { outcome: 'fingerprint_mismatch' },
         'a completed key is bound to its body',
       );
@@ -587,8 +622,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const a = await newAccount(store, 0);
       const b = await newAccount(store, 0);
-      t.same(await store.claimIdempotencyKey(claimInput(a)), { outcome: 'acquired' });
-      t.same(await store.claimIdempotencyKey(claimInput(b, { fingerprint: 'other' })), { outcome: 'acquired' });
+      t.same(await store.idempotencyKeys.claimIdempotencyKey(claimInput(a)), { outcome: 'acquired' });
+      t.same(await store.idempotencyKeys.claimIdempotencyKey(claimInput(b, { fingerprint: 'other' })), {
+        outcome: 'acquired',
+      });
     });
 
     t.test("a held key's lease is renewed by its holder only; a lost or completed key is not", async (t) => {
@@ -604,7 +641,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         leaseMs: 1000,
         ttlMs: 24 * HOUR,
       };
-      t.same(await store.claimIdempotencyKey(claim), { outcome: 'acquired' });
+      t.same(await store.idempotencyKeys.claimIdempotencyKey(claim), { outcome: 'acquired' });
       const later = new Date(now.getTime() + 900);
       const renewal = {
         accountId,
@@ -612,41 +649,54 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         leaseToken: 'holder',
         leaseExpiresAt: new Date(later.getTime() + 1000),
       };
-      t.equal(await store.renewIdempotencyKey(renewal), true, 'renewed by its holder');
+      t.equal(await store.idempotencyKeys.renewIdempotencyKey(renewal), true, 'renewed by its holder');
       t.same(
-        await store.claimIdempotencyKey({ ...claim, leaseToken: 'other', now: new Date(now.getTime() + 1500) }),
+        await store.idempotencyKeys.claimIdempotencyKey({
+          ...claim,
+          leaseToken: 'other',
+          now: new Date(now.getTime() + 1500),
+        }),
         { outcome: 'in_progress' },
         'still held past the first lease',
       );
-      t.equal(await store.renewIdempotencyKey({ ...renewal, leaseToken: 'other' }), false, 'not by another token');
-      await store.releaseIdempotencyKey({ accountId, key: 'renew', leaseToken: 'holder' });
-      t.equal(await store.renewIdempotencyKey(renewal), false, 'not once released');
+      t.equal(
+        await store.idempotencyKeys.renewIdempotencyKey({ ...renewal, leaseToken: 'other' }),
+        false,
+        'not by another token',
+      );
+      await store.idempotencyKeys.releaseIdempotencyKey({ accountId, key: 'renew', leaseToken: 'holder' });
+      t.equal(await store.idempotencyKeys.renewIdempotencyKey(renewal), false, 'not once released');
     });
 
     t.test('a released key can be claimed again, with any body', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
-      await store.claimIdempotencyKey(claimInput(accountId));
-      await store.releaseIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1' });
-      t.same(await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'token-2', fingerprint: 'fp-2' })), {
-        outcome: 'acquired',
-      });
+      await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId));
+      await store.idempotencyKeys.releaseIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1' });
+      t.same(
+        await store.idempotencyKeys.claimIdempotencyKey(
+          claimInput(accountId, { leaseToken: 'token-2', fingerprint: 'fp-2' }),
+        ),
+        {
+          outcome: 'acquired',
+        },
+      );
     });
 
     t.test('an abandoned in-flight key is taken over after its lease, and the old holder is fenced out', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       const start = Date.now();
-      await store.claimIdempotencyKey(claimInput(accountId, { now: new Date(start) }));
+      await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { now: new Date(start) }));
       t.same(
-        await store.claimIdempotencyKey(
+        await store.idempotencyKeys.claimIdempotencyKey(
           claimInput(accountId, { leaseToken: 'token-2', now: new Date(start + 59_999) }),
         ),
         { outcome: 'in_progress' },
         'lease still live',
       );
       t.same(
-        await store.claimIdempotencyKey(
+        await store.idempotencyKeys.claimIdempotencyKey(
           claimInput(accountId, { leaseToken: 'token-2', now: new Date(start + 60_000) }),
         ),
         { outcome: 'acquired' },
@@ -654,20 +704,30 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
 
       t.equal(
-        await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1', response }),
+        await store.idempotencyKeys.completeIdempotencyKey({
+          accountId,
+          key: 'key-1',
+          leaseToken: 'token-1',
+          response,
+        }),
         false,
         'the old holder cannot complete',
       );
-      await store.releaseIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1' });
+      await store.idempotencyKeys.releaseIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-1' });
       t.same(
-        await store.claimIdempotencyKey(
+        await store.idempotencyKeys.claimIdempotencyKey(
           claimInput(accountId, { leaseToken: 'token-3', now: new Date(start + 60_001) }),
         ),
         { outcome: 'in_progress' },
         'nor release the new holder',
       );
       t.equal(
-        await store.completeIdempotencyKey({ accountId, key: 'key-1', leaseToken: 'token-2', response }),
+        await store.idempotencyKeys.completeIdempotencyKey({
+          accountId,
+          key: 'key-1',
+          leaseToken: 'token-2',
+          response,
+        }),
         true,
         'the new holder completes',
       );
@@ -677,9 +737,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       const start = Date.now();
-      await store.claimIdempotencyKey(claimInput(accountId, { now: new Date(start) }));
+      await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { now: new Date(start) }));
       t.same(
-        await store.claimIdempotencyKey(claimInput(accountId, { fingerprint: 'fp-2', now: new Date(start + 120_000) })),
+        await store.idempotencyKeys.claimIdempotencyKey(
+          claimInput(accountId, { fingerprint: 'fp-2', now: new Date(start + 120_000) }),
+        ),
         { outcome: 'fingerprint_mismatch' },
       );
     });
@@ -688,36 +750,52 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       const start = Date.now();
-      await store.claimIdempotencyKey(claimInput(accountId, { key: 'old', now: new Date(start) }));
-      await store.completeIdempotencyKey({ accountId, key: 'old', leaseToken: 'token-1', response });
-      await store.claimIdempotencyKey(claimInput(accountId, { key: 'abandoned', now: new Date(start) }));
-      await store.claimIdempotencyKey(claimInput(accountId, { key: 'recent', now: new Date(start + 23 * HOUR) }));
+      await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { key: 'old', now: new Date(start) }));
+      await store.idempotencyKeys.completeIdempotencyKey({ accountId, key: 'old', leaseToken: 'token-1', response });
+      await store.idempotencyKeys.claimIdempotencyKey(
+        claimInput(accountId, { key: 'abandoned', now: new Date(start) }),
+      );
+      await store.idempotencyKeys.claimIdempotencyKey(
+        claimInput(accountId, { key: 'recent', now: new Date(start + 23 * HOUR) }),
+      );
 
       const later = new Date(start + 24 * HOUR);
       t.same(
-        await store.claimIdempotencyKey(
+        await store.idempotencyKeys.claimIdempotencyKey(
           claimInput(accountId, { key: 'old', fingerprint: 'fp-new', leaseToken: 'token-9', now: later }),
         ),
         { outcome: 'acquired' },
         'an expired, unswept key is reusable',
       );
       t.equal(
-        await store.deleteExpiredIdempotencyKeys(later, 100),
+        await store.idempotencyKeys.deleteExpiredIdempotencyKeys(later, 100),
         1,
         'only the abandoned row had expired (old was renewed)',
       );
-      t.equal(await store.deleteExpiredIdempotencyKeys(later, 100), 0, 'sweeping twice deletes nothing more');
+      t.equal(
+        await store.idempotencyKeys.deleteExpiredIdempotencyKeys(later, 100),
+        0,
+        'sweeping twice deletes nothing more',
+      );
       t.same(
-        await store.claimIdempotencyKey(claimInput(accountId, { key: 'recent', fingerprint: 'fp-x', now: later })),
+        await store.idempotencyKeys.claimIdempotencyKey(
+          claimInput(accountId, { key: 'recent', fingerprint: 'fp-x', now: later }),
+        ),
         { outcome: 'fingerprint_mismatch' },
         'unexpired keys stay',
       );
       t.same(
-        await store.claimIdempotencyKey(claimInput(accountId, { key: 'abandoned', fingerprint: 'fp-x', now: later })),
+        await store.idempotencyKeys.claimIdempotencyKey(
+          claimInput(accountId, { key: 'abandoned', fingerprint: 'fp-x', now: later }),
+        ),
         { outcome: 'acquired' },
         'the swept key is free',
       );
-      t.equal(await store.deleteExpiredIdempotencyKeys(new Date(start + 49 * HOUR), 100), 3, 'everything expires');
+      t.equal(
+        await store.idempotencyKeys.deleteExpiredIdempotencyKeys(new Date(start + 49 * HOUR), 100),
+        3,
+        'everything expires',
+      );
     });
 
     t.test('the sweeper deletes at most its limit per call, the keys that expired first', async (t) => {
@@ -725,23 +803,31 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const accountId = await newAccount(store, 0);
       const start = Date.now();
       for (let i = 0; i < 5; i++)
-        await store.claimIdempotencyKey(claimInput(accountId, { key: `k${i}`, now: new Date(start + i * 1000) }));
+        await store.idempotencyKeys.claimIdempotencyKey(
+          claimInput(accountId, { key: `k${i}`, now: new Date(start + i * 1000) }),
+        );
       const later = new Date(start + 25 * HOUR);
-      t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 2, 'two of five');
+      t.equal(await store.idempotencyKeys.deleteExpiredIdempotencyKeys(later, 2), 2, 'two of five');
       t.same(
-        await store.claimIdempotencyKey(
+        await store.idempotencyKeys.claimIdempotencyKey(
           claimInput(accountId, { key: 'k2', fingerprint: 'fp-x', now: new Date(start + 3000) }),
         ),
         { outcome: 'fingerprint_mismatch' },
         'k2 (third to expire) is still there',
       );
       t.same(
-        await store.claimIdempotencyKey(claimInput(accountId, { key: 'k1', fingerprint: 'fp-x', now: later })),
+        await store.idempotencyKeys.claimIdempotencyKey(
+          claimInput(accountId, { key: 'k1', fingerprint: 'fp-x', now: later }),
+        ),
         { outcome: 'acquired' },
         'k1 (second to expire) is gone: claiming it starts afresh',
       );
-      t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 2);
-      t.equal(await store.deleteExpiredIdempotencyKeys(later, 2), 1, 'the last one; fewer than the limit: done');
+      t.equal(await store.idempotencyKeys.deleteExpiredIdempotencyKeys(later, 2), 2);
+      t.equal(
+        await store.idempotencyKeys.deleteExpiredIdempotencyKeys(later, 2),
+        1,
+        'the last one; fewer than the limit: done',
+      );
     });
 
     t.test(
@@ -750,24 +836,24 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const store = await open(t);
         const accountId = await newAccount(store, 100);
         const now = new Date();
-        t.equal((await store.claimIdempotencyKey(claimInput(accountId, { now }))).outcome, 'acquired');
+        t.equal((await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { now }))).outcome, 'acquired');
         const task = newTask(accountId, { createdAt: now });
         const taskResponse = {
           statusCode: 202,
           headers: { location: `/x/${task.id}` },
           body: Buffer.from(`{"task":"${task.id}"}`),
         };
-        await store.insertTaskWithDebit(
+        await store.tasks.insertTaskWithDebit(
           task,
           { maxActiveTasks: 10 },
           { accountId, key: 'key-1', leaseToken: 'token-1', response: taskResponse },
         );
-        const retry = await store.claimIdempotencyKey(
+        const retry = await store.idempotencyKeys.claimIdempotencyKey(
           claimInput(accountId, { leaseToken: 'token-2', now: new Date(now.getTime() + 120_000) }),
         );
         t.equal(retry.outcome, 'replay');
         if (retry.outcome === 'replay') t.equal(retry.response.body.toString(), `{"task":"${task.id}"}`);
-        t.equal((await store.ledgerTotals(accountId)).debit, 25, 'charged once');
+        t.equal((await store.accounts.ledgerTotals(accountId)).debit, 25, 'charged once');
         await assertLedgerInvariant(t, store, accountId);
       },
     );
@@ -776,10 +862,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 100);
       const start = new Date();
-      await store.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'slow', now: start }));
+      await store.idempotencyKeys.claimIdempotencyKey(claimInput(accountId, { leaseToken: 'slow', now: start }));
       t.equal(
         (
-          await store.claimIdempotencyKey(
+          await store.idempotencyKeys.claimIdempotencyKey(
             claimInput(accountId, { leaseToken: 'new', now: new Date(start.getTime() + 61_000) }),
           )
         ).outcome,
@@ -787,15 +873,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
       const task = newTask(accountId, { createdAt: start });
       await t.rejects(
-        store.insertTaskWithDebit(
+        store.tasks.insertTaskWithDebit(
           task,
           { maxActiveTasks: 10 },
           { accountId, key: 'key-1', leaseToken: 'slow', response },
         ),
         { code: 'idempotency_in_progress' },
       );
-      t.equal(await store.getTask(accountId, task.id), null, 'no task');
-      t.equal((await store.ledgerTotals(accountId)).debit, 0, 'no charge');
+      t.equal(await store.tasks.getTask(accountId, task.id), null, 'no task');
+      t.equal((await store.accounts.ledgerTotals(accountId)).debit, 0, 'no charge');
       await assertLedgerInvariant(t, store, accountId);
     });
   });
@@ -809,7 +895,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const other = await newAccount(store, 1_000_000, 'other');
       const tasks = tasksOf(listed);
       for (const task of [...tasks, ...mixedTasks(other, 60, 7)])
-        await store.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
+        await store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 1_000_000 });
       return { store, accountId: listed, tasks };
     };
     t.test('every filter pages through exactly its tasks, newest first', async (t) => {
@@ -861,34 +947,34 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('a page holds whole tasks, equal to reading each one', async (t) => {
       const { store, accountId } = await storeWith(t, (id) => mixedTasks(id, 30, 3));
-      const page = await store.listTasks(accountId, { limit: 10 });
+      const page = await store.tasks.listTasks(accountId, { limit: 10 });
       t.equal(page.items.length, 10);
-      for (const task of page.items) t.strictSame(task, await store.getTask(accountId, task.id));
+      for (const task of page.items) t.strictSame(task, await store.tasks.getTask(accountId, task.id));
     });
 
     t.test('an account without tasks, or without tasks of the model asked for, lists nothing', async (t) => {
       const { store, accountId } = await storeWith(t, (id) =>
         mixedTasks(id, 20, 5).filter((task) => task.model !== 'beta-v5-pro'),
       );
-      t.strictSame(await store.listTasks(accountId, { limit: 10, model: 'beta-v5-pro' }), {
+      t.strictSame(await store.tasks.listTasks(accountId, { limit: 10, model: 'beta-v5-pro' }), {
         items: [],
         nextCursor: null,
       });
       const empty = await newAccount(store, 0);
-      t.strictSame(await store.listTasks(empty, { limit: 10 }), { items: [], nextCursor: null });
+      t.strictSame(await store.tasks.listTasks(empty, { limit: 10 }), { items: [], nextCursor: null });
     });
 
     t.test('a page size that is not an integer from 1 to 1000 is refused', async (t) => {
       const { store, accountId } = await storeWith(t, (id) => mixedTasks(id, 5, 1));
       for (const limit of [0, -1, 1.5, 1001, Number.NaN])
-        await t.rejects(store.listTasks(accountId, { limit }), RangeError, `limit ${limit}`);
+        await t.rejects(store.tasks.listTasks(accountId, { limit }), RangeError, `limit ${limit}`);
     });
 
     t.test('a cursor that is not one the store returned is invalid_request', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 0);
       await t.rejects(
-        store.listTasks(accountId, { limit: 10, cursor: Buffer.from("x' OR 1=1").toString('base64url') }),
+        store.tasks.listTasks(accountId, { limit: 10, cursor: Buffer.from("x' OR 1=1").toString('base64url') }),
         { code: 'invalid_request' },
       );
     });
@@ -908,17 +994,21 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         },
         { accountId, now, newId: () => newIdAt(now) },
       );
-      await store.insertTaskWithDebit(task, LIMITS);
-      t.strictSame(await store.getTask(accountId, task.id), task, 'as created');
-      const claimed = await store.claimNextTask(policy(now));
+      await store.tasks.insertTaskWithDebit(task, LIMITS);
+      t.strictSame(await store.tasks.getTask(accountId, task.id), task, 'as created');
+      const claimed = await store.tasks.claimNextTask(policy(now));
       t.strictSame(claimed, { ...task, status: 'IN_PROGRESS', attempt: 1, startedAt: now }, 'as claimed');
       const error = { code: 'content_rejected', message: 'no: "quoted" \\ 🌅' };
-      t.ok(await store.failTask({ taskId: task.id, attempt: 1, error, now }));
+      t.ok(await store.tasks.failTask({ taskId: task.id, attempt: 1, error, now }));
       const failed = { ...task, status: 'FAILED' as const, attempt: 1, startedAt: now, completedAt: now, error };
-      t.strictSame(await store.getTask(accountId, task.id), failed, 'getTask');
-      t.strictSame(await store.getTaskById(task.id), failed, 'getTaskById');
-      t.strictSame((await store.listTasks(accountId, { limit: 10 })).items, [failed], 'listTasks');
-      t.equal(await store.getTask(await newAccount(store, 0), task.id), null, "another account's task is not found");
+      t.strictSame(await store.tasks.getTask(accountId, task.id), failed, 'getTask');
+      t.strictSame(await store.tasks.getTaskById(task.id), failed, 'getTaskById');
+      t.strictSame((await store.tasks.listTasks(accountId, { limit: 10 })).items, [failed], 'listTasks');
+      t.equal(
+        await store.tasks.getTask(await newAccount(store, 0), task.id),
+        null,
+        "another account's task is not found",
+      );
     });
   });
 
@@ -929,7 +1019,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const tasks: TaskRecord[] = [];
       for (let i = 0; i < n; i++) {
         const task = newTask(accountId, over);
-        await store.insertTaskWithDebit(task, LIMITS);
+        await store.tasks.insertTaskWithDebit(task, LIMITS);
         tasks.push(task);
       }
       return { store, accountId, tasks };
@@ -938,16 +1028,16 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('the oldest runnable task is claimed: IN_PROGRESS, attempt 1, started', async (t) => {
       const { store, tasks } = await queued(t, 2);
       const now = new Date();
-      const claimed = await store.claimNextTask(policy(now));
+      const claimed = await store.tasks.claimNextTask(policy(now));
       t.match(claimed, { id: tasks[0].id, status: 'IN_PROGRESS', attempt: 1 });
       t.equal(claimed?.startedAt?.getTime(), now.getTime());
-      t.equal((await store.claimNextTask(policy()))?.id, tasks[1].id);
-      t.equal(await store.claimNextTask(policy()), null, 'nothing left');
+      t.equal((await store.tasks.claimNextTask(policy()))?.id, tasks[1].id);
+      t.equal(await store.tasks.claimNextTask(policy()), null, 'nothing left');
     });
 
     t.test('20 concurrent claims of 10 tasks take each task exactly once', async (t) => {
       const { store, tasks } = await queued(t, 10);
-      const claims = await Promise.all(Array.from({ length: 20 }, () => store.claimNextTask(policy())));
+      const claims = await Promise.all(Array.from({ length: 20 }, () => store.tasks.claimNextTask(policy())));
       const ids = claims.filter((c) => c !== null).map((c) => c!.id);
       t.equal(ids.length, 10);
       t.strictSame([...ids].sort(), tasks.map((task) => task.id).sort());
@@ -956,9 +1046,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('a requeued task runs again only from its runAfter, and keeps its attempt count', async (t) => {
       const { store, tasks } = await queued(t);
       const now = Date.now();
-      await store.claimNextTask(policy(new Date(now)));
+      await store.tasks.claimNextTask(policy(new Date(now)));
       t.ok(
-        await store.requeueTask({
+        await store.tasks.requeueTask({
           taskId: tasks[0].id,
           attempt: 1,
           runAfter: new Date(now + 5000),
@@ -966,87 +1056,89 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         }),
       );
       t.notOk(
-        await store.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: new Date(now), now: new Date(now) }),
+        await store.tasks.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: new Date(now), now: new Date(now) }),
         'a second requeue of the attempt is fenced out',
       );
-      t.match(await store.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1 });
-      t.equal(await store.claimNextTask(policy(new Date(now + 4999))), null, 'not before runAfter');
-      t.match(await store.claimNextTask(policy(new Date(now + 5000))), { id: tasks[0].id, attempt: 2 });
+      t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1 });
+      t.equal(await store.tasks.claimNextTask(policy(new Date(now + 4999))), null, 'not before runAfter');
+      t.match(await store.tasks.claimNextTask(policy(new Date(now + 5000))), { id: tasks[0].id, attempt: 2 });
     });
 
     t.test('renewLease holds the task; a stale attempt cannot renew, complete, fail or requeue', async (t) => {
       const { store, tasks } = await queued(t);
       const start = Date.now();
-      const first = await store.claimNextTask(policy(new Date(start), { leaseMs: 1000 }));
-      t.ok(await store.renewLease(tasks[0].id, 1, new Date(start + 900), 1000), 'renewed until start + 1900');
+      const first = await store.tasks.claimNextTask(policy(new Date(start), { leaseMs: 1000 }));
+      t.ok(await store.tasks.renewLease(tasks[0].id, 1, new Date(start + 900), 1000), 'renewed until start + 1900');
       t.equal(
-        await store.claimNextTask(policy(new Date(start + 1800), { leaseMs: 1000 })),
+        await store.tasks.claimNextTask(policy(new Date(start + 1800), { leaseMs: 1000 })),
         null,
         'the renewed lease is still live',
       );
-      const second = await store.claimNextTask(policy(new Date(start + 2000), { leaseMs: 1000 }));
+      const second = await store.tasks.claimNextTask(policy(new Date(start + 2000), { leaseMs: 1000 }));
       t.match(second, { id: first!.id, attempt: 2 }, 'the lost lease was requeued and claimed again');
       const now = new Date(start + 2001);
-      t.notOk(await store.renewLease(tasks[0].id, 1, now, 1000), 'renew');
-      t.notOk(await store.completeTask({ taskId: tasks[0].id, attempt: 1, media: [], now }), 'complete');
+      t.notOk(await store.tasks.renewLease(tasks[0].id, 1, now, 1000), 'renew');
+      t.notOk(await store.tasks.completeTask({ taskId: tasks[0].id, attempt: 1, media: [], now }), 'complete');
       t.notOk(
-        await store.failTask({ taskId: tasks[0].id, attempt: 1, error: { code: 'x', message: 'x' }, now }),
+        await store.tasks.failTask({ taskId: tasks[0].id, attempt: 1, error: { code: 'x', message: 'x' }, now }),
         'fail',
       );
-      t.notOk(await store.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: now, now }), 'requeue');
-      t.match(await store.getTaskById(tasks[0].id), { status: 'IN_PROGRESS', attempt: 2 });
-      t.ok(await store.completeTask({ taskId: tasks[0].id, attempt: 2, media: [], now }), 'the owner completes');
+      t.notOk(await store.tasks.requeueTask({ taskId: tasks[0].id, attempt: 1, runAfter: now, now }), 'requeue');
+      t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'IN_PROGRESS', attempt: 2 });
+      t.ok(await store.tasks.completeTask({ taskId: tasks[0].id, attempt: 2, media: [], now }), 'the owner completes');
     });
 
     t.test('a lease lost on the last attempt fails the task with worker_lost and refunds it', async (t) => {
       const { store, accountId, tasks } = await queued(t);
       const start = Date.now();
-      await store.claimNextTask(policy(new Date(start), { leaseMs: 1000, maxAttempts: 1 }));
-      t.equal(await store.claimNextTask(policy(new Date(start + 1001), { leaseMs: 1000, maxAttempts: 1 })), null);
-      t.match(await store.getTaskById(tasks[0].id), { status: 'FAILED', error: { code: 'worker_lost' } });
-      t.same(await store.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
+      await store.tasks.claimNextTask(policy(new Date(start), { leaseMs: 1000, maxAttempts: 1 }));
+      t.equal(await store.tasks.claimNextTask(policy(new Date(start + 1001), { leaseMs: 1000, maxAttempts: 1 })), null);
+      t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'FAILED', error: { code: 'worker_lost' } });
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
       await assertLedgerInvariant(t, store, accountId);
     });
 
     t.test('a task past its deadline fails with deadline_exceeded instead of running, refunded', async (t) => {
       const { store, accountId, tasks } = await queued(t, 1, { createdAt: new Date(Date.now() - 2 * HOUR) });
-      t.equal(await store.claimNextTask(policy()), null);
-      t.match(await store.getTaskById(tasks[0].id), {
+      t.equal(await store.tasks.claimNextTask(policy()), null);
+      t.match(await store.tasks.getTaskById(tasks[0].id), {
         status: 'FAILED',
         error: { code: 'deadline_exceeded' },
         attempt: 0,
       });
-      t.equal((await store.getAccount(accountId))!.balance, 10_000);
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 10_000);
       await assertLedgerInvariant(t, store, accountId);
     });
 
     t.test('a running task canceled by its account: refunded once, and the worker is fenced out', async (t) => {
       const { store, accountId, tasks } = await queued(t);
-      const claimed = await store.claimNextTask(policy());
-      const canceled = await store.cancelTask(accountId, tasks[0].id, new Date());
+      const claimed = await store.tasks.claimNextTask(policy());
+      const canceled = await store.tasks.cancelTask(accountId, tasks[0].id, new Date());
       t.match(canceled, { id: tasks[0].id, status: 'CANCELED', attempt: 1 });
       t.ok(canceled.completedAt);
       t.notOk(
-        await store.renewLease(tasks[0].id, claimed!.attempt, new Date(), 1000),
+        await store.tasks.renewLease(tasks[0].id, claimed!.attempt, new Date(), 1000),
         'the worker hears at its next heartbeat',
       );
-      t.notOk(await store.completeTask({ taskId: tasks[0].id, attempt: claimed!.attempt, media: [], now: new Date() }));
-      t.same(await store.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
+      t.notOk(
+        await store.tasks.completeTask({ taskId: tasks[0].id, attempt: claimed!.attempt, media: [], now: new Date() }),
+      );
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
       await assertLedgerInvariant(t, store, accountId);
     });
 
     t.test('two concurrent cancels: one cancels, the other is invalid_state, one refund', async (t) => {
       const { store, accountId, tasks } = await queued(t);
       const results = await Promise.allSettled([
-        store.cancelTask(accountId, tasks[0].id, new Date()),
-        store.cancelTask(accountId, tasks[0].id, new Date()),
+        store.tasks.cancelTask(accountId, tasks[0].id, new Date()),
+        store.tasks.cancelTask(accountId, tasks[0].id, new Date()),
       ]);
       t.equal(results.filter((r) => r.status === 'fulfilled').length, 1);
       t.match(
         results.find((r) => r.status === 'rejected'),
         { reason: { code: 'invalid_state' } },
       );
-      t.same(await store.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
       await assertLedgerInvariant(t, store, accountId);
     });
 
@@ -1055,13 +1147,13 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       async (t) => {
         const { store, accountId, tasks } = await queued(t);
         const other = await newAccount(store, 0);
-        await t.rejects(store.cancelTask(other, tasks[0].id, new Date()), { code: 'not_found' });
-        await t.rejects(store.cancelTask(accountId, newIdAt(new Date()), new Date()), { code: 'not_found' });
-        const claimed = await store.claimNextTask(policy());
-        await store.completeTask({ taskId: claimed!.id, attempt: 1, media: [], now: new Date() });
-        await t.rejects(store.cancelTask(accountId, tasks[0].id, new Date()), { code: 'invalid_state' });
+        await t.rejects(store.tasks.cancelTask(other, tasks[0].id, new Date()), { code: 'not_found' });
+        await t.rejects(store.tasks.cancelTask(accountId, newIdAt(new Date()), new Date()), { code: 'not_found' });
+        const claimed = await store.tasks.claimNextTask(policy());
+        await store.tasks.completeTask({ taskId: claimed!.id, attempt: 1, media: [], now: new Date() });
+        await t.rejects(store.tasks.cancelTask(accountId, tasks[0].id, new Date()), { code: 'invalid_state' });
         t.same(
-          await store.ledgerTotals(accountId),
+          await store.accounts.ledgerTotals(accountId),
           { grant: 10_000, debit: 25, refund: 0 },
           'a completed task keeps its charge',
         );
@@ -1072,9 +1164,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const { store, tasks: burstTasks } = await queued(t, 4);
       const small = await newAccount(store, 1000, 'small');
       const smallTasks = [newTask(small), newTask(small)];
-      for (const task of smallTasks) await store.insertTaskWithDebit(task, LIMITS);
+      for (const task of smallTasks) await store.tasks.insertTaskWithDebit(task, LIMITS);
       const order: string[] = [];
-      for (let i = 0; i < 5; i++) order.push((await store.claimNextTask(policy()))!.id);
+      for (let i = 0; i < 5; i++) order.push((await store.tasks.claimNextTask(policy()))!.id);
       t.strictSame(order, [
         burstTasks[0].id, // both idle: the oldest task
         smallTasks[0].id, // the burst account has one in progress
@@ -1082,8 +1174,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         smallTasks[1].id,
         burstTasks[2].id,
       ]);
-      await store.completeTask({ taskId: burstTasks[0].id, attempt: 1, media: [], now: new Date() });
-      t.equal((await store.claimNextTask(policy()))!.id, burstTasks[3].id, 'only the burst account has work left');
+      await store.tasks.completeTask({ taskId: burstTasks[0].id, attempt: 1, media: [], now: new Date() });
+      t.equal(
+        (await store.tasks.claimNextTask(policy()))!.id,
+        burstTasks[3].id,
+        'only the burst account has work left',
+      );
     });
 
     t.test('a claim limited to some models takes only their tasks', async (t) => {
@@ -1094,10 +1190,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         now,
         newId: () => newIdAt(now),
       });
-      await store.insertTaskWithDebit(beta, LIMITS);
-      t.equal((await store.claimNextTask(policy(now, { models: ['beta-v5-pro'] })))?.id, beta.id);
-      t.equal(await store.claimNextTask(policy(now, { models: ['beta-v5-pro'] })), null);
-      t.equal((await store.claimNextTask(policy(now, { models: ['alpha-pro'] })))?.id, tasks[0].id);
+      await store.tasks.insertTaskWithDebit(beta, LIMITS);
+      t.equal((await store.tasks.claimNextTask(policy(now, { models: ['beta-v5-pro'] })))?.id, beta.id);
+      t.equal(await store.tasks.claimNextTask(policy(now, { models: ['beta-v5-pro'] })), null);
+      t.equal((await store.tasks.claimNextTask(policy(now, { models: ['alpha-pro'] })))?.id, tasks[0].id);
     });
 
     t.test("a backend's shared limit bounds its calls in flight, and a refusal lowers it", async (t) => {
@@ -1106,7 +1202,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const limited = (now: Date) =>
         policy(now, { models: ['alpha-pro'], sharedLimit: { backend: 'gemini', settings } });
       const record = (task: TaskRecord, outcome: UpstreamOutcome, now: number) =>
-        store.recordUpstreamCall({
+        store.backendLimits.recordUpstreamCall({
           backend: 'gemini',
           task: { id: task.id, attempt: task.attempt },
           models: ['alpha-pro'],
@@ -1115,30 +1211,37 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           settings,
         });
       const start = Date.now();
-      const first = (await store.claimNextTask(limited(new Date(start))))!;
-      const second = (await store.claimNextTask(limited(new Date(start))))!;
+      const first = (await store.tasks.claimNextTask(limited(new Date(start))))!;
+      const second = (await store.tasks.claimNextTask(limited(new Date(start))))!;
       t.ok(first && second);
-      t.equal(await store.claimNextTask(limited(new Date(start))), null, 'two calls in flight: the limit is full');
+      t.equal(
+        await store.tasks.claimNextTask(limited(new Date(start))),
+        null,
+        'two calls in flight: the limit is full',
+      );
 
       // A success while the limit is full and work waits: slow start grows the limit by one, and the
       // call that ended holds no slot while its task stores the result.
       let state = await record(first, { kind: 'ok', durationMs: 400 }, start + 10);
       t.equal(state.limit, 3);
-      t.ok(await store.claimNextTask(limited(new Date(start + 10))));
-      t.ok(await store.claimNextTask(limited(new Date(start + 10))));
-      t.equal(await store.claimNextTask(limited(new Date(start + 10))), null, 'three calls in flight of three');
+      t.ok(await store.tasks.claimNextTask(limited(new Date(start + 10))));
+      t.ok(await store.tasks.claimNextTask(limited(new Date(start + 10))));
+      t.equal(await store.tasks.claimNextTask(limited(new Date(start + 10))), null, 'three calls in flight of three');
 
       state = await record(second, { kind: 'rate_limited', retryAfterMs: 1000 }, start + 30);
       t.match(state, { limit: 2, pausedUntil: start + 1030, slowStart: false });
-      t.same((await store.backendLimits()).get('gemini'), state, 'the state is kept for every process');
-      t.ok(await store.claimNextTask(policy(new Date(start + 30))), 'a claim of another backend is not held back');
+      t.same((await store.backendLimits.backendLimits()).get('gemini'), state, 'the state is kept for every process');
+      t.ok(
+        await store.tasks.claimNextTask(policy(new Date(start + 30))),
+        'a claim of another backend is not held back',
+      );
     });
 
     t.test('paused: no claim before the pause ends, even with room', async (t) => {
       const { store } = await queued(t, 1);
       const settings = { initial: 4, max: 8 };
       const start = Date.now();
-      await store.recordUpstreamCall({
+      await store.backendLimits.recordUpstreamCall({
         backend: 'openai',
         task: { id: 'none', attempt: 1 },
         models: ['alpha-pro'],
@@ -1148,15 +1251,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       });
       const limited = (now: number) =>
         policy(new Date(now), { models: ['alpha-pro'], sharedLimit: { backend: 'openai', settings } });
-      t.equal(await store.claimNextTask(limited(start + 1999)), null);
-      t.ok(await store.claimNextTask(limited(start + 2000)));
+      t.equal(await store.tasks.claimNextTask(limited(start + 1999)), null);
+      t.ok(await store.tasks.claimNextTask(limited(start + 2000)));
     });
 
     t.test('an unavailable backend: no claim until its cool-down, then one probe at a time', async (t) => {
       const { store } = await queued(t, 2);
       const settings = { initial: 4, max: 8, unavailableCooldownMs: 5000 };
       const start = Date.now();
-      const state = await store.recordUpstreamCall({
+      const state = await store.backendLimits.recordUpstreamCall({
         backend: 'openai',
         task: { id: 'none', attempt: 1 },
         models: ['alpha-pro'],
@@ -1165,20 +1268,24 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         settings,
       });
       t.equal(state.unavailableUntil, start + 5000);
-      t.same((await store.backendLimits()).get('openai'), state, 'the circuit is shared by every process');
+      t.same(
+        (await store.backendLimits.backendLimits()).get('openai'),
+        state,
+        'the circuit is shared by every process',
+      );
       const limited = (now: number) =>
         policy(new Date(now), { models: ['alpha-pro'], sharedLimit: { backend: 'openai', settings } });
-      t.equal(await store.claimNextTask(limited(start + 4999)), null);
-      t.ok(await store.claimNextTask(limited(start + 5000)), 'the probe');
-      t.equal(await store.claimNextTask(limited(start + 5000)), null, 'one probe at a time');
+      t.equal(await store.tasks.claimNextTask(limited(start + 4999)), null);
+      t.ok(await store.tasks.claimNextTask(limited(start + 5000)), 'the probe');
+      t.equal(await store.tasks.claimNextTask(limited(start + 5000)), null, 'one probe at a time');
     });
 
     t.test('a deferred requeue spends no attempt: a lost lease after it is retried, not failed', async (t) => {
       const { store, tasks } = await queued(t);
       const start = Date.now();
-      await store.claimNextTask(policy(new Date(start), { maxAttempts: 2 }));
+      await store.tasks.claimNextTask(policy(new Date(start), { maxAttempts: 2 }));
       t.ok(
-        await store.requeueTask({
+        await store.tasks.requeueTask({
           taskId: tasks[0].id,
           attempt: 1,
           runAfter: new Date(start),
@@ -1186,10 +1293,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           deferred: true,
         }),
       );
-      t.match(await store.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1, deferredAttempts: 1 });
-      await store.claimNextTask(policy(new Date(start), { maxAttempts: 2, leaseMs: 1000 }));
+      t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1, deferredAttempts: 1 });
+      await store.tasks.claimNextTask(policy(new Date(start), { maxAttempts: 2, leaseMs: 1000 }));
       // Attempt 2's lease is lost: 1 of 2 attempts spent (2 had it not been deferred), so it runs again.
-      t.match(await store.claimNextTask(policy(new Date(start + 1001), { maxAttempts: 2 })), {
+      t.match(await store.tasks.claimNextTask(policy(new Date(start + 1001), { maxAttempts: 2 })), {
         id: tasks[0].id,
         attempt: 3,
         deferredAttempts: 1,
@@ -1204,21 +1311,25 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const start = Date.now();
         const old = newTask(accountId, { createdAt: new Date(start - HOUR) });
         const recent = newTask(accountId, { createdAt: new Date(start - HOUR + 1) });
-        await store.insertTaskWithDebit(old, LIMITS);
-        await store.insertTaskWithDebit(recent, LIMITS);
-        t.strictSame(await store.failTasksPastDeadline(new Date(start), HOUR), [old.id]);
-        t.match(await store.getTaskById(old.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
-        t.match(await store.getTaskById(recent.id), { status: 'CREATED' });
-        t.strictSame(await store.failTasksPastDeadline(new Date(start), HOUR), [], 'once');
-        t.equal((await store.getAccount(accountId))?.balance, 975, 'the failed one refunded, the other still debited');
+        await store.tasks.insertTaskWithDebit(old, LIMITS);
+        await store.tasks.insertTaskWithDebit(recent, LIMITS);
+        t.strictSame(await store.tasks.failTasksPastDeadline(new Date(start), HOUR), [old.id]);
+        t.match(await store.tasks.getTaskById(old.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
+        t.match(await store.tasks.getTaskById(recent.id), { status: 'CREATED' });
+        t.strictSame(await store.tasks.failTasksPastDeadline(new Date(start), HOUR), [], 'once');
+        t.equal(
+          (await store.accounts.getAccount(accountId))?.balance,
+          975,
+          'the failed one refunded, the other still debited',
+        );
         await assertLedgerInvariant(t, store, accountId);
       },
     );
 
     t.test('countQueuedTasks counts CREATED tasks per model', async (t) => {
       const { store } = await queued(t, 3);
-      await store.claimNextTask(policy());
-      t.same(await store.countQueuedTasks(), new Map([['alpha-pro', 2]]));
+      await store.tasks.claimNextTask(policy());
+      t.same(await store.backendLimits.countQueuedTasks(), new Map([['alpha-pro', 2]]));
     });
   });
 
@@ -1227,8 +1338,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const store = await open(t);
       const accountId = await newAccount(store, 1000);
       const task = newTask(accountId, { webhookUrl });
-      await store.insertTaskWithDebit(task, LIMITS);
-      const claimed = await store.claimNextTask(policy());
+      await store.tasks.insertTaskWithDebit(task, LIMITS);
+      const claimed = await store.tasks.claimNextTask(policy());
       return { store, accountId, task: claimed! };
     };
 
@@ -1236,8 +1347,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const { store, accountId, task } = await running(t, 'https://example.com/hook');
       const now = new Date();
       const media = [await reservedResult(store, now), await reservedResult(store, now)];
-      t.ok(await store.completeTask({ taskId: task.id, attempt: task.attempt, media, now }));
-      const done = await store.getTask(accountId, task.id);
+      t.ok(await store.tasks.completeTask({ taskId: task.id, attempt: task.attempt, media, now }));
+      const done = await store.tasks.getTask(accountId, task.id);
       t.match(done, { status: 'COMPLETED', error: null });
       t.equal(done?.completedAt?.getTime(), now.getTime());
       t.strictSame(
@@ -1251,7 +1362,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         })),
       );
       for (const m of media) {
-        t.match(await store.getMedia(accountId, m.id, now), {
+        t.match(await store.media.getMedia(accountId, m.id, now), {
           id: m.id,
           source: 'generated',
           taskId: task.id,
@@ -1260,12 +1371,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         });
       }
       t.strictSame(
-        await store.listDueBlobDeletions(new Date(now.getTime() + 120_000), 10),
+        await store.media.listDueBlobDeletions(new Date(now.getTime() + 120_000), 10),
         [],
         'the reservations were taken back',
       );
-      t.strictSame(await store.mediaBlobKeys(accountId, [media[0].id]), new Map([[media[0].id, media[0].blobKey]]));
-      const delivery = await store.claimDueWebhookDelivery(now, 60_000);
+      t.strictSame(
+        await store.media.mediaBlobKeys(accountId, [media[0].id]),
+        new Map([[media[0].id, media[0].blobKey]]),
+      );
+      const delivery = await store.webhooks.claimDueWebhookDelivery(now, 60_000);
       t.match(delivery, {
         taskId: task.id,
         accountId,
@@ -1274,7 +1388,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         status: 'pending',
         attempts: 0,
       });
-      t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 });
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 0 });
     });
 
     t.test('a result whose blob reservation lapsed completes nothing: no rows, task still running', async (t) => {
@@ -1282,11 +1396,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const now = new Date();
       const fine = await reservedResult(store, now);
       const lapsed = await reservedResult(store, now);
-      await store.scheduleBlobDeletion(lapsed.blobKey, now); // due now: the sweeper may delete it
-      t.notOk(await store.completeTask({ taskId: task.id, attempt: task.attempt, media: [fine, lapsed], now }));
-      t.match(await store.getTask(accountId, task.id), { status: 'IN_PROGRESS', generated: [] });
-      t.equal(await store.getMedia(accountId, fine.id, now), null, 'not even the first row');
-      t.equal(await store.claimDueWebhookDelivery(now, 60_000), null, 'no event');
+      await store.media.scheduleBlobDeletion(lapsed.blobKey, now); // due now: the sweeper may delete it
+      t.notOk(await store.tasks.completeTask({ taskId: task.id, attempt: task.attempt, media: [fine, lapsed], now }));
+      t.match(await store.tasks.getTask(accountId, task.id), { status: 'IN_PROGRESS', generated: [] });
+      t.equal(await store.media.getMedia(accountId, fine.id, now), null, 'not even the first row');
+      t.equal(await store.webhooks.claimDueWebhookDelivery(now, 60_000), null, 'no event');
     });
 
     t.test(
@@ -1295,7 +1409,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const { store, accountId, task } = await running(t, 'https://example.com/hook');
         const now = new Date();
         t.ok(
-          await store.failTask({
+          await store.tasks.failTask({
             taskId: task.id,
             attempt: task.attempt,
             error: { code: 'model_error', message: 'no' },
@@ -1303,7 +1417,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           }),
         );
         t.notOk(
-          await store.failTask({
+          await store.tasks.failTask({
             taskId: task.id,
             attempt: task.attempt,
             error: { code: 'model_error', message: 'no' },
@@ -1311,20 +1425,20 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           }),
           'only once',
         );
-        t.same(await store.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 25 });
-        t.match(await store.claimDueWebhookDelivery(now, 60_000), { eventType: 'image.generation.failed' });
-        t.equal(await store.claimDueWebhookDelivery(now, 60_000), null, 'one event, leased');
+        t.same(await store.accounts.ledgerTotals(accountId), { grant: 1000, debit: 25, refund: 25 });
+        t.match(await store.webhooks.claimDueWebhookDelivery(now, 60_000), { eventType: 'image.generation.failed' });
+        t.equal(await store.webhooks.claimDueWebhookDelivery(now, 60_000), null, 'one event, leased');
 
         const quiet = newTask(accountId);
-        await store.insertTaskWithDebit(quiet, LIMITS);
-        await store.cancelTask(accountId, quiet.id, now);
+        await store.tasks.insertTaskWithDebit(quiet, LIMITS);
+        await store.tasks.cancelTask(accountId, quiet.id, now);
         t.equal(
-          (await store.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000)) !== null,
+          (await store.webhooks.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000)) !== null,
           true,
           'the leased one is due again',
         );
         t.equal(
-          await store.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000),
+          await store.webhooks.claimDueWebhookDelivery(new Date(now.getTime() + 120_000), 60_000),
           null,
           'and nothing for the task without a URL',
         );
@@ -1334,8 +1448,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('a cancel enqueues the canceled event', async (t) => {
       const { store, accountId, task } = await running(t, 'https://example.com/hook');
-      await store.cancelTask(accountId, task.id, new Date());
-      t.match(await store.claimDueWebhookDelivery(new Date(), 60_000), {
+      await store.tasks.cancelTask(accountId, task.id, new Date());
+      t.match(await store.webhooks.claimDueWebhookDelivery(new Date(), 60_000), {
         eventType: 'image.generation.canceled',
         taskId: task.id,
       });
@@ -1349,8 +1463,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
         const task = newTask(accountId, { webhookUrl: `https://example.com/${i}` });
-        await store.insertTaskWithDebit(task, LIMITS);
-        await store.cancelTask(accountId, task.id, new Date());
+        await store.tasks.insertTaskWithDebit(task, LIMITS);
+        await store.tasks.cancelTask(accountId, task.id, new Date());
         ids.push(task.id);
       }
       return { store, accountId, taskIds: ids };
@@ -1364,15 +1478,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const now = new Date();
         let n = 0;
         const first = await Promise.all(
-          Array.from({ length: 5 }, () => store.webhookSecrets(accountId, now, () => `whsec_${++n}`)),
+          Array.from({ length: 5 }, () => store.webhooks.webhookSecrets(accountId, now, () => `whsec_${++n}`)),
         );
         t.equal(new Set(first.map((s) => s.current)).size, 1, 'one current secret');
         t.match(first[0], { previous: null, previousExpiresAt: null });
-        const rotated = await store.rotateWebhookSecret(accountId, now, 60_000, () => 'whsec_new');
+        const rotated = await store.webhooks.rotateWebhookSecret(accountId, now, 60_000, () => 'whsec_new');
         t.match(rotated, { current: 'whsec_new', previous: first[0].current });
         t.equal(rotated.previousExpiresAt?.getTime(), now.getTime() + 60_000);
         t.match(
-          await store.webhookSecrets(accountId, new Date(now.getTime() + 60_000), () => 'unused'),
+          await store.webhooks.webhookSecrets(accountId, new Date(now.getTime() + 60_000), () => 'unused'),
           { current: 'whsec_new', previous: null },
           'the grace is over',
         );
@@ -1382,10 +1496,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('a claimed delivery is leased; an attempt records its outcome and log', async (t) => {
       const { store, accountId } = await withDeliveries(t, 1);
       const now = Date.now();
-      const delivery = await store.claimDueWebhookDelivery(new Date(now), 10_000);
+      const delivery = await store.webhooks.claimDueWebhookDelivery(new Date(now), 10_000);
       t.ok(delivery);
-      t.equal(await store.claimDueWebhookDelivery(new Date(now + 9_999), 10_000), null, 'leased');
-      await store.recordWebhookAttempt({
+      t.equal(await store.webhooks.claimDueWebhookDelivery(new Date(now + 9_999), 10_000), null, 'leased');
+      await store.webhooks.recordWebhookAttempt({
         deliveryId: delivery!.id,
         attempt: { attemptedAt: new Date(now), statusCode: 500, error: null, durationMs: 12 },
         status: 'pending',
@@ -1393,10 +1507,14 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         manual: false,
         now: new Date(now),
       });
-      t.equal(await store.claimDueWebhookDelivery(new Date(now + 4999), 10_000), null, 'not before its next attempt');
-      const retried = await store.claimDueWebhookDelivery(new Date(now + 5000), 10_000);
+      t.equal(
+        await store.webhooks.claimDueWebhookDelivery(new Date(now + 4999), 10_000),
+        null,
+        'not before its next attempt',
+      );
+      const retried = await store.webhooks.claimDueWebhookDelivery(new Date(now + 5000), 10_000);
       t.match(retried, { id: delivery!.id, attempts: 1 });
-      await store.recordWebhookAttempt({
+      await store.webhooks.recordWebhookAttempt({
         deliveryId: delivery!.id,
         attempt: { attemptedAt: new Date(now + 5000), statusCode: 204, error: null, durationMs: 3 },
         status: 'delivered',
@@ -1404,8 +1522,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         manual: false,
         now: new Date(now + 5000),
       });
-      t.equal(await store.claimDueWebhookDelivery(new Date(now + 100_000), 10_000), null, 'delivered: never again');
-      const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 10 })).items;
+      t.equal(
+        await store.webhooks.claimDueWebhookDelivery(new Date(now + 100_000), 10_000),
+        null,
+        'delivered: never again',
+      );
+      const [listed] = (await store.webhooks.listWebhookDeliveries(accountId, { limit: 10 })).items;
       t.match(listed, { id: delivery!.id, status: 'delivered', attempts: 2, nextAttemptAt: null });
       t.same(
         listed.attemptLog.map((a) => [a.statusCode, a.durationMs, a.attemptedAt.getTime()]),
@@ -1421,9 +1543,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       async (t) => {
         const { store, accountId } = await withDeliveries(t, 1);
         const now = Date.now();
-        const delivery = await store.claimDueWebhookDelivery(new Date(now), 10_000);
+        const delivery = await store.webhooks.claimDueWebhookDelivery(new Date(now), 10_000);
         const scheduledAt = new Date(now + 5000);
-        await store.recordWebhookAttempt({
+        await store.webhooks.recordWebhookAttempt({
           deliveryId: delivery!.id,
           attempt: { attemptedAt: new Date(now), statusCode: 500, error: null, durationMs: 1 },
           status: 'pending',
@@ -1431,7 +1553,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           manual: false,
           now: new Date(now),
         });
-        const replayed = await store.replayWebhookDelivery(
+        const replayed = await store.webhooks.replayWebhookDelivery(
           accountId,
           delivery!.id,
           new Date(now + 1000),
@@ -1442,9 +1564,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           { scheduledAttempts: 1, manualRetry: { resumeAt: scheduledAt } },
           'the scheduled attempt it goes ahead of is kept',
         );
-        const manual = await store.claimDueWebhookDelivery(new Date(now + 1000), 10_000);
+        const manual = await store.webhooks.claimDueWebhookDelivery(new Date(now + 1000), 10_000);
         t.match(manual, { id: delivery!.id, manualRetry: { resumeAt: scheduledAt } });
-        await store.recordWebhookAttempt({
+        await store.webhooks.recordWebhookAttempt({
           deliveryId: delivery!.id,
           attempt: { attemptedAt: new Date(now + 1000), statusCode: 500, error: null, durationMs: 1 },
           status: 'pending',
@@ -1452,7 +1574,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           manual: true,
           now: new Date(now + 1000),
         });
-        const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
+        const [listed] = (await store.webhooks.listWebhookDeliveries(accountId, { limit: 1 })).items;
         t.match(
           listed,
           { attempts: 2, scheduledAttempts: 1, manualRetry: null, nextAttemptAt: scheduledAt },
@@ -1467,10 +1589,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const { store, accountId } = await withDeliveries(t, 3);
         const budget = { perDelivery: 2, perAccount: 3, windowMs: HOUR };
         const start = Date.now();
-        const [first, second] = (await store.listWebhookDeliveries(accountId, { limit: 3 })).items;
+        const [first, second] = (await store.webhooks.listWebhookDeliveries(accountId, { limit: 3 })).items;
         // A replay is pending until an attempt is recorded for it.
         const attemptMade = async (id: string, at: number) =>
-          store.recordWebhookAttempt({
+          store.webhooks.recordWebhookAttempt({
             deliveryId: id,
             attempt: { attemptedAt: new Date(at), statusCode: 500, error: null, durationMs: 1 },
             status: 'failed',
@@ -1479,12 +1601,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
             now: new Date(at),
           });
         const refusal = (id: string, at: number) =>
-          store.replayWebhookDelivery(accountId, id, new Date(at), budget).then(
+          store.webhooks.replayWebhookDelivery(accountId, id, new Date(at), budget).then(
             () => null,
             (e: { code: string; retryAfterMs: number | null }) => ({ code: e.code, retryAfterMs: e.retryAfterMs }),
           );
 
-        await store.replayWebhookDelivery(accountId, first.id, new Date(start), budget);
+        await store.webhooks.replayWebhookDelivery(accountId, first.id, new Date(start), budget);
         t.same(await refusal(first.id, start + 10), { code: 'retry_in_progress', retryAfterMs: null });
         await attemptMade(first.id, start + 20);
         t.equal(await refusal(first.id, start + 30), null, 'the second replay of the window');
@@ -1507,10 +1629,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('a delivery keeps its most recent attempts up to the listed bound, and counts them all', async (t) => {
       const { store, accountId } = await withDeliveries(t, 1);
-      const [delivery] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
+      const [delivery] = (await store.webhooks.listWebhookDeliveries(accountId, { limit: 1 })).items;
       const start = Date.now();
       for (let i = 0; i < 1003; i++)
-        await store.recordWebhookAttempt({
+        await store.webhooks.recordWebhookAttempt({
           deliveryId: delivery.id,
           attempt: { attemptedAt: new Date(start + i), statusCode: 500, error: `attempt ${i}`, durationMs: 1 },
           status: 'pending',
@@ -1518,7 +1640,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           manual: false,
           now: new Date(start + i),
         });
-      const [listed] = (await store.listWebhookDeliveries(accountId, { limit: 1 })).items;
+      const [listed] = (await store.webhooks.listWebhookDeliveries(accountId, { limit: 1 })).items;
       t.equal(listed.attempts, 1003, 'every attempt counted');
       t.equal(listed.attemptLog.length, 1000, 'the most recent 1000 kept');
       t.equal(listed.attemptLog[0].error, 'attempt 3', 'oldest kept first');
@@ -1532,19 +1654,22 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const ids: string[] = [];
         let cursor: string | undefined;
         do {
-          const page = await store.listWebhookDeliveries(accountId, { limit: 2, cursor });
+          const page = await store.webhooks.listWebhookDeliveries(accountId, { limit: 2, cursor });
           ids.push(...page.items.map((d) => d.id));
           cursor = page.nextCursor ?? undefined;
         } while (cursor);
         t.equal(ids.length, 5);
         t.strictSame(ids, [...ids].sort().reverse(), 'newest first');
-        t.match((await store.listWebhookDeliveries(accountId, { limit: 10, taskId: taskIds[2] })).items, [
+        t.match((await store.webhooks.listWebhookDeliveries(accountId, { limit: 10, taskId: taskIds[2] })).items, [
           { taskId: taskIds[2] },
         ]);
-        t.equal((await store.listWebhookDeliveries(accountId, { limit: 10, status: 'delivered' })).items.length, 0);
+        t.equal(
+          (await store.webhooks.listWebhookDeliveries(accountId, { limit: 10, status: 'delivered' })).items.length,
+          0,
+        );
 
-        const delivery = await store.claimDueWebhookDelivery(new Date(), 60_000);
-        await store.recordWebhookAttempt({
+        const delivery = await store.webhooks.claimDueWebhookDelivery(new Date(), 60_000);
+        await store.webhooks.recordWebhookAttempt({
           deliveryId: delivery!.id,
           attempt: { attemptedAt: new Date(), statusCode: 410, error: null, durationMs: 1 },
           status: 'failed',
@@ -1552,10 +1677,10 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           manual: false,
           now: new Date(),
         });
-        const replayed = await store.replayWebhookDelivery(accountId, delivery!.id, new Date(), REPLAY_BUDGET);
+        const replayed = await store.webhooks.replayWebhookDelivery(accountId, delivery!.id, new Date(), REPLAY_BUDGET);
         t.match(replayed, { id: delivery!.id, status: 'pending', attemptLog: [{ statusCode: 410 }] });
         await t.rejects(
-          store.replayWebhookDelivery(await newAccount(store, 0), delivery!.id, new Date(), REPLAY_BUDGET),
+          store.webhooks.replayWebhookDelivery(await newAccount(store, 0), delivery!.id, new Date(), REPLAY_BUDGET),
           { code: 'not_found' },
           "another account's",
         );
@@ -1573,21 +1698,25 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const { store, accountId } = await withAccount(t);
       const now = new Date();
       const upload = await storeUpload(store, accountId, now);
-      t.strictSame(await store.getMedia(accountId, upload.id, now), upload, 'round-trips');
-      t.strictSame(await store.getMediaById(upload.id, now), upload);
-      t.equal(await store.getMedia(await newAccount(store, 0), upload.id, now), null, "not another account's");
-      t.strictSame(await store.listDueBlobDeletions(new Date(now.getTime() + HOUR), 10), [], 'reservation taken back');
+      t.strictSame(await store.media.getMedia(accountId, upload.id, now), upload, 'round-trips');
+      t.strictSame(await store.media.getMediaById(upload.id, now), upload);
+      t.equal(await store.media.getMedia(await newAccount(store, 0), upload.id, now), null, "not another account's");
+      t.strictSame(
+        await store.media.listDueBlobDeletions(new Date(now.getTime() + HOUR), 10),
+        [],
+        'reservation taken back',
+      );
 
       const unreserved = { ...upload, id: newIdAt(now), blobKey: 'uploads/never-reserved' };
-      t.equal(await store.insertMedia(unreserved, now), false, 'no reservation: no row');
-      await store.scheduleBlobDeletion('uploads/lapsed', now);
+      t.equal(await store.media.insertMedia(unreserved, now), false, 'no reservation: no row');
+      await store.media.scheduleBlobDeletion('uploads/lapsed', now);
       t.equal(
-        await store.insertMedia({ ...upload, id: newIdAt(now), blobKey: 'uploads/lapsed' }, now),
+        await store.media.insertMedia({ ...upload, id: newIdAt(now), blobKey: 'uploads/lapsed' }, now),
         false,
         'a reservation already due: no row',
       );
       t.strictSame(
-        await store.listDueBlobDeletions(now, 10),
+        await store.media.listDueBlobDeletions(now, 10),
         ['uploads/lapsed'],
         'and the blob stays queued for deletion',
       );
@@ -1598,16 +1727,16 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const now = new Date();
       const upload = await storeUpload(store, accountId, now);
       t.equal(
-        await store.deleteMedia(await newAccount(store, 0), upload.id, now),
+        await store.media.deleteMedia(await newAccount(store, 0), upload.id, now),
         null,
         "another account's is not deleted",
       );
-      t.equal(await store.deleteMedia(accountId, upload.id, now), upload.blobKey);
-      t.equal(await store.deleteMedia(accountId, upload.id, now), null);
-      t.equal(await store.getMediaById(upload.id, now), null);
-      t.strictSame(await store.listDueBlobDeletions(now, 10), [upload.blobKey]);
-      await store.completeBlobDeletion(upload.blobKey, now);
-      t.strictSame(await store.listDueBlobDeletions(now, 10), []);
+      t.equal(await store.media.deleteMedia(accountId, upload.id, now), upload.blobKey);
+      t.equal(await store.media.deleteMedia(accountId, upload.id, now), null);
+      t.equal(await store.media.getMediaById(upload.id, now), null);
+      t.strictSame(await store.media.listDueBlobDeletions(now, 10), [upload.blobKey]);
+      await store.media.completeBlobDeletion(upload.blobKey, now);
+      t.strictSame(await store.media.listDueBlobDeletions(now, 10), []);
     });
 
     t.test('expired media are invisible, then swept in slices, oldest first, their blobs queued', async (t) => {
@@ -1617,31 +1746,31 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       for (let i = 0; i < 3; i++) media.push(await storeUpload(store, accountId, new Date(now), 1000 + i));
       const fresh = await storeUpload(store, accountId, new Date(now), HOUR);
       const later = new Date(now + 5000);
-      t.equal(await store.getMedia(accountId, media[0].id, later), null, 'expired: not found before the sweep');
-      t.equal(await store.getMediaById(media[0].id, later), null);
-      t.equal(await store.deleteExpiredMedia(later, 2), 2);
-      t.equal(await store.deleteExpiredMedia(later, 2), 1);
-      t.equal(await store.deleteExpiredMedia(later, 2), 0);
-      t.strictSame((await store.listDueBlobDeletions(later, 10)).sort(), media.map((m) => m.blobKey).sort());
-      t.ok(await store.getMedia(accountId, fresh.id, later), 'unexpired media stay');
+      t.equal(await store.media.getMedia(accountId, media[0].id, later), null, 'expired: not found before the sweep');
+      t.equal(await store.media.getMediaById(media[0].id, later), null);
+      t.equal(await store.media.deleteExpiredMedia(later, 2), 2);
+      t.equal(await store.media.deleteExpiredMedia(later, 2), 1);
+      t.equal(await store.media.deleteExpiredMedia(later, 2), 0);
+      t.strictSame((await store.media.listDueBlobDeletions(later, 10)).sort(), media.map((m) => m.blobKey).sort());
+      t.ok(await store.media.getMedia(accountId, fresh.id, later), 'unexpired media stay');
       t.strictSame(
-        await store.listDueBlobDeletions(later, 2),
-        await store.listDueBlobDeletions(later, 2),
+        await store.media.listDueBlobDeletions(later, 2),
+        await store.media.listDueBlobDeletions(later, 2),
         'listing does not consume',
       );
-      t.equal((await store.listDueBlobDeletions(later, 2)).length, 2, 'at most the limit');
+      t.equal((await store.media.listDueBlobDeletions(later, 2)).length, 2, 'at most the limit');
     });
 
     t.test('a later schedule replaces an earlier one; completing a deletion before it is due keeps it', async (t) => {
       const { store } = await withAccount(t);
       const now = Date.now();
-      await store.scheduleBlobDeletion('k', new Date(now + 60_000));
-      await store.scheduleBlobDeletion('k', new Date(now));
-      t.strictSame(await store.listDueBlobDeletions(new Date(now), 10), ['k']);
-      await store.scheduleBlobDeletion('k', new Date(now + 60_000));
-      await store.completeBlobDeletion('k', new Date(now));
+      await store.media.scheduleBlobDeletion('k', new Date(now + 60_000));
+      await store.media.scheduleBlobDeletion('k', new Date(now));
+      t.strictSame(await store.media.listDueBlobDeletions(new Date(now), 10), ['k']);
+      await store.media.scheduleBlobDeletion('k', new Date(now + 60_000));
+      await store.media.completeBlobDeletion('k', new Date(now));
       t.strictSame(
-        await store.listDueBlobDeletions(new Date(now + 60_000), 10),
+        await store.media.listDueBlobDeletions(new Date(now + 60_000), 10),
         ['k'],
         'a re-reserved blob is not forgotten',
       );
@@ -1652,6 +1781,6 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     const store = await open(t);
     await store.ping();
     await store.migrate();
-    t.equal(typeof (await store.countAccounts()), 'number');
+    t.equal(typeof (await store.accounts.countAccounts()), 'number');
   });
 }

@@ -348,7 +348,7 @@ t.test('a loopback webhook_url is refused at create when private targets are not
   });
   t.equal(response.statusCode, 400);
   t.match(response.json(), { code: 'invalid_request', errors: [{ pointer: '/webhook_url', location: 'body' }] });
-  t.equal((await h.store.ledgerTotals(h.accountId)).debit, 0, 'nothing was charged');
+  t.equal((await h.store.accounts.ledgerTotals(h.accountId)).debit, 0, 'nothing was charged');
 });
 
 t.test(

@@ -17,7 +17,7 @@ t.test(
 
     const child = spawnTsChild(t, hangingWorker, [deps.dir, String(leaseMs)], { ...process.env, ...deps.storeEnv });
     await waitForOutput(child, 'started');
-    const claimed = await deps.store.getTaskById(task.id);
+    const claimed = await deps.store.tasks.getTaskById(task.id);
     t.equal(claimed?.status, 'IN_PROGRESS', 'the child holds the task');
     t.equal(claimed?.attempt, 1);
 
@@ -29,11 +29,11 @@ t.test(
     const rescuer = testWorker(t, deps, { now: () => new Date(Date.now() + leaseMs * 2) });
     t.equal(await rescuer.runOnce(), true);
 
-    const done = await deps.store.getTaskById(task.id);
+    const done = await deps.store.tasks.getTaskById(task.id);
     t.equal(done?.status, 'COMPLETED');
     t.equal(done?.attempt, 2, 'the second attempt finished it');
     t.equal(done?.generated.length, 1, 'one result, not two');
-    const totals = await deps.store.ledgerTotals(accountId);
+    const totals = await deps.store.accounts.ledgerTotals(accountId);
     t.same([totals.debit, totals.refund], [25, 0], 'charged once, no refund');
     await assertLedgerInvariant(t, deps.store, accountId);
   },

@@ -21,7 +21,7 @@ t.test('a housekeeping pass deletes every expired idempotency key, a bounded sli
   const accountId = await newAccountWithTokens(deps.store, 0);
   const twoDaysAgo = new Date(Date.now() - 48 * 3600_000);
   const claims = Array.from({ length: 2500 }, (_, i) =>
-    deps.store.claimIdempotencyKey({
+    deps.store.idempotencyKeys.claimIdempotencyKey({
       accountId,
       key: `k${i}`,
       fingerprint: 'f',
@@ -41,11 +41,11 @@ t.test('a housekeeping pass deletes every expired idempotency key, a bounded sli
     leaseMs: 60_000,
     ttlMs: 86_400_000,
   };
-  await deps.store.claimIdempotencyKey(fresh);
+  await deps.store.idempotencyKeys.claimIdempotencyKey(fresh);
 
   const slices: number[] = [];
-  const deleteExpired = deps.store.deleteExpiredIdempotencyKeys.bind(deps.store);
-  deps.store.deleteExpiredIdempotencyKeys = async (now, limit) => {
+  const deleteExpired = deps.store.idempotencyKeys.deleteExpiredIdempotencyKeys.bind(deps.store.idempotencyKeys);
+  deps.store.idempotencyKeys.deleteExpiredIdempotencyKeys = async (now, limit) => {
     const deleted = await deleteExpired(now, limit);
     slices.push(deleted);
     return deleted;
@@ -53,7 +53,7 @@ t.test('a housekeeping pass deletes every expired idempotency key, a bounded sli
   await new Housekeeper({ store: deps.store, blobs: deps.blobs, intervalMs: 60_000 }).runOnce();
   t.same(slices, [1000, 1000, 500], 'three slices, the last one short');
   t.same(
-    await deps.store.claimIdempotencyKey({ ...fresh, fingerprint: 'other' }),
+    await deps.store.idempotencyKeys.claimIdempotencyKey({ ...fresh, fingerprint: 'other' }),
     { outcome: 'fingerprint_mismatch' },
     'the unexpired key stays',
   );

@@ -78,7 +78,7 @@ t.test(`${TASKS} tasks with 2 worker processes on one SQLite file: all terminal,
     .prepare("SELECT count(*) AS media, count(DISTINCT task_id) AS tasks FROM media WHERE source = 'generated'")
     .get();
   t.same(results, { media: TASKS, tasks: TASKS }, 'one generated image per task, none twice');
-  const totals = await store.ledgerTotals(accountId);
+  const totals = await store.accounts.ledgerTotals(accountId);
   t.same(totals, { grant: TASKS * 25, debit: TASKS * 25, refund: 0 });
   await assertLedgerInvariant(t, store, accountId);
 });

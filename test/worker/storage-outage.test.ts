@@ -39,19 +39,21 @@ t.test(
 
     const allDone = await until(
       async () =>
-        (await Promise.all(tasks.map((task) => store.getTaskById(task.id)))).every((x) => x?.status === 'COMPLETED'),
+        (await Promise.all(tasks.map((task) => store.tasks.getTaskById(task.id)))).every(
+          (x) => x?.status === 'COMPLETED',
+        ),
       45_000,
     );
     t.ok(allDone, 'every task completed once S3 was back');
     for (const task of tasks) {
-      const done = (await store.getTaskById(task.id))!;
+      const done = (await store.tasks.getTaskById(task.id))!;
       t.match(done, { status: 'COMPLETED', attempt: 1 }, `${task.prompt}: first attempt`);
       const [item] = done.generated;
-      const key = (await store.mediaBlobKeys(accountId, [item!.media_id])).get(item!.media_id)!;
+      const key = (await store.media.mediaBlobKeys(accountId, [item!.media_id])).get(item!.media_id)!;
       t.equal((await blobs.getBuffer(key))?.length, item!.size_bytes, 'its image is stored');
     }
     t.equal(generator.calls, 6, 'no image was generated twice');
-    t.same(await store.ledgerTotals(accountId), { grant: 150, debit: 150, refund: 0 });
+    t.same(await store.accounts.ledgerTotals(accountId), { grant: 150, debit: 150, refund: 0 });
     await assertLedgerInvariant(t, store, accountId);
   },
 );
@@ -65,11 +67,11 @@ t.test('S3 away past the deadline: that task fails deadline_exceeded, refunded o
   const worker = testWorker(t, { store, blobs }, { generator, deadlineMs: 1500, retryBaseMs: 100 });
   worker.start();
 
-  t.ok(await until(async () => (await store.getTaskById(task.id))?.status === 'FAILED', 20_000), 'failed');
-  const failed = (await store.getTaskById(task.id))!;
+  t.ok(await until(async () => (await store.tasks.getTaskById(task.id))?.status === 'FAILED', 20_000), 'failed');
+  const failed = (await store.tasks.getTaskById(task.id))!;
   t.equal(failed.error?.code, 'deadline_exceeded');
   t.match(failed, { attempt: 1, deferredAttempts: 0 }, 'one attempt, held to the deadline');
   t.equal(generator.calls, 1, 'generated once');
-  t.same(await store.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 }, 'refunded once');
+  t.same(await store.accounts.ledgerTotals(accountId), { grant: 100, debit: 25, refund: 25 }, 'refunded once');
   await assertLedgerInvariant(t, store, accountId);
 });

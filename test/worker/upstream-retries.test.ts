@@ -25,16 +25,16 @@ t.test('a Gemini 429 requeues the task no earlier than its Retry-After, then it 
   const worker = testWorker(t, deps, { generator, retryBaseMs: 1, now: () => new Date(clock) });
 
   await worker.runOnce();
-  t.equal((await deps.store.getTaskById(task.id))?.status, 'CREATED', 'back in the queue');
+  t.equal((await deps.store.tasks.getTaskById(task.id))?.status, 'CREATED', 'back in the queue');
   clock += 119_000;
   t.equal(await worker.runOnce(), false, 'not runnable before Retry-After is over');
   clock += 2_000;
   t.equal(await worker.runOnce(), true);
-  const done = await deps.store.getTaskById(task.id);
+  const done = await deps.store.tasks.getTaskById(task.id);
   t.equal(done?.status, 'COMPLETED');
   t.equal(done?.attempt, 2);
   t.equal(upstream.requests.length, 2);
-  t.equal((await deps.store.ledgerTotals(accountId)).refund, 0);
+  t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 0);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
@@ -57,10 +57,10 @@ t.test('an OpenAI 500 then success completes on the second attempt without a ref
   await worker.runOnce();
   clock += 2_000;
   await worker.runOnce();
-  const done = await deps.store.getTaskById(task.id);
+  const done = await deps.store.tasks.getTaskById(task.id);
   t.equal(done?.status, 'COMPLETED');
   t.equal(done?.attempt, 2);
-  t.equal((await deps.store.ledgerTotals(accountId)).refund, 0);
+  t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 0);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
@@ -80,12 +80,12 @@ t.test('transient upstream failures past the attempt limit fail with the stable 
   await worker.runOnce();
   clock += 2_000;
   await worker.runOnce();
-  const failed = await deps.store.getTaskById(task.id);
+  const failed = await deps.store.tasks.getTaskById(task.id);
   t.equal(failed?.status, 'FAILED');
   t.equal(failed?.error?.code, 'upstream_unavailable');
   t.equal(failed?.attempt, 2);
   t.notMatch(failed?.error?.message, /overloaded/, "our message, not the provider's");
-  t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+  t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
@@ -123,7 +123,7 @@ t.test(
     await worker.runOnce();
     clock += 2_000;
     await worker.runOnce();
-    t.equal((await deps.store.getTaskById(task.id))?.status, 'FAILED');
+    t.equal((await deps.store.tasks.getTaskById(task.id))?.status, 'FAILED');
     const log = lines.join('\n');
     t.match(log, /"status":429/);
     t.match(log, /RESOURCE_EXHAUSTED/);
@@ -153,10 +153,10 @@ t.test('NO_IMAGE then an image: the second attempt completes, without a refund',
   await worker.runOnce();
   clock += 2_000;
   await worker.runOnce();
-  const done = await deps.store.getTaskById(task.id);
+  const done = await deps.store.tasks.getTaskById(task.id);
   t.equal(done?.status, 'COMPLETED');
   t.equal(upstream.requests.length, 2);
-  t.equal((await deps.store.ledgerTotals(accountId)).refund, 0);
+  t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 0);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
@@ -176,11 +176,11 @@ t.test('a reply without an image is tried once more, not up to TASK_MAX_ATTEMPTS
     await worker.runOnce();
     clock += 60_000;
   }
-  const failed = await deps.store.getTaskById(task.id);
+  const failed = await deps.store.tasks.getTaskById(task.id);
   t.equal(failed?.status, 'FAILED');
   t.equal(failed?.error?.code, 'upstream_no_image');
   t.equal(upstream.requests.length, 2, 'two calls, not five');
-  t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+  t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
@@ -196,11 +196,11 @@ for (const row of [
     const worker = testWorker(t, deps, { generator: geminiGenerator(upstream.url), retryBaseMs: 1 });
 
     await worker.runOnce();
-    const failed = await deps.store.getTaskById(task.id);
+    const failed = await deps.store.tasks.getTaskById(task.id);
     t.equal(failed?.status, 'FAILED');
     t.equal(failed?.error?.code, failure.expect.code);
     t.equal(upstream.requests.length, 1);
-    t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+    t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 25);
     await assertLedgerInvariant(t, deps.store, accountId);
   });
 }
@@ -217,11 +217,11 @@ t.test('a Retry-After past the task deadline fails the task at once instead of d
   const worker = testWorker(t, deps, { generator: geminiGenerator(upstream.url), retryBaseMs: 1, deadlineMs: 600_000 });
 
   await worker.runOnce();
-  const failed = await deps.store.getTaskById(task.id);
+  const failed = await deps.store.tasks.getTaskById(task.id);
   t.equal(failed?.status, 'FAILED');
   t.equal(failed?.error?.code, 'deadline_exceeded', 'what its deadline would have made of it, an hour early');
   t.equal(upstream.requests.length, 1);
-  t.equal((await deps.store.ledgerTotals(accountId)).refund, 25);
+  t.equal((await deps.store.accounts.ledgerTotals(accountId)).refund, 25);
   await assertLedgerInvariant(t, deps.store, accountId);
 });
 
@@ -247,7 +247,7 @@ t.test('tokens the provider reports are counted per backend and catalog model', 
     metrics: new PrometheusWorkerMetrics(registry, ['gemini']),
   });
   await worker.runOnce();
-  t.equal((await deps.store.getTaskById(task.id))?.status, 'COMPLETED');
+  t.equal((await deps.store.tasks.getTaskById(task.id))?.status, 'COMPLETED');
   const text = await registry.metrics();
   t.match(
     text,

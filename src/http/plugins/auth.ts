@@ -93,7 +93,7 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
 
     if (now.getTime() - (lastMarked.get(caller.keyId) ?? 0) >= LAST_USED_RESOLUTION_MS) {
       lastMarked.set(caller.keyId, now.getTime());
-      await options.store.markApiKeyUsed(caller.keyId, now);
+      await options.store.accounts.markApiKeyUsed(caller.keyId, now);
     }
   });
 }
@@ -124,7 +124,7 @@ class ActiveKeyCache {
 
   /** Asks the store, and keeps the key if it is active. */
   async load(hash: string, now: number): Promise<Caller | null> {
-    const found = await this.store.findActiveApiKey(hash);
+    const found = await this.store.accounts.findActiveApiKey(hash);
     if (!found) return null;
     const caller: Caller = {
       accountId: found.account.id,

@@ -57,7 +57,7 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
     },
     async (request) => {
       const { caller } = request;
-      const account = await store.getAccount(caller.accountId);
+      const account = await store.accounts.getAccount(caller.accountId);
       // The key was found joined to its account a moment ago, and accounts are never deleted.
       if (!account) throw new Error(`account ${caller.accountId} of key ${caller.keyId} is missing`);
       return {
@@ -93,7 +93,7 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
       },
     },
     async (request) => {
-      const page = await store.listLedger(request.caller.accountId, {
+      const page = await store.accounts.listLedger(request.caller.accountId, {
         limit: request.query.limit ?? 20,
         cursor: request.query.cursor,
       });

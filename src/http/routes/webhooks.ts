@@ -87,7 +87,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
       },
     },
     async (request) =>
-      secretResponse(await store.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
+      secretResponse(await store.webhooks.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
   );
 
   app.post(
@@ -108,7 +108,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
     },
     async (request) =>
       secretResponse(
-        await store.rotateWebhookSecret(
+        await store.webhooks.rotateWebhookSecret(
           request.caller.accountId,
           now(),
           WEBHOOK_SECRET_ROTATION_GRACE_MS,
@@ -136,7 +136,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
     },
     async (request) => {
       const q = request.query;
-      const page = await store.listWebhookDeliveries(request.caller.accountId, {
+      const page = await store.webhooks.listWebhookDeliveries(request.caller.accountId, {
         limit: q.limit ?? 20,
         cursor: q.cursor,
         taskId: q.task_id === undefined ? undefined : canonicalId(q.task_id),
@@ -170,7 +170,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
       },
     },
     async (request, reply) => {
-      const delivery = await store
+      const delivery = await store.webhooks
         .replayWebhookDelivery(request.caller.accountId, canonicalId(request.params.delivery_id), now(), replayBudget)
         .catch((error: unknown) => {
           if (error instanceof WebhookReplayRefused && error.retryAfterMs !== null)
