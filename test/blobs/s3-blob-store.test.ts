@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import { S3BlobStore } from '../../src/blobs/s3-blob-store.js';
 import { mediaBlobKey, ORPHAN_BLOB_GRACE_MS, storeMedia } from '../../src/services/media-service.js';
 import { sweepExpiredMedia } from '../../src/services/media-sweeper.js';
-import type { Store } from '../../src/store/port.js';
+import type { MediaStore } from '../../src/store/port.js';
 import { startTestS3, testS3Client } from '../helpers/s3.js';
 import { testStoreAdapter } from '../helpers/store.js';
 import { newAccountWithTokens } from '../helpers/worker.js';
@@ -137,7 +137,7 @@ t.test('an object put by a writer that crashed before its row is deleted by the 
   const { store } = await testStoreAdapter().open(t);
   const accountId = await newAccountWithTokens(store, 0);
   const createdAt = new Date();
-  const crashingStore: Store = Object.assign(Object.create(store) as Store, {
+  const crashingMedia: MediaStore = Object.assign(Object.create(store.media) as MediaStore, {
     insertMedia: () => Promise.reject(new Error('process killed')),
   });
   const image = {
@@ -150,7 +150,7 @@ t.test('an object put by a writer that crashed before its row is deleted by the 
   };
   await t.rejects(
     storeMedia(
-      { store: crashingStore.media, blobs, now: () => createdAt },
+      { store: crashingMedia, blobs, now: () => createdAt },
       { accountId, source: 'upload', taskId: null, image, retentionMs: 3600_000 },
     ),
     /process killed/,

@@ -88,7 +88,7 @@ t.test('a sweep takes at most batchSize and says when there is more', async (t) 
 
 t.test('a blob put by a writer that died before inserting its row is swept after the grace period', async (t) => {
   const s = await setup(t);
-  const dying: MediaStore = Object.assign(Object.create(s.store) as MediaStore, {
+  const dying: MediaStore = Object.assign(Object.create(s.store.media) as MediaStore, {
     insertMedia: async () => {
       throw new Error('the process died here');
     },
