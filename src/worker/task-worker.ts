@@ -395,7 +395,12 @@ export class TaskWorker {
   }
 
   private async generate(lane: BackendLane, task: TaskRecord, signal: AbortSignal): Promise<GeneratedImage[]> {
-    const references = await loadTaskReferences(this.options, task, lane.backend.generator, signal);
+    const references = await loadTaskReferences(
+      { store: this.options.store.media, blobs: this.options.blobs },
+      task,
+      lane.backend.generator,
+      signal,
+    );
     signal.throwIfAborted();
     return this.callGenerator(
       lane,
