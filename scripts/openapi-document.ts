@@ -28,6 +28,7 @@ export async function renderOpenApiYaml(): Promise<string> {
     blobs: new FsBlobStore(join(dataDir, 'blobs')),
     mediaSigningSecret: 'openapi-generation-only-not-a-secret',
     logger: false,
+    rateLimitRedis: null,
   });
   try {
     await app.ready();

@@ -4,7 +4,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
 import { buildApp } from './http/app.js';
 import { releaseImageCaches } from './images/normalize-upload.js';
-import { openRuntime, type Runtime } from './runtime.js';
+import { closeRateLimitCounters, openRateLimitCounters, openRuntime, type Runtime } from './runtime.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
 import { pino } from 'pino';
@@ -184,6 +184,9 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   let worker: BackgroundWork | null = null;
   // One /metrics for the API and its in-process workers.
   const metricsRegistry = newProcessRegistry();
+  // Its errors go to the app's log once there is one; failing to connect stops the start instead.
+  let log: FastifyInstance['log'] | undefined;
+  const rateLimitRedis = await openRateLimitCounters(config, (err) => log?.warn({ err }, 'redis (rate limits) error'));
   const app = await buildApp({
     config,
     store: runtime.store,
@@ -191,8 +194,10 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
     mediaSigningSecret: runtime.mediaSigningSecret,
     events,
     metricsRegistry,
+    rateLimitRedis,
     onWebhookQueued: () => worker?.webhooks.poke(),
   });
+  log = app.log;
   if (options.workers > 0) {
     worker = buildBackgroundWork(config, runtime, {
       events,
@@ -216,6 +221,7 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   // Stop accepting first, then let running tasks finish (or release them), then close the store.
   await app.close();
   await worker?.stop(config.SHUTDOWN_GRACE_MS);
+  await closeRateLimitCounters(rateLimitRedis);
   await runtime.close();
   return 0;
 }

@@ -5,6 +5,8 @@ import type { BlobStore } from './blobs/port.js';
 import { FsBlobStore } from './blobs/fs-blob-store.js';
 import { createS3Client, S3BlobStore } from './blobs/s3-blob-store.js';
 import { s3KeyPrefix, sqlitePath, type Config } from './config.js';
+import type { Redis } from 'ioredis';
+import { connectRateLimitRedis } from './http/plugins/rate-limit.js';
 import { loadOrCreateSecret } from './secrets.js';
 import { TaskEvents } from './services/task-events.js';
 import type { Store } from './store/port.js';
@@ -90,4 +92,17 @@ export async function openRuntime(config: Config, options: { longRunning?: boole
     await store.close();
     throw error;
   }
+}
+
+/**
+ * The rate-limit counters an API process shares with the others: a connection to REDIS_URL when
+ * it is set (the start stops, naming the variable, when Redis does not answer), else null (counted
+ * in process memory). A worker counts nothing and opens none. The opener closes it.
+ */
+export async function openRateLimitCounters(config: Config, onError: (err: Error) => void): Promise<Redis | null> {
+  return config.REDIS_URL ? connectRateLimitRedis(config.REDIS_URL, onError) : null;
+}
+
+export async function closeRateLimitCounters(redis: Redis | null): Promise<void> {
+  await redis?.quit().catch(() => redis.disconnect());
 }

@@ -120,6 +120,18 @@ t.test('the .env of the working directory is read, and the environment wins over
   t.equal(await migrate({ ...withoutPort, PORT: '3000' }), null, 'PORT from the environment is used');
 });
 
+t.test('an unreachable REDIS_URL stops api naming the variable, without a stack trace', async (t) => {
+  const dataDir = t.testdir({});
+  const env = { ...process.env, DATA_DIR: dataDir, PORT: String(await freePort()), REDIS_URL: 'redis://127.0.0.1:1' };
+  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'api'], { env }).then(
+    () => null,
+    (error: { code: number; stderr: string }) => error,
+  );
+  t.equal(failure?.code, 1, 'exits 1');
+  t.match(failure?.stderr, /^REDIS_URL: cannot connect to Redis/m);
+  t.notMatch(failure?.stderr, /\n\s+at /, 'no stack trace');
+});
+
 t.test('a model backend without its key stops the CLI naming the missing variable', async (t) => {
   const dataDir = t.testdir({});
   const env = { ...process.env, DATA_DIR: dataDir, ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: '' };

@@ -32,6 +32,7 @@ export async function listenOnLoopback(dataDir: string) {
     blobs: new FsBlobStore(join(dataDir, 'blobs')),
     mediaSigningSecret: randomBytes(32).toString('hex'),
     logger: false,
+    rateLimitRedis: null,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;

@@ -34,7 +34,7 @@ import { registerMetrics } from './plugins/metrics.js';
 import { metricsAccess } from './metrics-access.js';
 import { registerQueueMetrics } from '../services/capacity-metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
-import { connectRateLimitRedis, registerRateLimits } from './plugins/rate-limit.js';
+import { registerRateLimits } from './plugins/rate-limit.js';
 import {
   type DependencyCheck,
   dataDirDiskSpace,
@@ -71,8 +71,11 @@ export interface AppDependencies {
   logger?: boolean | object;
   /** Prometheus registry of /metrics; `serve` shares it with its in-process workers. Default: the app's own. */
   metricsRegistry?: Registry;
-  /** Shared rate-limit counters; default: a connection to REDIS_URL when set, else process memory. */
-  rateLimitRedis?: Redis | null;
+  /**
+   * Shared rate-limit counters, opened and closed by the process (openRateLimitCounters); null:
+   * counted in this process's memory.
+   */
+  rateLimitRedis: Redis | null;
   /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
   playgroundDir?: string;
 }
@@ -232,17 +235,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
 
   const config = deps.config;
-  let rateLimitRedis = deps.rateLimitRedis ?? null;
-  if (deps.rateLimitRedis === undefined && config.REDIS_URL) {
-    const redis = await connectRateLimitRedis(config.REDIS_URL, (err) =>
-      app.log.warn({ err }, 'redis (rate limits) error'),
-    );
-    app.addHook('onClose', async () => {
-      await redis.quit().catch(() => redis.disconnect());
-    });
-    rateLimitRedis = redis;
-  }
-  const sharedCounters = rateLimitRedis;
+  const sharedCounters = deps.rateLimitRedis;
   const readinessChecks: Record<string, DependencyCheck> = {
     ...storageChecks({ store: deps.store, blobs, disk: diskSpace }),
     // Redis away: the limits fail open (decision 0003), so the node is degraded but still ready.
@@ -267,7 +260,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
         requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
         authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
-        redis: rateLimitRedis,
+        redis: deps.rateLimitRedis,
         redisKeyPrefix: config.REDIS_KEY_PREFIX,
       });
       registerBearerAuth(api, { store: deps.store, now, failureLimiter: rateLimits.authFailures });

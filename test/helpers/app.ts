@@ -1,9 +1,11 @@
 import type { Test } from 'tap';
+import type { Redis } from 'ioredis';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { contractValidator } from './response-validation.js';
 import type { BlobStore } from '../../src/blobs/port.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
+import { closeRateLimitCounters, openRateLimitCounters } from '../../src/runtime.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import type { Store } from '../../src/store/port.js';
 import type { TaskEvents } from '../../src/services/task-events.js';
@@ -14,6 +16,8 @@ import { testStoreAdapter, type StoreAdapterUnderTest } from './store.js';
 export interface TestApp {
   app: FastifyInstance;
   store: Store;
+  /** The shared rate-limit counters opened for REDIS_URL (null without it); closed at teardown. */
+  rateLimitRedis: Redis | null;
   config: Config;
   dataDir: string;
   /** The environment a child process (the CLI) needs to open the same store. */
@@ -82,6 +86,10 @@ export async function buildTestApp(
   // The store's teardown, registered first, runs after the app's: tap runs teardowns last in, first out.
   const { store, env: storeEnv, reopen: reopenStore } = await storeAdapter.open(t, { dataDir });
   const { blobs, env: blobEnv, storedKeys: storedBlobKeys } = await blobAdapter.open(t, dataDir);
+  // As a process opens them: shared counters when the test's environment names a Redis.
+  // Registered before the app's teardown, so closed after it (tap runs teardowns last in, first out).
+  const rateLimitRedis = await openRateLimitCounters(config, () => {});
+  t.teardown(() => closeRateLimitCounters(rateLimitRedis));
   const app = await buildApp({
     config,
     store,
@@ -89,12 +97,14 @@ export async function buildTestApp(
     mediaSigningSecret: TEST_MEDIA_SIGNING_SECRET,
     logger: false,
     ...appOptions,
+    rateLimitRedis,
   });
   t.teardown(() => app.close());
   if (validateResponses) checkResponsesAgainstContract(app);
   return {
     app,
     store,
+    rateLimitRedis,
     config,
     dataDir,
     storeEnv,

@@ -4,6 +4,7 @@ import { Redis } from 'ioredis';
 import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
+import { closeRateLimitCounters, openRateLimitCounters } from '../../src/runtime.js';
 import { createAccountWithKey, issueApiKey } from '../../src/services/api-keys.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
@@ -298,12 +299,15 @@ t.test('with REDIS_URL two API processes share one budget', withRedis, async (t)
   const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_CREATES_PER_MIN: '2' };
   const one = await buildTestApp(t, env);
   // The second "process": its own app and connection over the same database and Redis.
+  const twoCounters = await openRateLimitCounters(one.config, () => {});
+  t.teardown(() => closeRateLimitCounters(twoCounters));
   const two = await buildApp({
     config: one.config,
     store: one.store,
     blobs: one.blobs,
     mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
     logger: false,
+    rateLimitRedis: twoCounters,
   });
   t.teardown(() => two.close());
   const { accountId, auth } = await one.newAccount(1000);
@@ -333,12 +337,15 @@ t.test('with REDIS_URL failed authentications are counted across processes', wit
   const { prefix } = redisWithPrefix(t);
   const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' };
   const one = await buildTestApp(t, env);
+  const twoCounters = await openRateLimitCounters(one.config, () => {});
+  t.teardown(() => closeRateLimitCounters(twoCounters));
   const two = await buildApp({
     config: one.config,
     store: one.store,
     blobs: one.blobs,
     mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
     logger: false,
+    rateLimitRedis: twoCounters,
   });
   t.teardown(() => two.close());
   const wrong = { authorization: `Bearer igk_${'B'.repeat(43)}` };
@@ -412,17 +419,9 @@ t.test('when Redis stops answering, requests are served without a limit (fail op
 });
 
 t.test('an unreachable REDIS_URL stops the start with a message naming it', async (t) => {
-  const dir = t.testdir({});
-  const config = loadConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent', REDIS_URL: 'redis://127.0.0.1:1' });
-  const { store } = await testStoreAdapter().open(t, { dataDir: dir });
+  const config = loadConfig({ DATA_DIR: t.testdir({}), LOG_LEVEL: 'silent', REDIS_URL: 'redis://127.0.0.1:1' });
   await t.rejects(
-    buildApp({
-      config,
-      store,
-      blobs: new FsBlobStore(join(dir, 'blobs')),
-      mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
-      logger: false,
-    }),
+    openRateLimitCounters(config, () => {}),
     /REDIS_URL/,
   );
 });

@@ -1,3 +1,4 @@
+import { closeRateLimitCounters } from '../../src/runtime.js';
 import { statfsSync, symlinkSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -99,7 +100,7 @@ t.test(
   async (t) => {
     const redis = new URL(REDIS_URL);
     const proxy = await startCuttingProxy(t, { host: redis.hostname, port: Number(redis.port || 6379) });
-    const { app, store, blobs, newAccount } = await buildTestApp(t, {
+    const { app, store, blobs, newAccount, rateLimitRedis } = await buildTestApp(t, {
       REDIS_URL: `redis://${proxy.address}`,
       MAX_ACTIVE_TASKS: '100000',
     });
@@ -146,9 +147,10 @@ t.test(
     t.same(await untilTerminal(store, accepted), { COMPLETED: accepted.length }, 'every accepted task COMPLETED');
     for (const { accountId } of accounts)
       await assertChargedPerAcceptance(t, store, accountId, report.accepted.get(accountId)!);
-    // The app's Redis client quits, and its connection is gone before the proxy closes (the proxy's
+    // The Redis client quits, and its connection is gone before the proxy closes (the proxy's
     // teardown resetting a connection its client is closing left the test process hanging).
     await app.close();
+    await closeRateLimitCounters(rateLimitRedis);
     await proxy.drained();
   },
 );

@@ -1,3 +1,4 @@
+import { ConfigError } from '../../config.js';
 import rateLimit, { normalizeIP, type RateLimitOptions, type RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
@@ -110,7 +111,8 @@ export async function connectRateLimitRedis(url: string, onError: (err: Error) =
     await redis.connect();
   } catch (err) {
     redis.disconnect();
-    throw new Error(`REDIS_URL: cannot connect to Redis (${(err as Error).message}).`);
+    // A configuration the process cannot start with: the CLI prints it as such, without a stack.
+    throw new ConfigError(`REDIS_URL: cannot connect to Redis (${(err as Error).message}).`);
   }
   return redis;
 }
