@@ -1,13 +1,13 @@
 import { ApiError, GoogleGenAI, type GenerateContentResponse, type GoogleGenAIOptions, type Part } from '@google/genai';
 import { geminiImageConfig } from '../core/size-plan.js';
+import { upstreamFailure } from '../core/upstream-failure.js';
 import {
   googleErrorInfoReason,
   googleFailure,
   googleRetryDelayMs,
   retryAfterMs,
-  upstreamFailure,
   type GoogleRpcStatus,
-} from '../core/upstream-failure.js';
+} from './provider-errors.js';
 import { toExactSizePng } from './exact-size.js';
 import {
   GEMINI_INLINE_BUDGET_BYTES,

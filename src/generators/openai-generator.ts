@@ -7,7 +7,8 @@ import {
   type OpenAiModelFamily,
   type OpenAiSizeRule,
 } from '../core/size-plan.js';
-import { rateLimitResetMs, retryAfterMs, upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
+import { upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
+import { rateLimitResetMs, retryAfterMs } from './provider-errors.js';
 import { toExactSizePng } from './exact-size.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { downloadResult } from './image-download.js';

@@ -1,6 +1,6 @@
 import { upstreamFailure, type UpstreamFailure } from '../core/upstream-failure.js';
 import { sniffImageType, type ImageType } from '../images/normalize-upload.js';
-import { ConcurrencyLimit } from '../services/concurrency-limit.js';
+import { ConcurrencyLimit } from '../concurrency-limit.js';
 import { GenerationError, type GenerationErrorDetails } from './port.js';
 
 /**

@@ -4,7 +4,7 @@ import { DomainError, notFound } from '../core/errors.js';
 import { newIdAt } from '../ids.js';
 import { normalizeUpload, UploadRejectedError, type NormalizedImage } from '../images/normalize-upload.js';
 import type { MediaRecord, MediaSource, MediaStore } from '../store/port.js';
-import { ConcurrencyLimit } from './concurrency-limit.js';
+import { ConcurrencyLimit } from '../concurrency-limit.js';
 
 /**
  * How long a blob may exist without its media row before the sweeper deletes it. Far longer than

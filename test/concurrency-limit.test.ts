@@ -1,5 +1,5 @@
 import t from 'tap';
-import { ConcurrencyLimit } from '../../src/services/concurrency-limit.js';
+import { ConcurrencyLimit } from '../src/concurrency-limit.js';
 
 function gate() {
   let open!: () => void;
