@@ -25,3 +25,9 @@ export class DomainError extends Error {
 }
 
 export const notFound = (what: string) => new DomainError('not_found', `${what} not found.`);
+
+/** A list cursor this API did not hand out (forged, truncated, or another list's). */
+export const unknownCursor = () =>
+  new DomainError('invalid_request', 'The cursor is not one this API returned.', [
+    { pointer: '/cursor', location: 'query', code: 'invalid_format', detail: 'Unknown cursor.' },
+  ]);

@@ -86,7 +86,12 @@ export function isPastDeadline(createdAt: Date, now: Date, deadlineMs: number): 
  * when the account has `active`. Checked before the balance: the cap is what a client can wait out.
  */
 export function admitsAnotherActiveTask(active: number, maxActiveTasks: number): boolean {
-  return active < maxActiveTasks;
+  return admitsActiveTasks(active, 1, maxActiveTasks);
+}
+
+/** The cap for several new active tasks at once (a request for several images): all fit, or none is admitted. */
+export function admitsActiveTasks(active: number, adding: number, maxActiveTasks: number): boolean {
+  return active + adding <= maxActiveTasks;
 }
 
 /** Whether a task in `status` counts against the active-task cap. */

@@ -2,7 +2,8 @@ import type { GenerationRequest } from '../../schemas/catalog.js';
 import { DomainError, notFound } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
-import { createTask, imageReferencesOf, invalidMediaReference, isTerminal, type TaskRecord } from '../core/task.js';
+import { assertReferencesUsable } from '../core/task-admission.js';
+import { createTask, imageReferencesOf, isTerminal, type TaskRecord } from '../core/task.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import { taskStepOf } from '../core/task-stream.js';
 import type { TaskEvents } from './task-events.js';
@@ -44,7 +45,7 @@ export class TaskService {
   /**
    * Prices the request after the checks a create would make of it first, so that an estimate
    * promises nothing a create then refuses: the webhook URL, and each image reference must be an
-   * unexpired upload of the account (the rule the store applies when it inserts a task).
+   * unexpired upload of the account (core assertReferencesUsable, the rule a create's admission applies).
    */
   async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
     const priced = priceRequest(request.model, request.parameters);
@@ -52,10 +53,12 @@ export class TaskService {
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
     const now = this.options.now();
     const references = imageReferencesOf(request);
-    for (const [index, mediaId] of references.entries()) {
-      const media = await this.options.store.media.getMedia(accountId, mediaId, now);
-      if (media === null || media.source !== 'upload') throw invalidMediaReference(index);
-    }
+    const found = await Promise.all(references.map((id) => this.options.store.media.getMedia(accountId, id, now)));
+    assertReferencesUsable(
+      references,
+      found.filter((media) => media !== null),
+      now,
+    );
     return priced;
   }
 

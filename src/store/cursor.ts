@@ -1,14 +1,9 @@
-import { DomainError } from '../core/errors.js';
+import { unknownCursor } from '../core/errors.js';
 
 /** Cursors are opaque to clients: base64url of the adapter's keyset position. */
 export function encodeCursor(position: string): string {
   return Buffer.from(position, 'utf8').toString('base64url');
 }
-
-const unknownCursor = () =>
-  new DomainError('invalid_request', 'The cursor is not one this API returned.', [
-    { pointer: '/cursor', location: 'query', code: 'invalid_format', detail: 'Unknown cursor.' },
-  ]);
 
 export function decodeCursor(cursor: string): string {
   const position = Buffer.from(cursor, 'base64url').toString('utf8');

@@ -411,6 +411,42 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await assertLedgerInvariant(t, store, accountId);
     });
 
+    t.test('a task that does not count as active is not refused by the cap, and takes no room', async (t) => {
+      // A task stored already finished (an import, a seeded history) adds no active task: the cap,
+      // which is on active tasks, has nothing to refuse (decision 0027).
+      const store = await open(t);
+      const accountId = await newAccount(store, 100);
+      const cap = { maxActiveTasks: 1 };
+      await store.tasks.insertTaskWithDebit(newTask(accountId), cap);
+      const at = new Date();
+      const finished = { ...newTask(accountId), status: 'COMPLETED' as const, startedAt: at, completedAt: at };
+      await store.tasks.insertTaskWithDebit(finished, cap);
+      t.match(await store.tasks.getTaskById(finished.id), { status: 'COMPLETED' }, 'stored at the cap');
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 50, 'and charged');
+      await t.rejects(store.tasks.insertTaskWithDebit(newTask(accountId), cap), { code: 'too_many_active_tasks' });
+      const lowered = { ...newTask(accountId), status: 'CANCELED' as const, startedAt: at, completedAt: at };
+      await store.tasks.insertTaskWithDebit(lowered, { maxActiveTasks: 0 });
+      t.match(await store.tasks.getTaskById(lowered.id), { status: 'CANCELED' }, 'even past a lowered cap');
+      await assertLedgerInvariant(t, store, accountId);
+    });
+
+    t.test(
+      'a finished task stored at the cap does not wake the queue: the next claim finds only the active one',
+      async (t) => {
+        const store = await open(t);
+        const accountId = await newAccount(store, 100);
+        const active = newTask(accountId);
+        await store.tasks.insertTaskWithDebit(active, { maxActiveTasks: 1 });
+        const at = new Date();
+        await store.tasks.insertTaskWithDebit(
+          { ...newTask(accountId), status: 'FAILED' as const, startedAt: at, completedAt: at },
+          { maxActiveTasks: 1 },
+        );
+        t.equal((await store.tasks.claimNextTask(policy()))?.id, active.id);
+        t.equal(await store.tasks.claimNextTask(policy()), null, 'nothing else is queued');
+      },
+    );
+
     t.test('room comes back as tasks finish by every path: complete, fail, cancel, deadline, lost lease', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);

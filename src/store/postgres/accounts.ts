@@ -1,5 +1,6 @@
 import { balanceChange, ledgerTotals } from '../../core/ledger.js';
-import { DomainError } from '../../core/errors.js';
+import { notFound } from '../../core/errors.js';
+import { refundOf, type Admission, type AdmittingAccount } from '../../core/task-admission.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
 import { pageFetchSize, pageOf } from '../paging.js';
@@ -49,7 +50,7 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
   async grantTokens(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<Account> {
     return this.db.transaction(async (tx) => {
       if (!(await addLedgerEntry(tx, input.accountId, 'grant', input.amount, null, input.note, input.now))) {
-        throw new DomainError('not_found', 'Account not found.');
+        throw notFound('Account');
       }
       return requireAccount(tx, input.accountId);
     });
@@ -156,38 +157,86 @@ export async function addLedgerEntry(
     [delta, accountId],
   );
   if (!rows[0]) return false;
-  // The next number of the account's own sequence, read under the row lock the update above took.
-  await tx.query(
-    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
-     VALUES ($1, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = $1), $8, $2, $3, $4, $5, $6, $7)`,
-    [accountId, kind, amount, rows[0].balance, taskId, note, now, newIdAt(now)],
-  );
+  await insertLedgerRows(tx, accountId, [{ kind, amount, balanceAfter: rows[0].balance, taskId, note, at: now }]);
   return true;
 }
 
-/** Gives a task's cost back in the caller's transaction, unless it was already refunded. */
+/**
+ * Ledger rows of one account, next in its own sequence, in one statement; the caller holds the
+ * account's row lock, so the positions (account_seq) follow the order of its balances.
+ */
+async function insertLedgerRows(
+  tx: Tx,
+  accountId: string,
+  entries: {
+    kind: LedgerKind;
+    amount: number;
+    balanceAfter: number;
+    taskId: string | null;
+    note: string | null;
+    at: Date;
+  }[],
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
+     SELECT $1, (SELECT coalesce(max(account_seq), 0) FROM ledger WHERE account_id = $1) + e.n, e.entry_id, e.kind, e.amount,
+       e.balance_after, e.task_id, e.note, e.created_at
+     FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::timestamptz[])
+       WITH ORDINALITY AS e(entry_id, kind, amount, balance_after, task_id, note, created_at, n)`,
+    [
+      accountId,
+      entries.map((e) => newIdAt(e.at)),
+      entries.map((e) => e.kind),
+      entries.map((e) => e.amount),
+      entries.map((e) => e.balanceAfter),
+      entries.map((e) => e.taskId),
+      entries.map((e) => e.note),
+      entries.map((e) => e.at),
+    ],
+  );
+}
+
+/** Gives a task's cost back in the caller's transaction, unless it was already refunded (core refundOf). */
 export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<boolean> {
-  // The task's row lock makes concurrent refunds of one task take turns; the second sees the first's entry.
+  // The task's row lock makes concurrent refunds of one task take turns; the second sees the first's
+  // entry, read after the lock in a statement of its own (a statement sees what committed before it began).
   const { rows } = await tx.query<{ account_id: string; cost: number }>(
     'SELECT account_id, cost FROM tasks WHERE id = $1 FOR UPDATE',
     [taskId],
   );
-  if (!rows[0]) return false;
-  const refunded = await tx.query("SELECT 1 FROM ledger WHERE task_id = $1 AND kind = 'refund'", [taskId]);
-  if (refunded.rowCount) return false;
-  return addLedgerEntry(tx, rows[0].account_id, 'refund', rows[0].cost, taskId, null, now);
+  const task = rows[0];
+  const refunded = task
+    ? ((await tx.query("SELECT 1 FROM ledger WHERE task_id = $1 AND kind = 'refund'", [taskId])).rowCount ?? 0) > 0
+    : false;
+  const refund = refundOf(task ? { accountId: task.account_id, cost: task.cost } : null, refunded);
+  return refund !== null && addLedgerEntry(tx, refund.accountId, 'refund', refund.amount, taskId, null, now);
 }
 
 /**
- * The account's active-task count, its row locked: the lock orders the account's concurrent
- * creates, so that each sees the last one's count. undefined for a missing account.
+ * The account's row as an admission reads it (core admitTasks), locked: the lock orders the
+ * account's concurrent creates, so that each sees the last one's balance and count. null for a
+ * missing account.
  */
-export async function lockActiveTasksOf(tx: Tx, accountId: string): Promise<number | undefined> {
-  const { rows } = await tx.query<{ active_tasks: number }>(
-    'SELECT active_tasks FROM accounts WHERE id = $1 FOR UPDATE',
+export async function lockAdmittingAccountIn(tx: Tx, accountId: string): Promise<AdmittingAccount | null> {
+  const { rows } = await tx.query<{ balance: number; active_tasks: number }>(
+    'SELECT balance, active_tasks FROM accounts WHERE id = $1 FOR UPDATE',
     [accountId],
   );
-  return rows[0]?.active_tasks;
+  return rows[0] ? { balance: Number(rows[0].balance), activeTasks: rows[0].active_tasks } : null;
+}
+
+/** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */
+export async function chargeAdmissionIn(tx: Tx, accountId: string, admission: Admission): Promise<void> {
+  await tx.query('UPDATE accounts SET balance = $1, active_tasks = active_tasks + $2 WHERE id = $3', [
+    admission.balanceAfter,
+    admission.activeTasksDelta,
+    accountId,
+  ]);
+  await insertLedgerRows(
+    tx,
+    accountId,
+    admission.debits.map((debit) => ({ kind: 'debit', ...debit, note: null })),
+  );
 }
 
 /** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */

@@ -95,6 +95,18 @@ export class PostgresIdempotencyKeys implements IdempotencyStore {
   }
 }
 
+/**
+ * Whether the request still holds the key's lease, read in the caller's transaction (an admission's
+ * fact). The row lock makes a take-over wait for the caller's commit, and then see the key completed.
+ */
+export async function lockIdempotencyKeyHeldIn(tx: Tx, hold: IdempotencyKeyHold): Promise<boolean> {
+  const { rowCount } = await tx.query(
+    "SELECT 1 FROM idempotency_keys WHERE account_id = $1 AND key = $2 AND status = 'in_flight' AND lease_token = $3 FOR UPDATE",
+    [hold.accountId, hold.key, hold.leaseToken],
+  );
+  return (rowCount ?? 0) > 0;
+}
+
 /** Stores the response under the held key in the caller's transaction; false when the lease was lost. */
 export async function completeIdempotencyKeyIn(tx: Tx, input: IdempotencyCompletion): Promise<boolean> {
   const result = await tx.query(

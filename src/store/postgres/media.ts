@@ -1,10 +1,6 @@
-import {
-  invalidMediaReference,
-  withoutGeneratedMedia,
-  type GeneratedMediaRef,
-  type TaskRecord,
-} from '../../core/task.js';
-import type { MediaRecord, MediaStore } from '../port.js';
+import type { ReferencedMedia } from '../../core/task-admission.js';
+import { withoutGeneratedMedia, type GeneratedMediaRef } from '../../core/task.js';
+import type { MediaRecord, MediaSource, MediaStore } from '../port.js';
 import type { PostgresDatabase, Queryable, Tx } from './postgres-database.js';
 import { mediaValues, toMedia, type MediaRow } from './rows.js';
 
@@ -116,15 +112,20 @@ export async function insertMediaIn(tx: Tx, media: MediaRecord, now: Date): Prom
   return true;
 }
 
-/** Every image reference must be an upload of the task's account, unexpired when the task is created. */
-export async function assertReferencesUsable(tx: Tx, task: TaskRecord): Promise<void> {
-  if (task.imageReference.length === 0) return;
-  // FOR SHARE: a delete of one of these uploads waits for this create, or this create sees it gone.
-  const { rows } = await tx.query<{ id: string }>(
-    "SELECT id FROM media WHERE account_id = $1 AND source = 'upload' AND expires_at > $2 AND id = ANY($3::text[]) FOR SHARE",
-    [task.accountId, task.createdAt, task.imageReference],
+/**
+ * The account's media that `mediaIds` name, as an admission reads them (core admitTasks decides
+ * which are usable). FOR SHARE: a delete of one of them waits for the admitting transaction, or it
+ * sees it gone.
+ */
+export async function referencedMediaIn(
+  tx: Tx,
+  accountId: string,
+  mediaIds: readonly string[],
+): Promise<ReferencedMedia[]> {
+  if (mediaIds.length === 0) return [];
+  const { rows } = await tx.query<{ id: string; source: MediaSource; expires_at: Date }>(
+    'SELECT id, source, expires_at FROM media WHERE account_id = $1 AND id = ANY($2::text[]) FOR SHARE',
+    [accountId, mediaIds],
   );
-  const usable = new Set(rows.map((r) => r.id));
-  const badIndex = task.imageReference.findIndex((id) => !usable.has(id));
-  if (badIndex !== -1) throw invalidMediaReference(badIndex);
+  return rows.map((row) => ({ id: row.id, source: row.source, expiresAt: row.expires_at }));
 }

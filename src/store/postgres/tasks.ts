@@ -1,10 +1,9 @@
-import { DomainError } from '../../core/errors.js';
+import { notFound } from '../../core/errors.js';
+import { admitTasks, finishEffects } from '../../core/task-admission.js';
 import {
   afterLostLease,
-  admitsAnotherActiveTask,
   CLAIM,
   claimOrder,
-  countsAsActive,
   deadlineCutoff,
   DEADLINE_EXCEEDED,
   deferredAttemptsAdded,
@@ -34,9 +33,9 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
-import { addLedgerEntry, countActiveTask, lockActiveTasksOf, refundTaskIn } from './accounts.js';
-import { completeIdempotencyKeyIn } from './idempotency-keys.js';
-import { assertReferencesUsable, insertMediaIn } from './media.js';
+import { chargeAdmissionIn, countActiveTask, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
+import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
+import { insertMediaIn, referencedMediaIn } from './media.js';
 import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
 import { enqueueWebhookEvent } from './webhooks.js';
@@ -55,36 +54,7 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     limits: TaskCreationLimits,
     completesKey?: IdempotencyCompletion,
   ): Promise<void> {
-    await this.db.transaction(async (tx) => {
-      await assertReferencesUsable(tx, task);
-      if (countsAsActive(task.status)) {
-        const active = await lockActiveTasksOf(tx, task.accountId);
-        if (active !== undefined && !admitsAnotherActiveTask(active, limits.maxActiveTasks)) {
-          throw new DomainError(
-            'too_many_active_tasks',
-            `An account may have at most ${limits.maxActiveTasks} active tasks.`,
-          );
-        }
-      }
-      if (!(await addLedgerEntry(tx, task.accountId, 'debit', task.cost, task.id, null, task.createdAt))) {
-        throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
-      }
-      await tx.query(
-        `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
-        taskValues(task),
-      );
-      if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {
-        throw new DomainError(
-          'idempotency_in_progress',
-          'Another request with this Idempotency-Key took it over; retry shortly.',
-        );
-      }
-      if (countsAsActive(task.status)) {
-        await countActiveTask(tx, task.accountId, 1);
-        await notify(tx, { kind: 'created' });
-      }
-    });
+    await this.db.transaction((tx) => admitTasksIn(tx, [task], limits, completesKey));
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
@@ -235,13 +205,43 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
         'SELECT status, attempt FROM tasks WHERE id = $1 AND account_id = $2 FOR UPDATE',
         [taskId, accountId],
       );
-      if (!rows[0]) throw new DomainError('not_found', 'Task not found.');
+      if (!rows[0]) throw notFound('Task');
       nextStatus(rows[0].status, 'cancel'); // throws invalid_state for a terminal task
       await finishTaskIn(tx, taskId, rows[0].attempt, taskFinish('cancel', 'any'), now);
       const task = await tx.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1`, [taskId]);
       return toTask(task.rows[0]);
     });
   }
+}
+
+/**
+ * Admits `tasks` (all of one account) in the caller's transaction: reads what core admitTasks
+ * decides on, under the locks that keep it true until commit (the references shared, the account
+ * row, the key's row), then writes what it decided. Throws the core's refusal, changing nothing.
+ */
+async function admitTasksIn(
+  tx: Tx,
+  tasks: readonly TaskRecord[],
+  limits: TaskCreationLimits,
+  completesKey: IdempotencyCompletion | undefined,
+): Promise<void> {
+  const { accountId } = tasks[0];
+  const admission = admitTasks({
+    tasks,
+    referencedMedia: await referencedMediaIn(tx, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
+    account: await lockAdmittingAccountIn(tx, accountId),
+    limits,
+    keyStillHeld: completesKey && (await lockIdempotencyKeyHeldIn(tx, completesKey)),
+  });
+  await chargeAdmissionIn(tx, accountId, admission);
+  for (const task of tasks)
+    await tx.query(
+      `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
+      taskValues(task),
+    );
+  if (completesKey && admission.completesKey) await completeIdempotencyKeyIn(tx, completesKey);
+  if (admission.joinsQueue) await notify(tx, { kind: 'created' });
 }
 
 /**
@@ -337,16 +337,11 @@ async function finishTaskIn(
   );
   const updated = rows[0];
   if (!updated) return null;
-  if (finish.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, finish.activeTasksDelta);
-  if (finish.refund) await refundTaskIn(tx, taskId, now);
-  if (updated.webhook_url && finish.webhookEvent)
-    await enqueueWebhookEvent(tx, {
-      accountId: updated.account_id,
-      taskId,
-      type: finish.webhookEvent,
-      url: updated.webhook_url,
-      now,
-    });
+  const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
+  if (effects.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, effects.activeTasksDelta);
+  if (effects.refund) await refundTaskIn(tx, taskId, now);
+  if (effects.webhook)
+    await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, ...effects.webhook, now });
   await notify(tx, { kind: 'changed', taskId });
   return { accountId: updated.account_id };
 }

@@ -1,7 +1,7 @@
 import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
 import { manualReplayOf, replayWindowStart, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
 import { scheduledAttemptsAdded } from '../../core/webhook-retry-schedule.js';
-import { DomainError } from '../../core/errors.js';
+import { notFound } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
@@ -140,7 +140,7 @@ export class PostgresWebhooks implements WebhookStore {
         'SELECT status, next_attempt_at, manual_attempt FROM webhook_deliveries WHERE id = $1 AND account_id = $2 FOR UPDATE',
         [deliveryId, accountId],
       );
-      if (!current[0]) throw new DomainError('not_found', 'Webhook delivery not found.');
+      if (!current[0]) throw notFound('Webhook delivery');
       await tx.query('DELETE FROM webhook_replays WHERE account_id = $1 AND replayed_at <= $2', [
         accountId,
         replayWindowStart(now, budget),

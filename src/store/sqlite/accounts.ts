@@ -1,5 +1,6 @@
 import { balanceChange, ledgerTotals } from '../../core/ledger.js';
-import { DomainError } from '../../core/errors.js';
+import { notFound } from '../../core/errors.js';
+import { refundOf, type Admission, type AdmittingAccount } from '../../core/task-admission.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
 import { pageOf } from '../paging.js';
@@ -43,7 +44,7 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
   async grantTokens(input: { accountId: string; amount: number; note: string | null; now: Date }): Promise<Account> {
     return this.db.write(() => {
       if (!addLedgerEntry(this.db, input.accountId, 'grant', input.amount, null, input.note, input.now))
-        throw new DomainError('not_found', 'Account not found.');
+        throw notFound('Account');
       return this.requireAccount(input.accountId);
     });
   }
@@ -141,31 +142,65 @@ export function addLedgerEntry(
     .statement('UPDATE accounts SET balance = balance + ? WHERE id = ? AND balance + ? >= 0 RETURNING balance')
     .get(delta, accountId, delta) as { balance: number } | undefined;
   if (!updated) return false;
-  // The next number of the account's own sequence; the write transaction serialises this read.
-  db.statement(
-    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
-       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(accountId, accountId, newIdAt(now), kind, amount, updated.balance, taskId, note, now.getTime());
+  insertLedgerRow(db, accountId, { kind, amount, balanceAfter: updated.balance, taskId, note, at: now });
   return true;
 }
 
-/** Gives a task's cost back in the caller's transaction, unless it was already refunded. */
+/** One ledger row, next in the account's own sequence; the write transaction serialises the read of it. */
+function insertLedgerRow(
+  db: SqliteDatabase,
+  accountId: string,
+  entry: {
+    kind: LedgerKind;
+    amount: number;
+    balanceAfter: number;
+    taskId: string | null;
+    note: string | null;
+    at: Date;
+  },
+): void {
+  db.statement(
+    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
+       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(
+    accountId,
+    accountId,
+    newIdAt(entry.at),
+    entry.kind,
+    entry.amount,
+    entry.balanceAfter,
+    entry.taskId,
+    entry.note,
+    entry.at.getTime(),
+  );
+}
+
+/** The account's row as an admission reads it (core admitTasks); null for a missing account. */
+export function admittingAccountIn(db: SqliteDatabase, accountId: string): AdmittingAccount | null {
+  const row = db.statement('SELECT balance, active_tasks FROM accounts WHERE id = ?').get(accountId) as
+    | { balance: number; active_tasks: number }
+    | undefined;
+  return row ? { balance: row.balance, activeTasks: row.active_tasks } : null;
+}
+
+/** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */
+export function chargeAdmissionIn(db: SqliteDatabase, accountId: string, admission: Admission): void {
+  db.statement('UPDATE accounts SET balance = ?, active_tasks = active_tasks + ? WHERE id = ?').run(
+    admission.balanceAfter,
+    admission.activeTasksDelta,
+    accountId,
+  );
+  for (const debit of admission.debits) insertLedgerRow(db, accountId, { kind: 'debit', ...debit, note: null });
+}
+
+/** Gives a task's cost back in the caller's transaction, unless it was already refunded (core refundOf). */
 export function refundTaskIn(db: SqliteDatabase, taskId: string, now: Date): boolean {
   const task = db.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as
     | { account_id: string; cost: number }
     | undefined;
-  if (!task) return false;
-  // The unique (task_id, kind) index is the once-only guard; checking first keeps the balance untouched.
-  if (db.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId)) return false;
-  return addLedgerEntry(db, task.account_id, 'refund', task.cost, taskId, null, now);
-}
-
-/** The active-task count the cap is checked against; undefined for a missing account. */
-export function activeTasksOf(db: SqliteDatabase, accountId: string): number | undefined {
-  const row = db.statement('SELECT active_tasks FROM accounts WHERE id = ?').get(accountId) as
-    | { active_tasks: number }
-    | undefined;
-  return row?.active_tasks;
+  const refunded = db.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId) !== undefined;
+  const refund = refundOf(task ? { accountId: task.account_id, cost: task.cost } : null, refunded);
+  return refund !== null && addLedgerEntry(db, refund.accountId, 'refund', refund.amount, taskId, null, now);
 }
 
 /** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */

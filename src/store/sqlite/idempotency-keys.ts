@@ -105,6 +105,17 @@ export class SqliteIdempotencyKeys implements IdempotencyStore {
   }
 }
 
+/** Whether the request still holds the key's lease, read in the caller's transaction (an admission's fact). */
+export function idempotencyKeyHeldIn(db: SqliteDatabase, hold: IdempotencyKeyHold): boolean {
+  return (
+    db
+      .statement(
+        "SELECT 1 FROM idempotency_keys WHERE account_id = ? AND key = ? AND status = 'in_flight' AND lease_token = ?",
+      )
+      .get(hold.accountId, hold.key, hold.leaseToken) !== undefined
+  );
+}
+
 /** Stores the response under the held key in the caller's transaction; false when the lease was lost. */
 export function completeIdempotencyKeyIn(db: SqliteDatabase, input: IdempotencyCompletion): boolean {
   const result = db

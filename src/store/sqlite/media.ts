@@ -1,10 +1,6 @@
-import {
-  invalidMediaReference,
-  withoutGeneratedMedia,
-  type GeneratedMediaRef,
-  type TaskRecord,
-} from '../../core/task.js';
-import type { MediaRecord, MediaStore } from '../port.js';
+import type { ReferencedMedia } from '../../core/task-admission.js';
+import { withoutGeneratedMedia, type GeneratedMediaRef } from '../../core/task.js';
+import type { MediaRecord, MediaSource, MediaStore } from '../port.js';
 import { fromMedia, toMedia, type MediaRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 
@@ -120,19 +116,17 @@ export function insertMediaIn(db: SqliteDatabase, media: MediaRecord, now: Date)
   return true;
 }
 
-/** Every image reference must be an upload of the task's account, unexpired when the task is created. */
-export function assertReferencesUsable(db: SqliteDatabase, task: TaskRecord): void {
-  const mediaIds = task.imageReference;
-  if (mediaIds.length === 0) return;
-  const placeholders = mediaIds.map(() => '?').join(', ');
-  const usable = new Set(
-    db
-      .statement(
-        `SELECT id FROM media WHERE account_id = ? AND source = 'upload' AND expires_at > ? AND id IN (${placeholders})`,
-      )
-      .pluck()
-      .all(task.accountId, task.createdAt.getTime(), ...mediaIds) as string[],
-  );
-  const badIndex = mediaIds.findIndex((id) => !usable.has(id));
-  if (badIndex !== -1) throw invalidMediaReference(badIndex);
+/** The account's media that `mediaIds` name, as an admission reads them (core admitTasks decides which are usable). */
+export function referencedMediaIn(
+  db: SqliteDatabase,
+  accountId: string,
+  mediaIds: readonly string[],
+): ReferencedMedia[] {
+  if (mediaIds.length === 0) return [];
+  const rows = db
+    .statement(
+      `SELECT id, source, expires_at FROM media WHERE account_id = ? AND id IN (${mediaIds.map(() => '?').join(', ')})`,
+    )
+    .all(accountId, ...mediaIds) as { id: string; source: MediaSource; expires_at: number }[];
+  return rows.map((row) => ({ id: row.id, source: row.source, expiresAt: new Date(row.expires_at) }));
 }

@@ -1,11 +1,10 @@
 import { TASK_STATUSES } from '../../../schemas/resources.js';
-import { DomainError } from '../../core/errors.js';
+import { notFound } from '../../core/errors.js';
+import { admitTasks, finishEffects } from '../../core/task-admission.js';
 import {
   afterLostLease,
-  admitsAnotherActiveTask,
   CLAIM,
   claimOrder,
-  countsAsActive,
   deadlineCutoff,
   DEADLINE_EXCEEDED,
   deferredAttemptsAdded,
@@ -35,9 +34,9 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
-import { activeTasksOf, addLedgerEntry, countActiveTask, refundTaskIn } from './accounts.js';
-import { completeIdempotencyKeyIn } from './idempotency-keys.js';
-import { assertReferencesUsable, insertMediaIn } from './media.js';
+import { admittingAccountIn, chargeAdmissionIn, countActiveTask, refundTaskIn } from './accounts.js';
+import { completeIdempotencyKeyIn, idempotencyKeyHeldIn } from './idempotency-keys.js';
+import { insertMediaIn, referencedMediaIn } from './media.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
@@ -70,36 +69,36 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     limits: TaskCreationLimits,
     completesKey?: IdempotencyCompletion,
   ): Promise<void> {
-    return this.db.groupCommit(() => this.insertTask(task, limits, completesKey), { durable: true });
+    return this.db.groupCommit(() => this.admitTasks([task], limits, completesKey), { durable: true });
   }
 
-  private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined) {
-    assertReferencesUsable(this.db, task);
-    const active = activeTasksOf(this.db, task.accountId);
-    if (active !== undefined && !admitsAnotherActiveTask(active, limits.maxActiveTasks)) {
-      throw new DomainError(
-        'too_many_active_tasks',
-        `An account may have at most ${limits.maxActiveTasks} active tasks.`,
-      );
-    }
-    if (!addLedgerEntry(this.db, task.accountId, 'debit', task.cost, task.id, null, task.createdAt)) {
-      throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
-    }
-    this.db
-      .statement(
-        `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
-           cost, webhook_url, generated, error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
-         VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
-           @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
-      )
-      .run(taskValues(task));
-    if (completesKey && !completeIdempotencyKeyIn(this.db, completesKey)) {
-      throw new DomainError(
-        'idempotency_in_progress',
-        'Another request with this Idempotency-Key took it over; retry shortly.',
-      );
-    }
-    if (countsAsActive(task.status)) countActiveTask(this.db, task.accountId, 1);
+  /**
+   * Admits `tasks` (all of one account) in the caller's transaction: reads what core admitTasks
+   * decides on (the write transaction holds them still until commit), then writes what it
+   * decided. Throws the core's refusal, changing nothing.
+   */
+  private admitTasks(
+    tasks: readonly TaskRecord[],
+    limits: TaskCreationLimits,
+    completesKey: IdempotencyCompletion | undefined,
+  ): void {
+    const { accountId } = tasks[0];
+    const admission = admitTasks({
+      tasks,
+      referencedMedia: referencedMediaIn(this.db, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
+      account: admittingAccountIn(this.db, accountId),
+      limits,
+      keyStillHeld: completesKey && idempotencyKeyHeldIn(this.db, completesKey),
+    });
+    chargeAdmissionIn(this.db, accountId, admission);
+    const insert = this.db.statement(
+      `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
+         cost, webhook_url, generated, error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
+       VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
+         @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+    );
+    for (const task of tasks) insert.run(taskValues(task));
+    if (completesKey && admission.completesKey) completeIdempotencyKeyIn(this.db, completesKey);
   }
 
   /** The task where `condition` holds, read by its named columns. */
@@ -308,7 +307,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
         const row = this.db
           .statement('SELECT status, attempt FROM tasks WHERE id = ? AND account_id = ?')
           .get(taskId, accountId) as { status: TaskStatus; attempt: number } | undefined;
-        if (!row) throw new DomainError('not_found', 'Task not found.');
+        if (!row) throw notFound('Task');
         nextStatus(row.status, 'cancel'); // throws invalid_state for a terminal task
         finishTaskIn(this.db, taskId, row.attempt, taskFinish('cancel', 'any'), now);
         return this.readTask('id = ?', taskId)!;
@@ -366,15 +365,9 @@ function finishTaskIn(
       ...(finish.fencedByAttempt ? [attempt] : []),
     ) as { account_id: string; webhook_url: string | null } | undefined;
   if (!updated) return null;
-  if (finish.activeTasksDelta !== 0) countActiveTask(db, updated.account_id, finish.activeTasksDelta);
-  if (finish.refund) refundTaskIn(db, taskId, now);
-  if (updated.webhook_url && finish.webhookEvent)
-    enqueueWebhookEvent(db, {
-      accountId: updated.account_id,
-      taskId,
-      type: finish.webhookEvent,
-      url: updated.webhook_url,
-      now,
-    });
+  const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
+  if (effects.activeTasksDelta !== 0) countActiveTask(db, updated.account_id, effects.activeTasksDelta);
+  if (effects.refund) refundTaskIn(db, taskId, now);
+  if (effects.webhook) enqueueWebhookEvent(db, { accountId: updated.account_id, taskId, ...effects.webhook, now });
   return { accountId: updated.account_id };
 }

@@ -1,7 +1,7 @@
 import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
 import { manualReplayOf, replayWindowStart, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
 import { scheduledAttemptsAdded } from '../../core/webhook-retry-schedule.js';
-import { DomainError } from '../../core/errors.js';
+import { notFound } from '../../core/errors.js';
 import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
@@ -147,7 +147,7 @@ export class SqliteWebhooks implements WebhookStore {
         .get(deliveryId, accountId) as
         | { status: WebhookDeliveryStatus; next_attempt_at: number | null; manual_attempt: number }
         | undefined;
-      if (!current) throw new DomainError('not_found', 'Webhook delivery not found.');
+      if (!current) throw notFound('Webhook delivery');
       this.db
         .statement('DELETE FROM webhook_replays WHERE account_id = ? AND replayed_at <= ?')
         .run(accountId, replayWindowStart(now, budget).getTime());

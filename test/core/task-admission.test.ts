@@ -1,0 +1,202 @@
+import t from 'tap';
+import { DomainError } from '../../src/core/errors.js';
+import {
+  admitTasks,
+  assertReferencesUsable,
+  finishEffects,
+  refundOf,
+  usableAsReference,
+  type AdmissionFacts,
+} from '../../src/core/task-admission.js';
+import { taskFinish } from '../../src/core/task-execution.js';
+import { createTask, type TaskRecord } from '../../src/core/task.js';
+
+const AT = new Date('2026-03-01T12:00:00Z');
+const LATER = new Date(AT.getTime() + 60_000);
+let sequence = 0;
+
+/** alpha-pro at 1K: 25 tokens. */
+function task(over: Partial<TaskRecord> = {}, references?: string[]): TaskRecord {
+  sequence += 1;
+  const created = createTask(
+    {
+      model: 'alpha-pro',
+      prompt: 'a lighthouse',
+      ...(references ? { image_reference: references } : {}),
+    } as never,
+    { accountId: 'acc', now: AT, newId: () => `task-${sequence}` },
+  );
+  return { ...created, ...over };
+}
+
+const facts = (over: Partial<AdmissionFacts> = {}): AdmissionFacts => ({
+  tasks: [task()],
+  account: { balance: 100, activeTasks: 0 },
+  referencedMedia: [],
+  limits: { maxActiveTasks: 3 },
+  ...over,
+});
+
+const refusalOf = (run: () => unknown): string | undefined => {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof DomainError) return error.code;
+    throw error;
+  }
+  return undefined;
+};
+
+t.test('a task that fits is admitted: its debit, one more active task, it joins the queue', async (t) => {
+  const one = task();
+  const admission = admitTasks(facts({ tasks: [one] }));
+  t.same(admission, {
+    debits: [{ taskId: one.id, amount: 25, balanceAfter: 75, at: AT }],
+    balanceAfter: 75,
+    activeTasksDelta: 1,
+    joinsQueue: true,
+    completesKey: false,
+  });
+});
+
+t.test('the cap refuses the task that would pass it, and only that one', async (t) => {
+  t.equal(
+    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 2 } }))),
+    undefined,
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 3 } }))),
+    'too_many_active_tasks',
+  );
+});
+
+t.test('a task that does not count as active is never refused by the cap, and takes no room', async (t) => {
+  const finished = task({ status: 'COMPLETED', completedAt: AT });
+  const admission = admitTasks(facts({ tasks: [finished], account: { balance: 100, activeTasks: 9 } }));
+  t.equal(admission.activeTasksDelta, 0);
+  t.equal(admission.joinsQueue, false, 'a finished task wakes no worker');
+  t.equal(admission.balanceAfter, 75, 'it is charged all the same');
+});
+
+t.test('a task the balance cannot pay for is refused; a missing account is refused alike', async (t) => {
+  t.equal(
+    refusalOf(() => admitTasks(facts({ account: { balance: 24, activeTasks: 0 } }))),
+    'insufficient_tokens',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ account: { balance: 25, activeTasks: 0 } }))),
+    undefined,
+    'to the last token',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ account: null }))),
+    'insufficient_tokens',
+  );
+});
+
+t.test('the refusals come in order: references, cap, balance, key', async (t) => {
+  const everythingWrong = facts({
+    tasks: [task({}, ['gone'])],
+    account: { balance: 0, activeTasks: 3 },
+    keyStillHeld: false,
+  });
+  t.equal(
+    refusalOf(() => admitTasks(everythingWrong)),
+    'invalid_media_reference',
+  );
+  t.equal(
+    refusalOf(() => admitTasks({ ...everythingWrong, tasks: [task()] })),
+    'too_many_active_tasks',
+  );
+  t.equal(
+    refusalOf(() => admitTasks({ ...everythingWrong, tasks: [task()], limits: { maxActiveTasks: 10 } })),
+    'insufficient_tokens',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ keyStillHeld: false }))),
+    'idempotency_in_progress',
+  );
+});
+
+t.test('a held key is completed with the admission; without a key there is nothing to complete', async (t) => {
+  t.equal(admitTasks(facts({ keyStillHeld: true })).completesKey, true);
+  t.equal(admitTasks(facts()).completesKey, false);
+});
+
+t.test('several tasks are admitted against one read of the account, all or none', async (t) => {
+  const [a, b, c] = [task(), task(), task()];
+  const admission = admitTasks(facts({ tasks: [a, b, c] }));
+  t.same(
+    admission.debits.map((d) => [d.taskId, d.balanceAfter]),
+    [
+      [a.id, 75],
+      [b.id, 50],
+      [c.id, 25],
+    ],
+    'each debit with the balance after it, in order',
+  );
+  t.equal(admission.activeTasksDelta, 3);
+  t.equal(
+    refusalOf(() => admitTasks(facts({ tasks: [a, b, c], account: { balance: 74, activeTasks: 0 } }))),
+    'insufficient_tokens',
+    'two would fit, the third not: none is admitted',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ tasks: [a, b, c], account: { balance: 100, activeTasks: 1 } }))),
+    'too_many_active_tasks',
+  );
+  t.match(
+    (() => {
+      try {
+        admitTasks(facts({ tasks: [a, b], account: { balance: 10, activeTasks: 0 } }));
+      } catch (error) {
+        return (error as Error).message;
+      }
+    })(),
+    /These 2 tasks cost 50 tokens/,
+  );
+});
+
+t.test('a reference must be an upload of the account, unexpired when the task is created', async (t) => {
+  const upload = { id: 'up', source: 'upload' as const, expiresAt: LATER };
+  t.ok(usableAsReference(upload, AT));
+  t.notOk(usableAsReference({ ...upload, expiresAt: AT }, AT), 'expiring at that instant');
+  t.notOk(usableAsReference({ ...upload, source: 'generated' }, AT), 'a generated image');
+  t.doesNotThrow(() => assertReferencesUsable(['up'], [upload], AT));
+  t.throws(() => assertReferencesUsable(['up', 'missing'], [upload], AT), {
+    code: 'invalid_media_reference',
+    fieldErrors: [{ pointer: '/image_reference/1' }],
+  });
+  t.equal(
+    refusalOf(() =>
+      admitTasks(
+        facts({
+          tasks: [task({}, ['up', 'gen'])],
+          referencedMedia: [upload, { ...upload, id: 'gen', source: 'generated' }],
+        }),
+      ),
+    ),
+    'invalid_media_reference',
+  );
+});
+
+t.test('finishing: the outbox row only for a task with a webhook URL and a move that emits one', async (t) => {
+  const fail = taskFinish('fail', 'attempt');
+  t.same(finishEffects(fail, { webhookUrl: 'https://hooks.example/x' }), {
+    activeTasksDelta: -1,
+    refund: true,
+    webhook: { type: 'image.generation.failed', url: 'https://hooks.example/x' },
+  });
+  t.same(finishEffects(fail, { webhookUrl: null }).webhook, null);
+  t.same(finishEffects(taskFinish('complete', 'attempt'), { webhookUrl: null }), {
+    activeTasksDelta: -1,
+    refund: false,
+    webhook: null,
+  });
+});
+
+t.test('a refund is made once, and only for a task that exists', async (t) => {
+  t.same(refundOf({ accountId: 'acc', cost: 25 }, false), { accountId: 'acc', amount: 25 });
+  t.equal(refundOf({ accountId: 'acc', cost: 25 }, true), null);
+  t.equal(refundOf(null, false), null);
+});
