@@ -26,6 +26,9 @@ import { ConnectionSlots } from '../services/connection-slots.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
 import { parsePortRanges, type LookupAll } from '../webhooks/ssrf-guard.js';
 import { TaskService } from '../services/task-service.js';
+import { TaskStreams } from '../services/task-streams.js';
+import { AccountService } from '../services/account-service.js';
+import { WebhookService } from '../services/webhook-service.js';
 import type { Store } from '../store/port.js';
 import { registerBearerAuth } from './plugins/auth.js';
 import { clientErrorHandler, frameworkErrorHandler, registerErrorHandling } from './plugins/errors.js';
@@ -269,17 +272,16 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       // The package's module.exports is the plugin wrapped by fastify-plugin (its hooks reach the
       // routes of this scope); its typings call the module object a namespace with a `default`.
       await api.register(sse as unknown as typeof sse.fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS });
-      await api.register(taskEventRoutes, {
+      const streams = new TaskStreams({
         tasks,
-        signer,
-        now,
         streamSlots: new ConnectionSlots({
           perProcess: Number.POSITIVE_INFINITY,
           perKey: config.SSE_MAX_STREAMS_PER_KEY,
         }),
         taskDeadlineMs: config.TASK_DEADLINE_MS,
       });
-      await api.register(accountRoutes, {
+      await api.register(taskEventRoutes, { streams, signer, now });
+      const accounts = new AccountService({
         store: deps.store,
         limits: {
           createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
@@ -287,6 +289,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           maxActiveTasks: config.MAX_ACTIVE_TASKS,
         },
       });
+      await api.register(accountRoutes, { accounts });
       await api.register(modelRoutes, { resolutionCheck });
       await api.register(mediaRoutes, {
         media,
@@ -301,7 +304,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         }),
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });
-      await api.register(webhookRoutes, {
+      const webhooks = new WebhookService({
         store: deps.store,
         now,
         onDeliveryQueued: deps.onWebhookQueued,
@@ -311,6 +314,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           windowMs: 3600_000,
         },
       });
+      await api.register(webhookRoutes, { webhooks });
     },
     { prefix: '/api/v1' },
   );

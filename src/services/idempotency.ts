@@ -2,6 +2,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import { DomainError, type FieldError } from '../core/errors.js';
 import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../store/port.js';
 
+/** An answer kept under a key for replays; the HTTP layer names it through this service. */
+export type { StoredResponse };
+
 /** docs/design.md §3.8: a key answers with its first response for 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 /**

@@ -4,6 +4,9 @@ import { DomainError, notFound } from '../core/errors.js';
 import { newIdAt } from '../ids.js';
 import { normalizeUpload, UploadRejectedError, type NormalizedImage } from '../images/normalize-upload.js';
 import type { MediaRecord, MediaSource, MediaStore } from '../store/port.js';
+
+/** A media row as the service hands it out; routes name it through the service, never the store. */
+export type { MediaRecord };
 import { ConcurrencyLimit } from '../concurrency-limit.js';
 
 /**

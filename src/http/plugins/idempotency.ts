@@ -16,7 +16,7 @@ import {
   type HeldIdempotencyKey,
   type IdempotencyService,
 } from '../../services/idempotency.js';
-import type { StoredResponse } from '../../store/port.js';
+import type { StoredResponse } from '../../services/idempotency.js';
 import { withRouteHook } from '../route-hooks.js';
 
 /**

@@ -1,7 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { AccountEnvelope, LedgerPage } from '../../../schemas/resources.js';
-import type { LedgerEntry, Store } from '../../store/port.js';
+import { toAccountResource, toLedgerEntryResource } from '../../presenters/account.js';
+import type { AccountService } from '../../services/account-service.js';
 import {
   AUTHENTICATED_CODES,
   BEARER_SECURITY,
@@ -10,15 +11,8 @@ import {
   problemResponses,
 } from '../route-schemas.js';
 
-export interface AccountLimits {
-  createsPerMin: number;
-  requestsPerMin: number;
-  maxActiveTasks: number;
-}
-
 export interface AccountRoutesOptions {
-  store: Pick<Store, 'accounts'>;
-  limits: AccountLimits;
+  accounts: AccountService;
 }
 
 const LedgerQuery = Type.Object(
@@ -28,17 +22,7 @@ const LedgerQuery = Type.Object(
   { additionalProperties: false },
 );
 
-const toLedgerEntryResource = (e: LedgerEntry) => ({
-  id: e.id,
-  kind: e.kind,
-  amount: e.amount,
-  balance_after: e.balanceAfter,
-  task_id: e.taskId,
-  note: e.note,
-  created_at: e.createdAt.toISOString(),
-});
-
-export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = async (app, { store, limits }) => {
+export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = async (app, { accounts }) => {
   app.get(
     '/account',
     {
@@ -57,21 +41,8 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
     },
     async (request) => {
       const { caller } = request;
-      const account = await store.accounts.getAccount(caller.accountId);
-      // The key was found joined to its account a moment ago, and accounts are never deleted.
-      if (!account) throw new Error(`account ${caller.accountId} of key ${caller.keyId} is missing`);
-      return {
-        data: {
-          account_id: account.id,
-          balance: account.balance,
-          key: { key_id: caller.keyId, name: caller.keyName, prefix: caller.keyPrefix },
-          limits: {
-            creates_per_min: limits.createsPerMin,
-            requests_per_min: limits.requestsPerMin,
-            max_active_tasks: limits.maxActiveTasks,
-          },
-        },
-      };
+      const { account, limits } = await accounts.overview(caller.accountId);
+      return { data: toAccountResource(account, caller, limits) };
     },
   );
 
@@ -93,7 +64,7 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
       },
     },
     async (request) => {
-      const page = await store.accounts.listLedger(request.caller.accountId, {
+      const page = await accounts.ledger(request.caller.accountId, {
         limit: request.query.limit ?? 20,
         cursor: request.query.cursor,
       });

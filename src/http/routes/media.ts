@@ -8,7 +8,7 @@ import { EXAMPLE_MEDIA_ID } from '../../../schemas/primitives.js';
 import { DomainError } from '../../core/errors.js';
 import type { MediaService } from '../../services/media-service.js';
 import type { ConnectionSlots } from '../../services/connection-slots.js';
-import type { MediaRecord } from '../../store/port.js';
+import type { MediaRecord } from '../../services/media-service.js';
 import { requestFingerprint } from '../../services/idempotency.js';
 import { sendMediaContent } from '../media-content.js';
 import { receiveSingleFile, UPLOAD_FIELD, uploadParserOptions } from '../multipart-upload.js';

@@ -4,11 +4,8 @@ import type { FastifyReply } from 'fastify';
 import type { SSEMessage } from '@fastify/sse';
 import { EXAMPLE_TASK_ID } from '../../../schemas/primitives.js';
 import { DomainError } from '../../core/errors.js';
-import { isTerminal, type TaskRecord } from '../../core/task.js';
-import { nextStreamEvent, parseLastEventId, taskStepOf } from '../../core/task-stream.js';
 import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
-import type { ConnectionSlots } from '../../services/connection-slots.js';
-import type { TaskService } from '../../services/task-service.js';
+import type { StreamReader, StreamStep, TaskStreams } from '../../services/task-streams.js';
 import type { Caller } from '../plugins/auth.js';
 import {
   AUTHENTICATED_CODES,
@@ -22,13 +19,9 @@ import {
 import { SignedUrlQueryFields, signedUrlExpiry } from '../signed-url.js';
 
 export interface TaskEventRoutesOptions {
-  tasks: TaskService;
+  streams: TaskStreams;
   signer: MediaUrlSigner & { verifyStream(taskId: string, expires: number, signature: string, now: Date): boolean };
   now: () => Date;
-  /** Open streams per key (Bearer) or per account (signed URL); see SSE_MAX_STREAMS_PER_KEY. */
-  streamSlots: ConnectionSlots;
-  /** A stream ends by the task's deadline (TASK_DEADLINE_MS after creation) whatever the task does. */
-  taskDeadlineMs: number;
 }
 
 /** How long a browser's EventSource waits before it reconnects after the stream ended early. */
@@ -88,36 +81,24 @@ const EVENT_STREAM_EXAMPLE = [
  */
 export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> = async (
   app,
-  { tasks, signer, now, streamSlots, taskDeadlineMs },
+  { streams, signer, now },
 ) => {
-  // Each open stream's stop; at shutdown every one is stopped (a reconnect event, then the end).
-  const open = new Set<AbortController>();
-  let shuttingDown = false;
-  app.addHook('preClose', async () => {
-    shuttingDown = true;
-    for (const stream of open) stream.abort();
-  });
+  // At shutdown every open stream ends with a reconnect event.
+  app.addHook('preClose', async () => streams.stopAll());
 
-  /**
-   * Who reads the stream: the signature of the task's stream_url (any account's task, counted
-   * against that account) or the Bearer key (the key's account's task, counted against the key).
-   */
-  const readerOf = async (
+  /** The stream_url's signature, else the Bearer key (auth let the request through without one for signed URLs). */
+  const readerOf = (
     query: { expires?: string; signature?: string },
     caller: Caller | null,
     taskId: string,
-    at: Date,
-  ): Promise<{ owner: string | null; task: TaskRecord; slotKey: string }> => {
-    const signed = signedUrlExpiry(query, at, (expires, signature) =>
-      signer.verifyStream(taskId, expires, signature, at),
-    );
-    if (signed !== null) {
-      const task = await tasks.getBySignedUrl(taskId);
-      return { owner: null, task, slotKey: `account:${task.accountId}` };
-    }
-    // Auth let this route through without a key so that signed URLs work; without a signature the key is required.
+  ): StreamReader => {
+    const at = now();
+    if (
+      signedUrlExpiry(query, at, (expires, signature) => signer.verifyStream(taskId, expires, signature, at)) !== null
+    )
+      return { kind: 'signed-url' };
     if (!caller) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>, or use the stream_url.');
-    return { owner: caller.accountId, task: await tasks.get(caller.accountId, taskId), slotKey: `key:${caller.keyId}` };
+    return { kind: 'key', accountId: caller.accountId, keyId: caller.keyId };
   };
 
   app.get(
@@ -161,69 +142,43 @@ export const taskEventRoutes: FastifyPluginAsyncTypebox<TaskEventRoutesOptions> 
       },
     },
     async (request, reply) => {
-      const at = now();
       const taskId = canonicalId(request.params.task_id);
-      const {
-        owner,
-        task: found,
-        slotKey,
-      } = await readerOf(request.query, request.caller as Caller | null, taskId, at);
-      let task = found;
-
-      let lastSeen = parseLastEventId(request.headers['last-event-id']);
-      if (nextStreamEvent(task, lastSeen) === 'done') return reply.code(204).send();
-      const slot = streamSlots.acquire(slotKey);
-      if ('refused' in slot)
-        throw new DomainError(
-          'too_many_streams',
-          'As many event streams are open as this API key (or, through stream URLs, its account) may hold; close one.',
-        );
-
-      const stop = new AbortController();
-      open.add(stop);
+      const reader = readerOf(request.query, request.caller as Caller | null, taskId);
+      const stream = await streams.open(reader, taskId, request.headers['last-event-id']);
+      if (stream === null) return reply.code(204).send();
       const closed = new Promise<void>((resolve) => reply.raw.once('close', resolve));
-      void closed.then(() => stop.abort());
+      void closed.then(() => stream.stop());
       // Proxies must neither buffer nor compress the stream (@fastify/sse sets X-Accel-Buffering: no).
       reply.header('cache-control', 'no-cache, no-transform');
       // At once, even when a resumed stream has nothing to send yet: the client sees it is open.
       reply.sse.sendHeaders(200);
       // writeHead only queues the head until the first write; a resumed stream may write nothing for minutes.
       reply.raw.flushHeaders();
-      const endsAt = task.createdAt.getTime() + taskDeadlineMs;
-      let retryHint: number | undefined = STREAM_RETRY_MS;
-      const send = (message: SSEMessage) => {
-        message.retry = retryHint;
-        retryHint = undefined;
-        return sendUnlessStalled(reply, message, closed);
-      };
+      let retry: number | undefined = STREAM_RETRY_MS;
       try {
-        for (;;) {
-          const next = nextStreamEvent(task, lastSeen);
-          if (next !== 'wait') {
-            if (next === 'task') {
-              lastSeen = taskStepOf(task);
-              const data = toTaskResource(task, signer, now());
-              if (!(await send({ id: String(lastSeen), event: 'task', data }))) return;
-            }
-            if (isTerminal(task.status)) {
-              await send({ event: 'done', data: { task_id: task.id, status: task.status } });
-              return;
-            }
-          }
-          const left = endsAt - Date.now();
-          if (stop.signal.aborted || left <= 0) {
-            await send({ event: 'reconnect', data: { reason: shuttingDown ? 'shutdown' : 'deadline' } });
-            return;
-          }
-          task = await tasks.waitForNextStep(owner, taskId, lastSeen ?? -1, left, stop.signal);
+        for await (const step of stream.steps()) {
+          const message: SSEMessage = { ...toStreamMessage(step, signer, now()), retry };
+          retry = undefined;
+          if (!(await sendUnlessStalled(reply, message, closed))) return;
         }
       } finally {
-        open.delete(stop);
-        slot.release();
+        stream.close();
       }
     },
   );
 };
+
+/** A stream step as its SSE event: the task resource, `done` with the final status, or `reconnect`. */
+function toStreamMessage(step: StreamStep, signer: MediaUrlSigner, now: Date): SSEMessage {
+  switch (step.event) {
+    case 'task':
+      return { id: String(step.step), event: 'task', data: toTaskResource(step.task, signer, now) };
+    case 'done':
+      return { event: 'done', data: { task_id: step.task.id, status: step.task.status } };
+    case 'reconnect':
+      return { event: 'reconnect', data: { reason: step.reason } };
+  }
+}
 
 /**
  * Sends one event, or drops the connection of a reader that has left more than a few events

@@ -8,9 +8,9 @@ import {
   WebhookDeliveryPage,
   WebhookSecret,
 } from '../../../schemas/webhooks.js';
-import { WebhookReplayRefused, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
-import type { WebhookDeliveryWithAttempts, Store } from '../../store/port.js';
-import { generateWebhookSecret } from '../../webhooks/send-webhook.js';
+import { WebhookReplayRefused } from '../../core/webhook-replay-budget.js';
+import { toDeliveryResource, toWebhookSecretResource } from '../../presenters/webhooks.js';
+import type { WebhookService } from '../../services/webhook-service.js';
 import {
   AUTHENTICATED_CODES,
   BEARER_SECURITY,
@@ -23,15 +23,8 @@ import {
 } from '../route-schemas.js';
 
 export interface WebhookRoutesOptions {
-  store: Pick<Store, 'webhooks'>;
-  now: () => Date;
-  /** Wakes this process's dispatcher after a replay; absent in an API-only process. */
-  onDeliveryQueued?: () => void;
-  replayBudget: WebhookReplayBudget;
+  webhooks: WebhookService;
 }
-
-/** How long a rotated-out secret still signs deliveries, so receivers can switch without a gap. */
-export const WEBHOOK_SECRET_ROTATION_GRACE_MS = 24 * 3600_000;
 
 const DeliveryListQuery = Type.Object(
   {
@@ -42,34 +35,7 @@ const DeliveryListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-function toDeliveryResource(d: WebhookDeliveryWithAttempts) {
-  return {
-    delivery_id: d.id,
-    task_id: d.taskId,
-    event_type: d.eventType,
-    url: d.url,
-    status: d.status,
-    attempt_count: d.attempts,
-    attempts: d.attemptLog.map((a) => ({
-      attempted_at: a.attemptedAt.toISOString(),
-      status_code: a.statusCode,
-      // An error can quote the receiver's host name; the resource promises at most 1000 characters.
-      error: a.error === null ? null : a.error.slice(0, 1000),
-      duration_ms: a.durationMs,
-    })),
-    next_attempt_at: d.status === 'pending' && d.nextAttemptAt ? d.nextAttemptAt.toISOString() : null,
-    created_at: d.createdAt.toISOString(),
-  };
-}
-
-export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (
-  app,
-  { store, now, onDeliveryQueued, replayBudget },
-) => {
-  const secretResponse = (secrets: { current: string; previousExpiresAt: Date | null }) => ({
-    data: { secret: secrets.current, previous_secret_expires_at: secrets.previousExpiresAt?.toISOString() ?? null },
-  });
-
+export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { webhooks }) => {
   app.get(
     '/webhooks/secret',
     {
@@ -86,8 +52,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         },
       },
     },
-    async (request) =>
-      secretResponse(await store.webhooks.webhookSecrets(request.caller.accountId, now(), generateWebhookSecret)),
+    async (request) => ({ data: toWebhookSecretResource(await webhooks.secrets(request.caller.accountId)) }),
   );
 
   app.post(
@@ -106,15 +71,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
         },
       },
     },
-    async (request) =>
-      secretResponse(
-        await store.webhooks.rotateWebhookSecret(
-          request.caller.accountId,
-          now(),
-          WEBHOOK_SECRET_ROTATION_GRACE_MS,
-          generateWebhookSecret,
-        ),
-      ),
+    async (request) => ({ data: toWebhookSecretResource(await webhooks.rotateSecret(request.caller.accountId)) }),
   );
 
   app.get(
@@ -136,7 +93,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
     },
     async (request) => {
       const q = request.query;
-      const page = await store.webhooks.listWebhookDeliveries(request.caller.accountId, {
+      const page = await webhooks.deliveries(request.caller.accountId, {
         limit: q.limit ?? 20,
         cursor: q.cursor,
         taskId: q.task_id === undefined ? undefined : canonicalId(q.task_id),
@@ -170,14 +127,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = as
       },
     },
     async (request, reply) => {
-      const delivery = await store.webhooks
-        .replayWebhookDelivery(request.caller.accountId, canonicalId(request.params.delivery_id), now(), replayBudget)
+      const delivery = await webhooks
+        .replay(request.caller.accountId, canonicalId(request.params.delivery_id))
         .catch((error: unknown) => {
           if (error instanceof WebhookReplayRefused && error.retryAfterMs !== null)
             reply.header('retry-after', Math.ceil(error.retryAfterMs / 1000));
           throw error;
         });
-      onDeliveryQueued?.();
       return reply.code(202).send({ data: toDeliveryResource(delivery) });
     },
   );
