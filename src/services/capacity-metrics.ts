@@ -9,7 +9,6 @@ import {
 } from '../core/backend-capacity.js';
 import type { UpstreamUsage } from '../generators/port.js';
 import type { BackendLimitStore } from '../store/port.js';
-import type { WorkerMetrics } from '../worker/task-worker.js';
 
 /**
  * The queue as every process that serves /metrics sees it (serve, api, worker): tasks waiting per
@@ -71,6 +70,17 @@ export function registerQueueMetrics(
       }
     },
   );
+}
+
+/**
+ * What a task worker reports (src/worker/task-worker.ts): declared here, beside its Prometheus
+ * implementation, so that the worker imports it downward. Absent in tests that do not look.
+ */
+export interface WorkerMetrics {
+  upstreamCall(backend: string, outcome: UpstreamOutcomeKind, durationMs: number): void;
+  /** Tokens a provider reported for a call, per backend and catalog model (cost reconciliation). */
+  upstreamUsage?(backend: string, model: string, usage: UpstreamUsage): void;
+  tasksInProgress(backend: string, count: number): void;
 }
 
 /** What this worker process does: its tasks in progress, its upstream calls and their durations. */

@@ -7,7 +7,10 @@ import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
 import type { TaskEvents } from '../services/task-events.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { Housekeeper } from './housekeeper.js';
-import { TaskWorker, type WorkerBackend, type WorkerLog, type WorkerMetrics } from './task-worker.js';
+import type { WorkerMetrics } from '../services/capacity-metrics.js';
+import type { WorkerBackend } from './backend-lane.js';
+import { TaskWorker } from './task-worker.js';
+import type { WorkerLog } from './worker-log.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 
 /** A webhook delivery claimed by a dispatcher is retried after this long if it never reported back. */

@@ -1,7 +1,7 @@
 import type { BlobStore } from '../blobs/port.js';
 import { sweepExpiredMedia } from '../services/media-sweeper.js';
 import type { Store } from '../store/port.js';
-import type { WorkerLog } from './task-worker.js';
+import type { WorkerLog } from './worker-log.js';
 
 export interface HousekeeperOptions {
   store: Pick<Store, 'media' | 'idempotencyKeys'>;

@@ -4,7 +4,7 @@ import type { Store, WebhookDelivery } from '../store/port.js';
 import { generateWebhookSecret, sendWebhook } from '../webhooks/send-webhook.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { PollingSlots } from './polling-slots.js';
-import type { WorkerLog } from './task-worker.js';
+import type { WorkerLog } from './worker-log.js';
 
 export interface WebhookDispatcherOptions {
   store: Pick<Store, 'webhooks' | 'tasks'>;

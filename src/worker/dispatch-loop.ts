@@ -1,0 +1,138 @@
+import type { TaskRecord } from '../core/task.js';
+import type { WorkerMetrics } from '../services/capacity-metrics.js';
+import type { BackendLane } from './backend-lane.js';
+import type { WorkerLog } from './worker-log.js';
+
+/**
+ * Claims taken at once for a backend with free slots and no shared limit. One claim at a time
+ * capped a PostgreSQL worker at one claim's round trip per task whatever its slots (232 / 279 / 293
+ * no-op tasks/s at 1 / 2 / 4 slots, docs/performance-history.md); concurrent claims are separate short
+ * transactions that SKIP LOCKED past each other. A shared limit claims one at a time: its claims
+ * queue on the limit's row anyway.
+ */
+const CONCURRENT_CLAIMS = 8;
+
+export interface DispatchLoopOptions {
+  lanes: readonly BackendLane[];
+  pollMs: number;
+  now: () => Date;
+  /** Once per turn, before the claims (the deadline sweep). */
+  beforeClaims(): Promise<void>;
+  claim(lane: BackendLane): Promise<TaskRecord | null>;
+  /** Runs a claimed task to its end; the lane counts it as running meanwhile. */
+  run(lane: BackendLane, task: TaskRecord): Promise<void>;
+  log: WorkerLog;
+  metrics?: WorkerMetrics;
+}
+
+/**
+ * One loop per process that claims for every backend: each turn fills every lane's free slots,
+ * launches what it claimed, and sleeps until poked (a task created, a slot freed), the poll
+ * interval, or the end of a backend's pause.
+ */
+export class DispatchLoop {
+  private readonly running = new Set<Promise<void>>();
+  private loop: Promise<void> | null = null;
+  private stopping = false;
+  private wake: (() => void) | null = null;
+  private poked = false;
+
+  constructor(private readonly options: DispatchLoopOptions) {}
+
+  start(): void {
+    this.loop = this.dispatch();
+  }
+
+  /** Looks for work at once (a task was created, or a slot came free). */
+  poke(): void {
+    // Remembered when the loop is not asleep (it is claiming): the next sleep returns at once, so
+    // a slot freed during a claim that found the limit full is not left idle for a poll interval.
+    this.poked = true;
+    this.wake?.();
+  }
+
+  /** Stops claiming; resolves once the loop has ended. The tasks it launched may still run (allDone). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.poke();
+    await this.loop;
+  }
+
+  /** Resolves when every task launched so far has ended. */
+  allDone(): Promise<void> {
+    return Promise.all([...this.running]).then(() => undefined);
+  }
+
+  private async dispatch(): Promise<void> {
+    while (!this.stopping) {
+      let started = false;
+      this.poked = false;
+      try {
+        await this.options.beforeClaims();
+        const claimed = await Promise.all(this.options.lanes.map((lane) => this.fill(lane)));
+        started = claimed.some(Boolean);
+      } catch (error) {
+        this.options.log.error({ err: error }, 'worker loop error');
+      }
+      if (!started && !this.stopping) await this.sleep();
+    }
+  }
+
+  /** Claims for the lane's free slots until they are full or the queue has nothing for it. */
+  private async fill(lane: BackendLane): Promise<boolean> {
+    let started = false;
+    while (!this.stopping) {
+      const room = Math.min(
+        lane.freeSlots(this.options.now().getTime()),
+        lane.backend.sharedLimit ? 1 : CONCURRENT_CLAIMS,
+      );
+      if (room === 0) break;
+      // Settled, not all: a task one claim took must run even when another claim failed.
+      const results = await Promise.allSettled(Array.from({ length: room }, () => this.options.claim(lane)));
+      const claimed = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+      for (const task of claimed) this.launch(lane, task);
+      if (claimed.length > 0) started = true;
+      const failure = results.find((r) => r.status === 'rejected');
+      if (failure) throw failure.reason;
+      if (claimed.length < room) break;
+    }
+    return started;
+  }
+
+  private launch(lane: BackendLane, task: TaskRecord): void {
+    const { metrics, log } = this.options;
+    lane.running += 1;
+    metrics?.tasksInProgress(lane.backend.name, lane.running);
+    const run = this.options
+      .run(lane, task)
+      .catch((error: unknown) => log.error({ err: error, task_id: task.id }, 'task run error'))
+      .finally(() => {
+        lane.running -= 1;
+        metrics?.tasksInProgress(lane.backend.name, lane.running);
+        this.running.delete(run);
+        this.poke();
+      });
+    this.running.add(run);
+  }
+
+  /** Sleeps until poked, the poll interval, or the end of the earliest pause, whichever is first. */
+  private sleep(): Promise<void> {
+    if (this.poked) return Promise.resolve();
+    const now = this.options.now().getTime();
+    const pauseEnds = this.options.lanes
+      .filter((lane) => lane.running < lane.backend.slots && lane.pausedUntil > now)
+      .map((lane) => lane.pausedUntil - now);
+    const ms = Math.min(this.options.pollMs, ...pauseEnds);
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, Math.max(1, ms));
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = () => {
+        this.wake = null;
+        done();
+      };
+    });
+  }
+}
