@@ -69,7 +69,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     limits: TaskCreationLimits,
     completesKey?: IdempotencyCompletion,
   ): Promise<void> {
-    return this.db.groupCommit(() => this.admitTasks([task], limits, completesKey), { durable: true });
+    return this.db.groupCommit(() => this.admit([task], limits, completesKey), { durable: true });
   }
 
   /**
@@ -77,7 +77,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
    * decides on (the write transaction holds them still until commit), then writes what it
    * decided. Throws the core's refusal, changing nothing.
    */
-  private admitTasks(
+  private admit(
     tasks: readonly TaskRecord[],
     limits: TaskCreationLimits,
     completesKey: IdempotencyCompletion | undefined,
