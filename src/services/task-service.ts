@@ -94,6 +94,22 @@ export class TaskService {
     this.options.events.taskCreated();
   }
 
+  /**
+   * create for the tasks of one request (an OpenAI `n` > 1): all stored and charged in one
+   * transaction, or none.
+   */
+  async createMany(
+    tasks: readonly TaskRecord[],
+    completesKey?: HeldIdempotencyKey & { response: StoredResponse },
+  ): Promise<void> {
+    await this.options.store.tasks.insertTasksWithDebits(
+      tasks,
+      { maxActiveTasks: this.options.maxActiveTasks },
+      completesKey,
+    );
+    for (const _ of tasks) this.options.events.taskCreated();
+  }
+
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {
     const task = await this.options.store.tasks.cancelTask(accountId, taskId, this.options.now());
     this.options.events.taskChanged(taskId);

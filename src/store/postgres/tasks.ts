@@ -55,36 +55,56 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     limits: TaskCreationLimits,
     completesKey?: IdempotencyCompletion,
   ): Promise<void> {
+    await this.db.transaction((tx) => this.insertTaskIn(tx, task, limits, completesKey));
+  }
+
+  async insertTasksWithDebits(
+    tasks: readonly TaskRecord[],
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
+    // One transaction: a refusal of any task rolls back the ones before it. The key is completed
+    // with the last task, once every debit is in.
     await this.db.transaction(async (tx) => {
-      await assertReferencesUsable(tx, task);
-      if (countsAsActive(task.status)) {
-        const active = await lockActiveTasksOf(tx, task.accountId);
-        if (active !== undefined && !admitsAnotherActiveTask(active, limits.maxActiveTasks)) {
-          throw new DomainError(
-            'too_many_active_tasks',
-            `An account may have at most ${limits.maxActiveTasks} active tasks.`,
-          );
-        }
-      }
-      if (!(await addLedgerEntry(tx, task.accountId, 'debit', task.cost, task.id, null, task.createdAt))) {
-        throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
-      }
-      await tx.query(
-        `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
-        taskValues(task),
-      );
-      if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {
+      for (const [index, task] of tasks.entries())
+        await this.insertTaskIn(tx, task, limits, index === tasks.length - 1 ? completesKey : undefined);
+    });
+  }
+
+  private async insertTaskIn(
+    tx: Tx,
+    task: TaskRecord,
+    limits: TaskCreationLimits,
+    completesKey: IdempotencyCompletion | undefined,
+  ): Promise<void> {
+    await assertReferencesUsable(tx, task);
+    if (countsAsActive(task.status)) {
+      const active = await lockActiveTasksOf(tx, task.accountId);
+      if (active !== undefined && !admitsAnotherActiveTask(active, limits.maxActiveTasks)) {
         throw new DomainError(
-          'idempotency_in_progress',
-          'Another request with this Idempotency-Key took it over; retry shortly.',
+          'too_many_active_tasks',
+          `An account may have at most ${limits.maxActiveTasks} active tasks.`,
         );
       }
-      if (countsAsActive(task.status)) {
-        await countActiveTask(tx, task.accountId, 1);
-        await notify(tx, { kind: 'created' });
-      }
-    });
+    }
+    if (!(await addLedgerEntry(tx, task.accountId, 'debit', task.cost, task.id, null, task.createdAt))) {
+      throw new DomainError('insufficient_tokens', `This task costs ${task.cost} tokens; the balance is lower.`);
+    }
+    await tx.query(
+      `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
+      taskValues(task),
+    );
+    if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {
+      throw new DomainError(
+        'idempotency_in_progress',
+        'Another request with this Idempotency-Key took it over; retry shortly.',
+      );
+    }
+    if (countsAsActive(task.status)) {
+      await countActiveTask(tx, task.accountId, 1);
+      await notify(tx, { kind: 'created' });
+    }
   }
 
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {

@@ -73,6 +73,22 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     return this.db.groupCommit(() => this.insertTask(task, limits, completesKey), { durable: true });
   }
 
+  async insertTasksWithDebits(
+    tasks: readonly TaskRecord[],
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
+    // One savepoint for the whole group: a refusal of any task undoes the ones before it. The key
+    // is completed with the last task, once every debit is in.
+    return this.db.groupCommit(
+      () => {
+        for (const [index, task] of tasks.entries())
+          this.insertTask(task, limits, index === tasks.length - 1 ? completesKey : undefined);
+      },
+      { durable: true },
+    );
+  }
+
   private insertTask(task: TaskRecord, limits: TaskCreationLimits, completesKey: IdempotencyCompletion | undefined) {
     assertReferencesUsable(this.db, task);
     const active = activeTasksOf(this.db, task.accountId);
