@@ -50,6 +50,8 @@ import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
 import { playgroundRoutes } from './routes/playground.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { openAiImagesRoutes } from './routes/openai-images.js';
+import { OpenAiImagesService } from '../services/openai-images.js';
 import { parseJsonBody } from './json-body.js';
 import { buildSerializerCompilerFactory } from './serialization.js';
 import { buildValidatorCompilerFactory } from './validation.js';
@@ -79,6 +81,9 @@ export interface AppDependencies {
   /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
   playgroundDir?: string;
 }
+
+/** The output formats the OpenAI face offers: the ones the workers render (decision 0025). */
+const OPENAI_FACE_OUTPUT_FORMATS = ['png'] as const;
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -246,74 +251,96 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   registerDependencyMetrics(metricsRegistry, readinessChecks);
   const idempotency = new IdempotencyService({ store: deps.store.idempotencyKeys, now });
 
-  await app.register(
-    async (api) => {
-      // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
-      api.addHook('onRequest', (_request, reply, done) => {
-        reply.header('cache-control', 'no-store');
-        done();
-      });
-      // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
-      // run after it, since they need the caller; idempotency (a preHandler) runs only for
-      // requests that passed both.
-      const rateLimits = await registerRateLimits(api, {
-        createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
-        requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
-        authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
-        redis: deps.rateLimitRedis,
-        redisKeyPrefix: config.REDIS_KEY_PREFIX,
-      });
-      registerBearerAuth(api, { store: deps.store, now, failureLimiter: rateLimits.authFailures });
-      registerIdempotency(api, { service: idempotency });
-      await api.register(generationRoutes, { tasks, signer, now, createsRateLimit: rateLimits.creates });
-      // The package's module.exports is the plugin wrapped by fastify-plugin (its hooks reach the
-      // routes of this scope); its typings call the module object a namespace with a `default`.
-      await api.register(sse as unknown as typeof sse.fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS });
-      await api.register(taskEventRoutes, {
+  // The authenticated API: the native routes under /api/v1 and the OpenAI face under /v1 share its
+  // keys, rate-limit counters and idempotency keys.
+  await app.register(async (authenticated) => {
+    // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
+    authenticated.addHook('onRequest', (_request, reply, done) => {
+      reply.header('cache-control', 'no-store');
+      done();
+    });
+    // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
+    // run after it, since they need the caller; idempotency (a preHandler) runs only for
+    // requests that passed both.
+    const rateLimits = await registerRateLimits(authenticated, {
+      createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
+      requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
+      authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
+      redis: deps.rateLimitRedis,
+      redisKeyPrefix: config.REDIS_KEY_PREFIX,
+    });
+    registerBearerAuth(authenticated, { store: deps.store, now, failureLimiter: rateLimits.authFailures });
+    registerIdempotency(authenticated, { service: idempotency });
+    await authenticated.register(openAiImagesRoutes, {
+      prefix: '/v1',
+      images: new OpenAiImagesService({
         tasks,
-        signer,
-        now,
-        streamSlots: new ConnectionSlots({
-          perProcess: Number.POSITIVE_INFINITY,
-          perKey: config.SSE_MAX_STREAMS_PER_KEY,
-        }),
-        taskDeadlineMs: config.TASK_DEADLINE_MS,
-      });
-      await api.register(accountRoutes, {
-        store: deps.store,
-        limits: {
-          createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
-          requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
-          maxActiveTasks: config.MAX_ACTIVE_TASKS,
-        },
-      });
-      await api.register(modelRoutes, { resolutionCheck });
-      await api.register(mediaRoutes, {
         media,
-        signer,
-        now,
-        uploadTempDir,
-        uploadMaxBytes: config.UPLOAD_MAX_BYTES,
-        uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
-        uploadSlots: new ConnectionSlots({
-          perProcess: config.UPLOAD_MAX_IN_FLIGHT,
-          perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY,
-        }),
-        signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
-      });
-      await api.register(webhookRoutes, {
-        store: deps.store,
-        now,
-        onDeliveryQueued: deps.onWebhookQueued,
-        replayBudget: {
-          perDelivery: config.WEBHOOK_MANUAL_RETRIES_PER_HOUR,
-          perAccount: config.WEBHOOK_MANUAL_RETRIES_PER_ACCOUNT_PER_HOUR,
-          windowMs: 3600_000,
-        },
-      });
-    },
-    { prefix: '/api/v1' },
-  );
+        idempotency,
+        waitMs: config.OPENAI_COMPAT_WAIT_SECONDS * 1000,
+      }),
+      media,
+      signer,
+      now,
+      createsRateLimit: rateLimits.creates,
+      uploadTempDir,
+      uploadMaxBytes: config.UPLOAD_MAX_BYTES,
+      uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
+      outputFormats: OPENAI_FACE_OUTPUT_FORMATS,
+      onStorageFull: () => diskSpace.noteFull(),
+    });
+    await authenticated.register(
+      async (api) => {
+        await api.register(generationRoutes, { tasks, signer, now, createsRateLimit: rateLimits.creates });
+        // The package's module.exports is the plugin wrapped by fastify-plugin (its hooks reach the
+        // routes of this scope); its typings call the module object a namespace with a `default`.
+        await api.register(sse as unknown as typeof sse.fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS });
+        await api.register(taskEventRoutes, {
+          tasks,
+          signer,
+          now,
+          streamSlots: new ConnectionSlots({
+            perProcess: Number.POSITIVE_INFINITY,
+            perKey: config.SSE_MAX_STREAMS_PER_KEY,
+          }),
+          taskDeadlineMs: config.TASK_DEADLINE_MS,
+        });
+        await api.register(accountRoutes, {
+          store: deps.store,
+          limits: {
+            createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
+            requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
+            maxActiveTasks: config.MAX_ACTIVE_TASKS,
+          },
+        });
+        await api.register(modelRoutes, { resolutionCheck });
+        await api.register(mediaRoutes, {
+          media,
+          signer,
+          now,
+          uploadTempDir,
+          uploadMaxBytes: config.UPLOAD_MAX_BYTES,
+          uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
+          uploadSlots: new ConnectionSlots({
+            perProcess: config.UPLOAD_MAX_IN_FLIGHT,
+            perKey: config.UPLOAD_MAX_IN_FLIGHT_PER_KEY,
+          }),
+          signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
+        });
+        await api.register(webhookRoutes, {
+          store: deps.store,
+          now,
+          onDeliveryQueued: deps.onWebhookQueued,
+          replayBudget: {
+            perDelivery: config.WEBHOOK_MANUAL_RETRIES_PER_HOUR,
+            perAccount: config.WEBHOOK_MANUAL_RETRIES_PER_ACCOUNT_PER_HOUR,
+            windowMs: 3600_000,
+          },
+        });
+      },
+      { prefix: '/api/v1' },
+    );
+  });
 
   return app;
 }

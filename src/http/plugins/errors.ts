@@ -134,7 +134,7 @@ export function sendProblem(
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
-interface Classified {
+export interface Classified {
   code: ErrorCode;
   detail: string;
   fieldErrors?: FieldError[];
@@ -208,7 +208,8 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
+/** What an error means as the service's stable code, detail and field errors (also read by the OpenAI face). */
+export function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
   if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
 
   if (error.validation) {
