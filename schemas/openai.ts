@@ -150,7 +150,7 @@ export const OpenAiImagesResponse = Type.Object(
       },
     ),
   },
-  { additionalProperties: false, description: 'OpenAI `ImagesResponse`.' },
+  { $id: 'OpenAiImagesResponse', additionalProperties: false, description: 'OpenAI `ImagesResponse`.' },
 );
 
 export const OpenAiErrorBody = Type.Object(
@@ -173,7 +173,7 @@ export const OpenAiErrorBody = Type.Object(
       { additionalProperties: false },
     ),
   },
-  { additionalProperties: false, description: "OpenAI's error shape." },
+  { $id: 'OpenAiError', additionalProperties: false, description: "OpenAI's error shape." },
 );
 
 export const OpenAiModel = Type.Object(
@@ -197,3 +197,6 @@ export const OpenAiModelList = Type.Object(
   },
   { additionalProperties: false, description: 'OpenAI model list.' },
 );
+
+/** The shared components of the face (referenced by $id from its routes). */
+export const OPENAI_SCHEMAS = [OpenAiImagesResponse, OpenAiErrorBody];

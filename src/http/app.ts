@@ -16,6 +16,7 @@ import helmet from '@fastify/helmet';
 import { GENERATION_REQUEST_SCHEMAS } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
+import { OPENAI_SCHEMAS } from '../../schemas/openai.js';
 import type { Config } from '../config.js';
 import { publicBaseUrl, trustProxyOption } from '../config.js';
 import { IdempotencyService } from '../services/idempotency.js';
@@ -178,7 +179,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
-  for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
+  for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS, ...OPENAI_SCHEMAS])
+    app.addSchema(schema);
   // A write that found the disk full makes /readyz fail for a while (DiskSpace).
   const diskSpace = dataDirDiskSpace(deps.config, now);
   registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });

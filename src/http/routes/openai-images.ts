@@ -107,14 +107,14 @@ function errorResponses(statuses: readonly number[]) {
           ...(status === 429 || status === 503 || status === 409 ? { 'Retry-After': RETRY_AFTER } : {}),
           'x-should-retry': SHOULD_RETRY,
         },
-        content: { 'application/json': { schema: OpenAiErrorBody } },
+        content: { 'application/json': { schema: Type.Ref(OpenAiErrorBody) } },
       },
     ]),
   );
 }
 
 const IMAGES_SUCCESS = {
-  ...OpenAiImagesResponse,
+  ...Type.Ref(OpenAiImagesResponse),
   description: 'The images, once every task finished.',
   headers: {
     ...COMMON_HEADERS,
