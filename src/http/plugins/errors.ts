@@ -86,7 +86,7 @@ export const frameworkErrorHandler: NonNullable<FastifyServerOptions['frameworkE
   // The OpenAI face answers in OpenAI's error shape, even before a route of it is chosen.
   if (request.url.startsWith(OPENAI_FACE_PREFIX)) {
     const answer = openAiErrorOf('invalid_request', detail, fieldErrors);
-    reply.code(answer.status).type('application/json; charset=utf-8').send(answer.body);
+    (reply as FastifyReply).code(answer.status).type('application/json; charset=utf-8').send(answer.body);
     return;
   }
   sendProblem(request, reply, 'invalid_request', detail, fieldErrors);
