@@ -14,7 +14,7 @@ export interface GenerationInput {
   height: number;
   /** Encoded bytes (PNG/JPEG/WebP) of the image_reference media, in order; empty for text-to-image. */
   references: Buffer[];
-  /** A stable keyed hash of the account, for the provider's abuse monitoring (never the account id). */
+  /** A stable keyed hash of the account (and its end user, when the task names one), for the provider's abuse monitoring (never the ids). */
   safetyIdentifier?: string;
 }
 

@@ -6,7 +6,7 @@ import Router from 'find-my-way';
 import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
 import { dependencyFailureOf } from '../../services/dependency-failure.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
-import { fieldErrorOf } from '../validation.js';
+import { fieldErrorsOf } from '../validation.js';
 
 /**
  * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
@@ -212,7 +212,7 @@ function classify(error: FastifyError | DomainError, request: FastifyRequest): C
   if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
 
   if (error.validation) {
-    const fieldErrors = error.validation.map((e) => fieldErrorOf(e as never, error.validationContext));
+    const fieldErrors = fieldErrorsOf(error.validation as never, error.validationContext);
     const first = fieldErrors[0];
     return {
       code: 'invalid_request',
