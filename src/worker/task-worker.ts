@@ -410,6 +410,8 @@ export class TaskWorker {
         prompt: task.prompt,
         aspectRatio: task.parameters.aspect_ratio,
         resolution: task.parameters.resolution,
+        outputFormat: task.parameters.output_format,
+        outputCompression: task.parameters.output_compression,
         width: task.width,
         height: task.height,
         references,
