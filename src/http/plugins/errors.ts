@@ -7,7 +7,7 @@ import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.
 import { dependencyFailureOf } from '../../services/dependency-failure.js';
 import { openAiErrorOf } from '../../presenters/openai-images.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
-import { fieldErrorOf } from '../validation.js';
+import { fieldErrorsOf } from '../validation.js';
 
 /**
  * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
@@ -222,7 +222,7 @@ export function classify(error: FastifyError | DomainError, request: FastifyRequ
   if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
 
   if (error.validation) {
-    const fieldErrors = error.validation.map((e) => fieldErrorOf(e as never, error.validationContext));
+    const fieldErrors = fieldErrorsOf(error.validation as never, error.validationContext);
     const first = fieldErrors[0];
     return {
       code: 'invalid_request',
