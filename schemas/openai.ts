@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { MAX_PROMPT_LENGTH, MAX_IMAGE_REFERENCES, MODEL_IDS } from './catalog.js';
+import { DEFAULT_OUTPUT_COMPRESSION, OUTPUT_FORMATS } from './output-format.js';
 
 /**
  * The OpenAI Images API face (/v1, decision 0025): its request and answer shapes as the OpenAPI
@@ -125,7 +126,7 @@ export const OpenAiImagesResponse = Type.Object(
     ),
     size: Type.String({ maxLength: 16, description: 'The pixel size made, `WxH`.' }),
     quality: Type.String({ maxLength: 16, description: 'The quality asked for (`auto` when not said).' }),
-    output_format: Type.String({ enum: ['png', 'jpeg', 'webp'], description: 'Encoding of the images.' }),
+    output_format: Type.String({ enum: [...OUTPUT_FORMATS], description: 'Encoding of the images.' }),
     background: Type.String({ enum: ['opaque'], description: 'Every image is opaque.' }),
     usage: Type.Object(
       {

@@ -1,6 +1,8 @@
 import { findModel, MODEL_IDS } from '../../schemas/catalog.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
 import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
+import { OUTPUT_FORMATS, type OutputFormat } from '../../schemas/output-format.js';
+import { END_USER_ID_MAX_LENGTH } from './task.js';
 
 /**
  * The OpenAI Images API read as this service's requests (decision 0025): which catalog cell an
@@ -39,15 +41,16 @@ const QUALITY_RESOLUTION: Record<OpenAiQuality, string | null> = {
   hd: '2K',
 };
 
-export const OPENAI_OUTPUT_FORMATS = ['png', 'jpeg', 'webp'] as const;
-export type OpenAiOutputFormat = (typeof OPENAI_OUTPUT_FORMATS)[number];
+/** OpenAI's output formats are the native ones (schemas/output-format.ts). */
+export const OPENAI_OUTPUT_FORMATS = OUTPUT_FORMATS;
+export type OpenAiOutputFormat = OutputFormat;
 export const OPENAI_RESPONSE_FORMATS = ['b64_json', 'url'] as const;
 export type OpenAiResponseFormat = (typeof OPENAI_RESPONSE_FORMATS)[number];
 /** `transparent` needs an alpha channel no backend here makes: refused rather than answered opaque. */
 export const OPENAI_BACKGROUNDS = ['auto', 'opaque'] as const;
 export const OPENAI_MODERATIONS = ['auto', 'low'] as const;
-/** Long enough for any end-user id a client derives (a UUID, a hash, an e-mail digest). */
-export const OPENAI_USER_MAX_LENGTH = 256;
+/** `user` is kept as the task's end-user id, within that id's bound. */
+export const OPENAI_USER_MAX_LENGTH = END_USER_ID_MAX_LENGTH;
 
 /** One refused field, named as OpenAI names it (`param`). */
 export interface OpenAiFieldError {
@@ -66,7 +69,7 @@ export interface OpenAiImageRequest {
   height: number;
   responseFormat: OpenAiResponseFormat;
   outputFormat: OpenAiOutputFormat;
-  /** Only for jpeg and webp; null = the service's default. */
+  /** Only for jpeg and webp; null = the service's default (png: always null). */
   outputCompression: number | null;
   /** Echoed in the answer as asked (`auto` when absent). */
   quality: OpenAiQuality;
@@ -82,8 +85,6 @@ export type OpenAiImageReading =
 export interface ReadOptions {
   /** For an edit: the number of reference images received (`image` / `image[]`). */
   referenceImages?: number;
-  /** Output formats this deployment renders (all three once the worker encodes them). */
-  outputFormats?: readonly OpenAiOutputFormat[];
 }
 
 const nonBlank = new RegExp(NON_BLANK_PATTERN, 'u');
@@ -135,10 +136,9 @@ export function readOpenAiImageRequest(body: Record<string, unknown>, options: R
   const cell = cellOf(model, body.size, quality ?? 'auto');
   if (cell === null) refuse('size', `size must be one of ${acceptedSizes(model).join(', ')} for ${model.id}.`);
 
-  const supportedFormats = options.outputFormats ?? OPENAI_OUTPUT_FORMATS;
   const outputFormat = enumField(body.output_format, OPENAI_OUTPUT_FORMATS, 'png');
-  if (outputFormat === null || !supportedFormats.includes(outputFormat))
-    refuse('output_format', `output_format must be one of ${supportedFormats.join(', ')}.`);
+  if (outputFormat === null)
+    refuse('output_format', `output_format must be one of ${OPENAI_OUTPUT_FORMATS.join(', ')}.`);
 
   const compression = integerField(body.output_compression, null);
   if (body.output_compression !== undefined && body.output_compression !== null) {
@@ -172,7 +172,7 @@ export function readOpenAiImageRequest(body: Record<string, unknown>, options: R
   if (
     user !== undefined &&
     user !== null &&
-    (typeof user !== 'string' || user.length > OPENAI_USER_MAX_LENGTH || !nonBlank.test(user))
+    (typeof user !== 'string' || [...user].length > OPENAI_USER_MAX_LENGTH || !nonBlank.test(user))
   )
     refuse('user', `user must be a non-blank string of at most ${OPENAI_USER_MAX_LENGTH} characters.`);
 

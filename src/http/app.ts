@@ -83,9 +83,6 @@ export interface AppDependencies {
   playgroundDir?: string;
 }
 
-/** The output formats the OpenAI face offers: the ones the workers render (decision 0025). */
-const OPENAI_FACE_OUTPUT_FORMATS = ['png'] as const;
-
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
 
@@ -288,7 +285,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       uploadTempDir,
       uploadMaxBytes: config.UPLOAD_MAX_BYTES,
       uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
-      outputFormats: OPENAI_FACE_OUTPUT_FORMATS,
       onStorageFull: () => diskSpace.noteFull(),
     });
     await authenticated.register(

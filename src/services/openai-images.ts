@@ -86,10 +86,16 @@ export class OpenAiImagesService {
       model: request.model.id,
       prompt: request.prompt,
       ...(references ? { image_reference: references } : {}),
-      parameters: { aspect_ratio: request.aspectRatio, resolution: request.resolution },
+      parameters: {
+        aspect_ratio: request.aspectRatio,
+        resolution: request.resolution,
+        output_format: request.outputFormat,
+        ...(request.outputCompression === null ? {} : { output_compression: request.outputCompression }),
+      },
     } as GenerationRequest;
+    const origin = request.user === null ? {} : { endUserId: request.user };
     const tasks: TaskRecord[] = [];
-    for (let i = 0; i < request.n; i++) tasks.push(await this.options.tasks.prepare(call.accountId, native));
+    for (let i = 0; i < request.n; i++) tasks.push(await this.options.tasks.prepare(call.accountId, native, origin));
     const taskIds = tasks.map((task) => task.id);
     const response: StoredResponse = {
       statusCode: 200,

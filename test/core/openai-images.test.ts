@@ -127,11 +127,3 @@ t.test('an edit needs the model’s number of reference images', async (t) => {
   t.match(readOpenAiImageRequest(base, { referenceImages: 9 }), { outcome: 'invalid', errors: [{ param: 'image' }] });
   t.equal(readOpenAiImageRequest({ ...base, model: 'beta-v5-pro' }, { referenceImages: 10 }).outcome, 'ok');
 });
-
-t.test('only the output formats the deployment renders are accepted', async (t) => {
-  t.match(readOpenAiImageRequest({ ...base, output_format: 'jpeg' }, { outputFormats: ['png'] }), {
-    outcome: 'invalid',
-    errors: [{ param: 'output_format', message: /one of png\./ }],
-  });
-  t.equal(readOpenAiImageRequest({ ...base, output_format: 'png' }, { outputFormats: ['png'] }).outcome, 'ok');
-});

@@ -86,7 +86,7 @@ async function tasksOf(h: Harness) {
 t.test('openai SDK: images.generate answers b64_json at the exact catalog size, one task charged', async (t) => {
   const h = await setup(t);
   const { data: result, response } = await h.openai.images
-    .generate({ model: 'alpha-pro', prompt: 'a lighthouse at dawn', size: '1024x1024' })
+    .generate({ model: 'alpha-pro', prompt: 'a lighthouse at dawn', size: '1024x1024', user: 'end-user-7' })
     .withResponse();
   t.equal(result.data?.length, 1);
   t.same(await decoded(result.data?.[0].b64_json), { format: 'png', width: 1024, height: 1024 });
@@ -95,6 +95,7 @@ t.test('openai SDK: images.generate answers b64_json at the exact catalog size, 
   const tasks = await tasksOf(h);
   t.same(response.headers.get('x-imagegen-task-ids'), tasks[0].id, 'the header names the task');
   t.equal(tasks[0].status, 'COMPLETED');
+  t.equal(tasks[0].endUserId, 'end-user-7', '`user` is the task’s end-user id');
   const listed = await h.app.inject({ url: '/api/v1/images/generations', headers: h.auth });
   t.same(
     listed.json().data.map((task: { task_id: string }) => task.task_id),
@@ -184,9 +185,9 @@ t.test('AI SDK: an edit (prompt with images) is sent to /images/edits and answer
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
-t.test('every output format the face offers is answered in that format at the exact size', async (t) => {
+t.test('every output format is answered in that format at the exact size', async (t) => {
   const h = await setup(t);
-  for (const format of ['png'] as const) {
+  for (const format of ['png', 'jpeg', 'webp'] as const) {
     const result = await h.openai.images.generate({
       model: 'alpha-pro',
       prompt: `a quiet street in ${format}`,

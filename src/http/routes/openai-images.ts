@@ -15,7 +15,7 @@ import {
 } from '../../../schemas/openai.js';
 import { Type } from '@sinclair/typebox';
 import type { DomainError } from '../../core/errors.js';
-import { readOpenAiImageRequest, type OpenAiImageRequest, type OpenAiOutputFormat } from '../../core/openai-images.js';
+import { readOpenAiImageRequest, type OpenAiImageRequest } from '../../core/openai-images.js';
 import {
   openAiErrorOf,
   openAiFieldErrors,
@@ -59,8 +59,6 @@ export interface OpenAiImagesRoutesOptions {
   uploadTempDir: string;
   uploadMaxBytes: number;
   uploadIdleTimeoutMs: number;
-  /** The output formats the workers render. */
-  outputFormats: readonly OpenAiOutputFormat[];
   onStorageFull?: () => void;
 }
 
@@ -212,10 +210,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
   function accepted(body: unknown, referenceImages?: number): OpenAiImageRequest {
     if (typeof body !== 'object' || body === null || Array.isArray(body))
       throw new OpenAiAnswer(openAiFieldErrors([{ param: 'body', message: 'The body must be a JSON object.' }]));
-    const reading = readOpenAiImageRequest(body as Record<string, unknown>, {
-      referenceImages,
-      outputFormats: options.outputFormats,
-    });
+    const reading = readOpenAiImageRequest(body as Record<string, unknown>, { referenceImages });
     if (reading.outcome === 'model_not_found') throw new OpenAiAnswer(openAiModelNotFound(reading.message));
     if (reading.outcome === 'invalid') throw new OpenAiAnswer(openAiFieldErrors(reading.errors));
     return reading.request;
