@@ -46,7 +46,7 @@ const imageFields = {
       format: 'int32',
       minimum: 0,
       maximum: 100,
-      description: 'Quality of jpeg and webp output, 0-100; ignored for png.',
+      description: `Quality of jpeg and webp output, 0-100 (default ${DEFAULT_OUTPUT_COMPRESSION}); ignored for png, as OpenAI does.`,
     }),
   ),
   background: Type.Optional(

@@ -1617,7 +1617,7 @@ export interface operations {
                     output_format?: "png" | "jpeg" | "webp";
                     /**
                      * Format: int32
-                     * @description Quality of jpeg and webp output, 0-100; ignored for png.
+                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
                      */
                     output_compression?: number;
                     /**
@@ -1958,7 +1958,7 @@ export interface operations {
                     output_format?: "png" | "jpeg" | "webp";
                     /**
                      * Format: int32
-                     * @description Quality of jpeg and webp output, 0-100; ignored for png.
+                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
                      */
                     output_compression?: number;
                     /**
