@@ -368,6 +368,24 @@ t.test('past OPENAI_COMPAT_WAIT_SECONDS: 504 generation_timeout naming the tasks
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
+t.test('the wait outlasts the HTTP request and idle timeouts: the answer comes, not a closed connection', async (t) => {
+  const h = await setup(t, {
+    env: {
+      OPENAI_COMPAT_WAIT_SECONDS: '3',
+      HTTP_REQUEST_TIMEOUT_MS: '1000',
+      HTTP_HEADERS_TIMEOUT_MS: '500',
+      HTTP_IDLE_TIMEOUT_MS: '1000',
+    },
+    startWorker: false,
+  });
+  const started = Date.now();
+  const error = (await h.openai.images
+    .generate({ model: 'alpha-pro', prompt: 'a slow one' }, { maxRetries: 0 })
+    .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+  t.equal(error.status, 504, 'the wait ran its course');
+  t.ok(Date.now() - started >= 2900, 'after the whole wait');
+});
+
 t.test('what the clients send on a retry: the same body, no idempotency key of their own', async (t) => {
   const seen: IncomingHttpHeaders[] = [];
   const server = createServer((request, response) => {
