@@ -13,7 +13,8 @@ import { FakeUpstream } from '../helpers/fake-upstream.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { geminiReply } from '../helpers/provider-replies.js';
-import { testWorker } from '../helpers/worker.js';
+import { ScriptedGenerator, testWorker } from '../helpers/worker.js';
+import { GenerationError, type ImageGenerator } from '../../src/generators/port.js';
 
 /**
  * The OpenAI Images face (/v1, decision 0025) driven by the real clients, each given only a base
@@ -35,20 +36,17 @@ interface SetupOptions {
   tokens?: number;
   /** Start the worker at once (default); false: the test starts it. */
   startWorker?: boolean;
-  upstream?: FakeUpstream;
+  /** One generator for every model (one slot) instead of the configured backends. */
+  generator?: ImageGenerator;
 }
 
 async function setup(t: Test, options: SetupOptions = {}) {
   const port = await freePort();
   const events = new TaskEvents();
-  const harness = await buildTestApp(
-    t,
-    { PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ...options.env },
-    { events, validateResponses: false },
-  );
+  const harness = await buildTestApp(t, { PUBLIC_BASE_URL: `http://127.0.0.1:${port}`, ...options.env }, { events });
   const worker = testWorker(t, harness, {
     events,
-    backends: workerBackends(harness.config, 2),
+    ...(options.generator ? { generator: options.generator } : { backends: workerBackends(harness.config, 2) }),
     generationTimeoutMs: harness.config.GENERATION_TIMEOUT_MS,
     maxAttempts: harness.config.TASK_MAX_ATTEMPTS,
   });
@@ -308,6 +306,19 @@ t.test('a prompt the provider refuses is 400 moderation_blocked; its tokens are 
   const [task] = await tasksOf(h);
   t.match(task, { status: 'FAILED', error: { code: 'content_policy' } });
   t.same(await h.store.accounts.ledgerTotals(h.accountId), { grant: 1000, debit: 25, refund: 25 });
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
+t.test('n = 2 with one task refused: the images of the other, the refused one refunded', async (t) => {
+  const h = await setup(t, {
+    generator: new ScriptedGenerator([new GenerationError('content_policy', 'refused by the model', false), 'render']),
+  });
+  const result = await h.openai.images.generate({ model: 'alpha-pro', prompt: 'one of two refused', n: 2 });
+  t.equal(result.data?.length, 1, 'the completed one');
+  t.equal(result.usage?.total_tokens, 25, 'usage counts only what stays charged');
+  const statuses = (await tasksOf(h)).map((task) => task.status).sort();
+  t.same(statuses, ['COMPLETED', 'FAILED']);
+  t.same(await h.store.accounts.ledgerTotals(h.accountId), { grant: 1000, debit: 50, refund: 25 });
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
