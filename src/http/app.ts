@@ -167,6 +167,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       'ETag',
       'WWW-Authenticate',
       'x-request-id',
+      // The OpenAI face's: the tasks an answer made, and whether a retry can help.
+      'x-imagegen-task-ids',
+      'x-should-retry',
     ],
   });
 

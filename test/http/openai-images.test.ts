@@ -92,6 +92,7 @@ t.test('openai SDK: images.generate answers b64_json at the exact catalog size, 
   t.equal(result.usage?.total_tokens, 25, 'usage is the tokens charged');
   const tasks = await tasksOf(h);
   t.same(response.headers.get('x-imagegen-task-ids'), tasks[0].id, 'the header names the task');
+  t.match(response.headers.get('access-control-expose-headers'), /x-imagegen-task-ids/, 'a page can read it');
   t.equal(tasks[0].status, 'COMPLETED');
   t.equal(tasks[0].endUserId, 'end-user-7', '`user` is the task’s end-user id');
   const listed = await h.app.inject({ url: '/api/v1/images/generations', headers: h.auth });
