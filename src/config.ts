@@ -280,6 +280,13 @@ export const ConfigSchema = Type.Object({
     description:
       'How often a long-poll re-reads its task in case a change signal was missed (SQLite: changes made by other processes).',
   }),
+  OPENAI_COMPAT_WAIT_SECONDS: Int({
+    minimum: 1,
+    maximum: 3600,
+    default: 300,
+    description:
+      'How long a /v1/images request (the OpenAI face) waits for its images; past it, 504 generation_timeout names the tasks, which go on.',
+  }),
   SHUTDOWN_GRACE_MS: Int({
     default: 20_000,
     description: 'On SIGTERM, how long in-flight tasks may finish before they are released.',

@@ -44,6 +44,80 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/images/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI images.generate: make n images and answer with them
+         * @description n tasks, priced and charged as native tasks (all or none), waited for up to OPENAI_COMPAT_WAIT_SECONDS. Send an `Idempotency-Key` so that an SDK retry waits for the same tasks instead of paying for new ones. Past the wait: 504 `generation_timeout` naming the tasks, which go on (and stay charged unless they fail).
+         */
+        post: operations["openaiCreateImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/edits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI images.edit: make n images from reference images
+         * @description The images (parts `image` or `image[]`) are stored as uploads of the account and become the tasks' image references; the rest is as images.generate. A `mask` is refused (400, param `mask`).
+         */
+        post: operations["openaiEditImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI models.list: the models of the catalog */
+        get: operations["openaiListModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{model}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI models.retrieve: one model of the catalog */
+        get: operations["openaiGetModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/images/generations": {
         parameters: {
             query?: never;
@@ -464,6 +538,18 @@ export interface components {
                  * @enum {string}
                  */
                 resolution?: "1K" | "2K" | "4K";
+                /**
+                 * @description Encoding of the result, at the same pixel size and price: png (lossless), jpeg or webp.
+                 * @default png
+                 * @enum {string}
+                 */
+                output_format?: "png" | "jpeg" | "webp";
+                /**
+                 * Format: int32
+                 * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless.
+                 * @default 80
+                 */
+                output_compression?: number;
             };
             /** @description Absolute https URL that receives a signed event when the task reaches a terminal state. */
             webhook_url?: string;
@@ -495,6 +581,18 @@ export interface components {
                  * @enum {string}
                  */
                 resolution?: "1K" | "2K";
+                /**
+                 * @description Encoding of the result, at the same pixel size and price: png (lossless), jpeg or webp.
+                 * @default png
+                 * @enum {string}
+                 */
+                output_format?: "png" | "jpeg" | "webp";
+                /**
+                 * Format: int32
+                 * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless.
+                 * @default 80
+                 */
+                output_compression?: number;
             };
             /** @description Absolute https URL that receives a signed event when the task reaches a terminal state. */
             webhook_url?: string;
@@ -546,6 +644,23 @@ export interface components {
             code: string;
             message: string;
         };
+        /** @description Effective values, defaults applied. */
+        EffectiveParameters: {
+            /** @enum {string} */
+            aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
+            /** @enum {string} */
+            resolution: "1K" | "2K" | "4K";
+            /**
+             * @description Encoding of the result; `png` for tasks created before output formats existed.
+             * @enum {string}
+             */
+            output_format: "png" | "jpeg" | "webp";
+            /**
+             * Format: int32
+             * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless. null with png.
+             */
+            output_compression: number | null;
+        };
         Task: {
             /**
              * Format: uuid
@@ -564,13 +679,7 @@ export interface components {
             prompt: string;
             /** @description Empty for text-to-image. */
             image_reference: string[];
-            /** @description Effective values, defaults applied. */
-            parameters: {
-                /** @enum {string} */
-                aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
-                /** @enum {string} */
-                resolution: "1K" | "2K" | "4K";
-            };
+            parameters: components["schemas"]["EffectiveParameters"];
             webhook_url: string | null;
             error: null | components["schemas"]["TaskError"];
             /** Format: date-time */
@@ -604,12 +713,7 @@ export interface components {
                  * @description Tokens a create with this body would debit.
                  */
                 cost: number;
-                parameters: {
-                    /** @enum {string} */
-                    aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
-                    /** @enum {string} */
-                    resolution: "1K" | "2K" | "4K";
-                };
+                parameters: components["schemas"]["EffectiveParameters"];
                 /** Format: int32 */
                 width: number;
                 /** Format: int32 */
@@ -655,6 +759,8 @@ export interface components {
             };
             aspect_ratios: ("1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9")[];
             resolutions: ("1K" | "2K" | "4K")[];
+            /** @description Encodings of the result this model offers (`parameters.output_format`); all at the same price. */
+            output_formats: ("png" | "jpeg" | "webp")[];
             defaults: {
                 /** @enum {string} */
                 aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
@@ -1070,7 +1176,7 @@ export interface components {
             code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "retry_in_progress" | "retry_budget_exhausted" | "resolution_unavailable";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
-            /** @description The field errors; the first one found is reported. */
+            /** @description The field errors: one per invalid field, at most 20. */
             errors?: {
                 /** @description JSON Pointer into the request part named by `location`. */
                 pointer: string;
@@ -1167,6 +1273,89 @@ export interface components {
              */
             timestamp: string;
             data: components["schemas"]["Task"];
+        };
+        /** @description OpenAI `ImagesResponse`. */
+        OpenAiImagesResponse: {
+            /**
+             * Format: int64
+             * @description Unix seconds of the answer.
+             */
+            created: number;
+            /** @description The images, in the tasks' order. */
+            data: {
+                /**
+                 * Format: byte
+                 * @description The image, base64.
+                 */
+                b64_json?: string;
+                /**
+                 * Format: uri
+                 * @description Signed download URL.
+                 */
+                url?: string;
+                /**
+                 * Format: date-time
+                 * @description When `url` stops working.
+                 */
+                url_expires_at?: string;
+            }[];
+            /** @description The pixel size made, `WxH`. */
+            size: string;
+            /** @description The quality asked for (`auto` when not said). */
+            quality: string;
+            /**
+             * @description Encoding of the images.
+             * @enum {string}
+             */
+            output_format: "png" | "jpeg" | "webp";
+            /**
+             * @description Every image is opaque.
+             * @enum {string}
+             */
+            background: "opaque";
+            /** @description This service's tokens charged (its billing unit), not model tokens. */
+            usage: {
+                /**
+                 * Format: int32
+                 * @description Always 0.
+                 */
+                input_tokens: number;
+                /**
+                 * Format: int32
+                 * @description Tokens of this service charged.
+                 */
+                output_tokens: number;
+                /**
+                 * Format: int32
+                 * @description Tokens of this service charged for the request.
+                 */
+                total_tokens: number;
+                input_tokens_details: {
+                    /**
+                     * Format: int32
+                     * @description Always 0.
+                     */
+                    text_tokens: number;
+                    /**
+                     * Format: int32
+                     * @description Always 0.
+                     */
+                    image_tokens: number;
+                };
+            };
+        };
+        /** @description OpenAI's error shape. */
+        OpenAiError: {
+            error: {
+                /** @description What went wrong; every wrong field is named. */
+                message: string;
+                /** @description OpenAI error type, e.g. invalid_request_error, insufficient_quota, requests, server_error. */
+                type: string;
+                /** @description The request field at fault. */
+                param: string | null;
+                /** @description Stable code, e.g. invalid_api_key, model_not_found, moderation_blocked, rate_limit_exceeded, insufficient_quota. */
+                code: string | null;
+            };
         };
     };
     responses: never;
@@ -1380,6 +1569,1007 @@ export interface operations {
                             };
                         };
                     };
+                };
+            };
+        };
+    };
+    openaiCreateImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description OpenAI `images.generate` body; unknown fields are ignored, as OpenAI does. */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description A model of this service; another name is 404 `model_not_found`.
+                     * @enum {string}
+                     */
+                    model: "alpha-pro" | "beta-v5-pro";
+                    /** @description Text prompt, within the model's prompt length. */
+                    prompt: string;
+                    /**
+                     * Format: int32
+                     * @description Images to make: each is one task, priced and charged as one; all admitted or none.
+                     * @default 1
+                     */
+                    n?: number;
+                    /**
+                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
+                     * @default auto
+                     */
+                    size?: string;
+                    /**
+                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+                    /**
+                     * @description Encoding of the images.
+                     * @default png
+                     * @enum {string}
+                     */
+                    output_format?: "png" | "jpeg" | "webp";
+                    /**
+                     * Format: int32
+                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
+                     */
+                    output_compression?: number;
+                    /**
+                     * @description `transparent` is refused: no backend makes an alpha channel.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    background?: "auto" | "opaque";
+                    /**
+                     * @description `url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.
+                     * @default b64_json
+                     * @enum {string}
+                     */
+                    response_format?: "b64_json" | "url";
+                    /**
+                     * @description Accepted; the backends' own moderation applies.
+                     * @enum {string}
+                     */
+                    moderation?: "auto" | "low";
+                    /** @description The end user you act for: kept on the task and passed to the providers as their safety identifier. */
+                    user?: string;
+                    /** @description Not offered: `true` is refused (400, param `stream`). */
+                    stream?: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description The images, once every task finished. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The ids of the tasks made (comma-separated), as /api/v1/images/generations lists them. */
+                    "x-imagegen-task-ids"?: string;
+                    /** @description Present when a retry with the same Idempotency-Key waited for the tasks of the first request. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiImagesResponse"];
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (404) */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (405) */
+            405: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (409) */
+            409: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (413) */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (415) */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (422) */
+            422: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (504) */
+            504: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    openaiEditImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description OpenAI `images.edit` body (multipart/form-data). */
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /**
+                     * @description A model of this service; another name is 404 `model_not_found`.
+                     * @enum {string}
+                     */
+                    model: "alpha-pro" | "beta-v5-pro";
+                    /** @description Text prompt, within the model's prompt length. */
+                    prompt: string;
+                    /**
+                     * Format: int32
+                     * @description Images to make: each is one task, priced and charged as one; all admitted or none.
+                     * @default 1
+                     */
+                    n?: number;
+                    /**
+                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
+                     * @default auto
+                     */
+                    size?: string;
+                    /**
+                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+                    /**
+                     * @description Encoding of the images.
+                     * @default png
+                     * @enum {string}
+                     */
+                    output_format?: "png" | "jpeg" | "webp";
+                    /**
+                     * Format: int32
+                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
+                     */
+                    output_compression?: number;
+                    /**
+                     * @description `transparent` is refused: no backend makes an alpha channel.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    background?: "auto" | "opaque";
+                    /**
+                     * @description `url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.
+                     * @default b64_json
+                     * @enum {string}
+                     */
+                    response_format?: "b64_json" | "url";
+                    /**
+                     * @description Accepted; the backends' own moderation applies.
+                     * @enum {string}
+                     */
+                    moderation?: "auto" | "low";
+                    /** @description The end user you act for: kept on the task and passed to the providers as their safety identifier. */
+                    user?: string;
+                    /** @description Not offered: `true` is refused (400, param `stream`). */
+                    stream?: boolean;
+                    /** @description Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account. */
+                    image: unknown[];
+                    /** @description Not offered: a `mask` part is refused (400, param `mask`). */
+                    mask?: unknown;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description The images, once every task finished. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The ids of the tasks made (comma-separated), as /api/v1/images/generations lists them. */
+                    "x-imagegen-task-ids"?: string;
+                    /** @description Present when a retry with the same Idempotency-Key waited for the tasks of the first request. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiImagesResponse"];
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (404) */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (405) */
+            405: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (409) */
+            409: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (413) */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (415) */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (422) */
+            422: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (504) */
+            504: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    openaiListModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every model. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "list";
+                        data: {
+                            /**
+                             * @description The model name to send as `model`.
+                             * @enum {string}
+                             */
+                            id: "alpha-pro" | "beta-v5-pro";
+                            /** @enum {string} */
+                            object: "model";
+                            /**
+                             * Format: int64
+                             * @description Unix seconds (0: catalog models have no date).
+                             */
+                            created: number;
+                            /** @description Who serves the model. */
+                            owned_by: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    openaiGetModel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description One of alpha-pro, beta-v5-pro.
+                 * @example alpha-pro
+                 */
+                model: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The model name to send as `model`.
+                         * @enum {string}
+                         */
+                        id: "alpha-pro" | "beta-v5-pro";
+                        /** @enum {string} */
+                        object: "model";
+                        /**
+                         * Format: int64
+                         * @description Unix seconds (0: catalog models have no date).
+                         */
+                        created: number;
+                        /** @description Who serves the model. */
+                        owned_by: string;
+                    };
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (404) */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
         };

@@ -11,6 +11,7 @@ import { AccountService } from '../services/account-service.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
 import { IdempotencyService } from '../services/idempotency.js';
 import { MediaService } from '../services/media-service.js';
+import { OpenAiImagesService } from '../services/openai-images.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
 import { type DependencyCheck, dataDirDiskSpace, storageChecks } from '../services/readiness.js';
 import { TaskEvents } from '../services/task-events.js';
@@ -65,6 +66,7 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     rate_limits: async () => (sharedCounters === null || sharedCounters.status === 'ready' ? 'ok' : 'degraded'),
   };
   const circuits = backendCircuitStates(config, store.backendLimits);
+  const idempotency = new IdempotencyService({ store: store.idempotencyKeys, now });
   return {
     now,
     signer,
@@ -75,7 +77,13 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     readinessChecks,
     backendCircuits: () => circuits(now()),
     uploadTempDir: join(config.DATA_DIR, 'tmp'),
-    idempotency: new IdempotencyService({ store: store.idempotencyKeys, now }),
+    idempotency,
+    openAiImages: new OpenAiImagesService({
+      tasks,
+      media,
+      idempotency,
+      waitMs: config.OPENAI_COMPAT_WAIT_SECONDS * 1000,
+    }),
     streams: new TaskStreams({
       tasks,
       streamSlots: new ConnectionSlots({

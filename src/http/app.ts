@@ -10,7 +10,7 @@ import type { TaskEvents } from '../services/task-events.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
 import type { Store } from '../store/port.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
-import { apiV1 } from './api-v1.js';
+import { authenticatedApi } from './authenticated-api.js';
 import { buildAppServices } from './app-services.js';
 import { metricsAccess } from './metrics-access.js';
 import { registerHttpBasics } from './plugins/http-basics.js';
@@ -49,7 +49,8 @@ export interface AppDependencies {
 /**
  * Builds the whole HTTP app; never listens (the CLI does, tests use inject). The services are built
  * once (app-services.ts); then, in order: what every answer gets, metrics, the OpenAPI document,
- * the Playground, health, and the authenticated API under /api/v1 (api-v1.ts).
+ * the Playground, health, and the authenticated scope (authenticated-api.ts: the native API under
+ * /api/v1, the OpenAI Images face under /v1).
  */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
@@ -76,8 +77,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     backendCircuits: services.backendCircuits,
   });
   registerDependencyMetrics(metricsRegistry, services.readinessChecks);
-  await app.register(apiV1, {
-    prefix: '/api/v1',
+  await app.register(authenticatedApi, {
     config,
     services,
     store: deps.store,

@@ -64,13 +64,7 @@ export async function receiveSingleFile(request: FastifyRequest, options: Receiv
   // A body that stops arriving would hold its socket and spool file for as long as the client
   // keeps the connection open. Silence for idleTimeoutMs closes the socket; the parser then fails
   // and the catch below removes the spool file.
-  const socket = request.raw.socket as Socket | undefined;
-  const closeIdle = () => {
-    request.log.info({ idleTimeoutMs: options.idleTimeoutMs }, 'upload body stalled; connection closed');
-    socket?.destroy();
-  };
-  const watchesIdle = typeof socket?.setTimeout === 'function';
-  if (watchesIdle) socket!.setTimeout(options.idleTimeoutMs).on('timeout', closeIdle);
+  const stopWatchingIdle = closeWhenIdle(request, options.idleTimeoutMs);
   let received: ReceivedUpload | null = null;
   try {
     const parts = request.parts();
@@ -92,10 +86,7 @@ export async function receiveSingleFile(request: FastifyRequest, options: Receiv
     await rm(path, { force: true });
     throw error;
   } finally {
-    // Once the body is in, the silence is ours: the upload may wait its turn to be decoded for longer
-    // than HTTP_IDLE_TIMEOUT_MS, and the client, waiting for the answer, must not be cut off. Node
-    // sets the keep-alive timeout on the socket again after the response.
-    if (watchesIdle) socket!.off('timeout', closeIdle).setTimeout(0);
+    stopWatchingIdle();
   }
   if (!received)
     throw partError(
@@ -110,8 +101,28 @@ export async function receiveSingleFile(request: FastifyRequest, options: Receiv
   return received;
 }
 
+/**
+ * Closes the connection when the request body sends nothing for idleTimeoutMs; the returned stop
+ * is called once the body is in. From then on the silence is ours: the upload may wait its turn to
+ * be decoded (or the images to be made) for longer than HTTP_IDLE_TIMEOUT_MS, and the client,
+ * waiting for the answer, must not be cut off. Node sets the keep-alive timeout on the socket
+ * again after the response.
+ */
+export function closeWhenIdle(request: FastifyRequest, idleTimeoutMs: number): () => void {
+  const socket = request.raw.socket as Socket | undefined;
+  if (typeof socket?.setTimeout !== 'function') return () => {};
+  const closeIdle = () => {
+    request.log.info({ idleTimeoutMs }, 'upload body stalled; connection closed');
+    socket.destroy();
+  };
+  socket.setTimeout(idleTimeoutMs).on('timeout', closeIdle);
+  return () => {
+    socket.off('timeout', closeIdle).setTimeout(0);
+  };
+}
+
 /** The parser's own limit errors (FST_*) go to the error handler as they are; anything else it throws means a broken body. */
-async function nextPart(parts: AsyncIterableIterator<Multipart>): Promise<Multipart | null> {
+export async function nextPart(parts: AsyncIterableIterator<Multipart>): Promise<Multipart | null> {
   try {
     const next = await parts.next();
     return next.done ? null : next.value;
@@ -121,23 +132,25 @@ async function nextPart(parts: AsyncIterableIterator<Multipart>): Promise<Multip
   }
 }
 
-async function spool(
+/** Streams one file part to `path`, counting and hashing; `field` is the part's name in errors. */
+export async function spool(
   file: Readable & { truncated?: boolean },
   path: string,
   maxBytes: number,
+  field: string = UPLOAD_FIELD,
 ): Promise<{ sizeBytes: number; sha256: string }> {
   let sizeBytes = 0;
   const hash = createHash('sha256');
   const counter = new Transform({
     transform(chunk: Buffer, _encoding, callback) {
       sizeBytes += chunk.length;
-      if (sizeBytes > maxBytes) return callback(fileTooLarge(maxBytes));
+      if (sizeBytes > maxBytes) return callback(fileTooLarge(maxBytes, field));
       hash.update(chunk);
       callback(null, chunk);
     },
   });
   // The parser stops at the limit and says so; stop at once instead of draining the rest.
-  const onLimit = () => counter.destroy(fileTooLarge(maxBytes));
+  const onLimit = () => counter.destroy(fileTooLarge(maxBytes, field));
   file.once('limit', onLimit);
   // When the body ends inside the part, the parser destroys the part's stream, which may already
   // have been marked ended: pipeline() would then wait for an 'end' that never comes. A part that
@@ -145,7 +158,7 @@ async function spool(
   const cutShort = () =>
     new DomainError('invalid_request', 'The multipart/form-data body ended inside the file part.', [
       {
-        pointer: `/${UPLOAD_FIELD}`,
+        pointer: `/${field}`,
         location: 'body',
         code: 'malformed_multipart',
         detail: 'The body ended before the file part was complete.',
@@ -177,7 +190,7 @@ async function spool(
     file.off('close', onClose);
     file.off('error', onSourceError);
   }
-  if (file.truncated) throw fileTooLarge(maxBytes);
+  if (file.truncated) throw fileTooLarge(maxBytes, field);
   return { sizeBytes, sha256: hash.digest('hex') };
 }
 
@@ -201,16 +214,16 @@ function partError(code: string, pointer: string, detail: string): DomainError {
   return new DomainError('invalid_request', detail, [fieldError]);
 }
 
-function fileTooLarge(maxBytes: number): DomainError {
+function fileTooLarge(maxBytes: number, field: string): DomainError {
   const detail = `The file is larger than ${maxBytes} bytes.`;
   return new DomainError('payload_too_large', detail, [
-    { pointer: `/${UPLOAD_FIELD}`, location: 'body', code: 'too_large', detail },
+    { pointer: `/${field}`, location: 'body', code: 'too_large', detail },
   ]);
 }
 
 // Busboy's messages ("Unexpected end of form", "Multipart: Boundary not found") name the problem
 // and nothing of ours, so they are passed on.
-function malformedBody(cause: unknown): DomainError {
+export function malformedBody(cause: unknown): DomainError {
   const reason = cause instanceof Error && cause.message.length <= 200 ? ` (${cause.message})` : '';
   return new DomainError('invalid_request', `The multipart/form-data body could not be parsed${reason}.`, [
     {

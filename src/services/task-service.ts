@@ -28,6 +28,15 @@ export interface TaskServiceOptions {
   resolutionCheck?: ResolutionCheck;
 }
 
+/** What a face knows of a request beyond its native body. */
+export interface TaskOrigin {
+  /**
+   * The end user of the account's product the task is for (OpenAI's \`user\`), at most
+   * END_USER_ID_MAX_LENGTH characters: stored on the task and hashed into the providers' safety identifier.
+   */
+  endUserId?: string;
+}
+
 /** A create refused because the model's backend is known unavailable (503; the route sets Retry-After). */
 export class BackendUnavailableError extends DomainError {
   constructor(
@@ -67,7 +76,7 @@ export class TaskService {
    * before it is charged, so that an Idempotency-Key is completed with that answer in the charge's
    * transaction (see create).
    */
-  async prepare(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
+  async prepare(accountId: string, request: GenerationRequest, origin: TaskOrigin = {}): Promise<TaskRecord> {
     const now = this.options.now();
     // The URL is stored (and later sent to) as read: its normalised href.
     const webhookUrl =
@@ -76,6 +85,7 @@ export class TaskService {
       accountId,
       now,
       newId: () => newIdAt(now),
+      ...(origin.endUserId === undefined ? {} : { endUserId: origin.endUserId }),
     });
     this.assertResolutionServed(request.model, task);
     await this.assertBackendAvailable(request.model, now);
@@ -95,6 +105,22 @@ export class TaskService {
       completesKey,
     );
     this.options.events.taskCreated();
+  }
+
+  /**
+   * create for the tasks of one request (an OpenAI `n` > 1): all stored and charged in one
+   * transaction, or none.
+   */
+  async createMany(
+    tasks: readonly TaskRecord[],
+    completesKey?: HeldIdempotencyKey & { response: StoredResponse },
+  ): Promise<void> {
+    await this.options.store.tasks.insertTasksWithDebits(
+      tasks,
+      { maxActiveTasks: this.options.maxActiveTasks },
+      completesKey,
+    );
+    for (const _ of tasks) this.options.events.taskCreated();
   }
 
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {

@@ -110,6 +110,16 @@ export interface TaskStore {
     limits: TaskCreationLimits,
     completesKey?: IdempotencyCompletion,
   ): Promise<void>;
+  /**
+   * insertTaskWithDebit for several tasks of one request (an OpenAI `n` > 1) in ONE transaction:
+   * all are stored and debited, or none is (the first refusal is thrown and nothing changes). With
+   * `completesKey`, the key is completed in that transaction too.
+   */
+  insertTasksWithDebits(
+    tasks: readonly TaskRecord[],
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void>;
   getTask(accountId: string, taskId: string): Promise<TaskRecord | null>;
   listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>>;
   /**

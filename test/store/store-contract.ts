@@ -206,6 +206,36 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await assertLedgerInvariant(t, store, accountId);
     });
 
+    t.test('insertTasksWithDebits stores and debits every task of a group, or none of them', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 100);
+      const group = [newTask(accountId), newTask(accountId)];
+      await store.tasks.insertTasksWithDebits(group, LIMITS);
+      t.same(await store.accounts.ledgerTotals(accountId), { grant: 100, debit: 50, refund: 0 }, 'both debited');
+      for (const task of group) t.ok(await store.tasks.getTask(accountId, task.id), 'stored');
+
+      // 30 tokens: the first task of the group fits alone, the second does not; neither is kept.
+      const tooFew = await store.accounts.createAccount({
+        id: newIdAt(new Date()),
+        name: 'contract',
+        initialTokens: 30,
+        now: new Date(),
+      });
+      const overBudget = [newTask(tooFew.id), newTask(tooFew.id)];
+      await t.rejects(store.tasks.insertTasksWithDebits(overBudget, LIMITS), { code: 'insufficient_tokens' });
+      for (const task of overBudget) t.equal(await store.tasks.getTask(tooFew.id, task.id), null, 'no task kept');
+      t.equal((await store.accounts.getAccount(tooFew.id))!.balance, 30, 'the first debit was undone');
+      // Two active already, a cap of 3: the first of these fits, the second does not; neither is kept.
+      const refused = [newTask(accountId), newTask(accountId)];
+      await t.rejects(store.tasks.insertTasksWithDebits(refused, { maxActiveTasks: 3 }), {
+        code: 'too_many_active_tasks',
+      });
+      for (const task of refused) t.equal(await store.tasks.getTask(accountId, task.id), null, 'no task kept');
+      t.equal((await store.accounts.getAccount(accountId))!.balance, 50);
+      await assertLedgerInvariant(t, store, accountId);
+      await assertLedgerInvariant(t, store, tooFew.id);
+    });
+
     t.test('refundTask called 10 times concurrently refunds once', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 100);

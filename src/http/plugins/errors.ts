@@ -5,8 +5,9 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, Fasti
 import Router from 'find-my-way';
 import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
 import { dependencyFailureOf } from '../../services/dependency-failure.js';
+import { openAiErrorOf } from '../../presenters/openai-images.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
-import { fieldErrorOf } from '../validation.js';
+import { fieldErrorsOf } from '../validation.js';
 
 /**
  * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
@@ -81,10 +82,18 @@ export const frameworkErrorHandler: NonNullable<FastifyServerOptions['frameworkE
       ? 'A path segment is longer than any id this API issues.'
       : 'The path is not valid: it holds a percent-encoding that does not decode to UTF-8.';
   reply.header('x-request-id', request.id);
-  sendProblem(request, reply, 'invalid_request', detail, [
-    { pointer: '', location: 'path', code: 'invalid_format', detail },
-  ]);
+  const fieldErrors: FieldError[] = [{ pointer: '', location: 'path', code: 'invalid_format', detail }];
+  // The OpenAI face answers in OpenAI's error shape, even before a route of it is chosen.
+  if (request.url.startsWith(OPENAI_FACE_PREFIX)) {
+    const answer = openAiErrorOf('invalid_request', detail, fieldErrors);
+    (reply as FastifyReply).code(answer.status).type('application/json; charset=utf-8').send(answer.body);
+    return;
+  }
+  sendProblem(request, reply, 'invalid_request', detail, fieldErrors);
 };
+
+/** Where the OpenAI Images face is mounted (src/http/routes/openai-images.ts). */
+export const OPENAI_FACE_PREFIX = '/v1/';
 
 /**
  * Fastify's `clientErrorHandler`, for what Node's HTTP parser refuses before there is a request
@@ -134,7 +143,7 @@ export function sendProblem(
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
-interface Classified {
+export interface Classified {
   code: ErrorCode;
   detail: string;
   fieldErrors?: FieldError[];
@@ -208,11 +217,12 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
+/** What an error means as the service's stable code, detail and field errors (also read by the OpenAI face). */
+export function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
   if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
 
   if (error.validation) {
-    const fieldErrors = error.validation.map((e) => fieldErrorOf(e as never, error.validationContext));
+    const fieldErrors = fieldErrorsOf(error.validation as never, error.validationContext);
     const first = fieldErrors[0];
     return {
       code: 'invalid_request',

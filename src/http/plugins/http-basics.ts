@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { GENERATION_REQUEST_SCHEMAS } from '../../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../../schemas/webhooks.js';
+import { OPENAI_SCHEMAS } from '../../../schemas/openai.js';
 import { parseJsonBody } from '../json-body.js';
 import { registerErrorHandling } from './errors.js';
 
@@ -38,6 +39,9 @@ export async function registerHttpBasics(
       'ETag',
       'WWW-Authenticate',
       'x-request-id',
+      // The OpenAI face's: the tasks an answer made, and whether a retry can help.
+      'x-imagegen-task-ids',
+      'x-should-retry',
     ],
   });
 
@@ -47,7 +51,8 @@ export async function registerHttpBasics(
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, parseJsonBody);
 
-  for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS]) app.addSchema(schema);
+  for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS, ...OPENAI_SCHEMAS])
+    app.addSchema(schema);
   registerErrorHandling(app, { onStorageFull });
   // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
   // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.

@@ -140,6 +140,11 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
         { name: 'models', description: 'The model catalog' },
         { name: 'operations', description: 'Health and metrics' },
         { name: 'webhooks', description: 'Signed event delivery: secret, delivery log, replay' },
+        {
+          name: 'openai',
+          description:
+            'The OpenAI Images API face under /v1: the official SDKs and the AI SDK work with only a base URL and a key',
+        },
       ],
       webhooks: webhookOperations() as never,
     },

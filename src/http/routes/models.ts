@@ -1,3 +1,4 @@
+import { OUTPUT_FORMATS } from '../../../schemas/output-format.js';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { MODEL_CATALOG, MODEL_IDS, findModel, type ModelId } from '../../../schemas/catalog.js';
@@ -33,6 +34,7 @@ function toModelResource(model: ModelCatalogEntry, check: ResolutionCheck) {
     image_reference_count: model.imageReferenceCount,
     aspect_ratios: [...model.aspectRatios],
     resolutions: [...model.resolutions],
+    output_formats: [...OUTPUT_FORMATS],
     defaults: { aspect_ratio: model.defaults.aspectRatio, resolution: model.defaults.resolution },
     prices: { ...model.prices },
     pixel_sizes: model.pixelSizes,

@@ -57,6 +57,16 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     await this.db.transaction((tx) => admitTasksIn(tx, [task], limits, completesKey));
   }
 
+  async insertTasksWithDebits(
+    tasks: readonly TaskRecord[],
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
+    // One transaction and one admission (core admitTasks against one balance read): a refusal of
+    // any task admits none of them; the key is completed once every debit is in.
+    await this.db.transaction((tx) => admitTasksIn(tx, tasks, limits, completesKey));
+  }
+
   async getTask(accountId: string, taskId: string): Promise<TaskRecord | null> {
     const { rows } = await this.db.query<TaskRow>(
       `SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1 AND account_id = $2`,
@@ -237,7 +247,7 @@ async function admitTasksIn(
   for (const task of tasks)
     await tx.query(
       `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $18)`,
       taskValues(task),
     );
   if (completesKey && admission.completesKey) await completeIdempotencyKeyIn(tx, completesKey);

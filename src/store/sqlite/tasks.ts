@@ -72,6 +72,16 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     return this.db.groupCommit(() => this.admit([task], limits, completesKey), { durable: true });
   }
 
+  async insertTasksWithDebits(
+    tasks: readonly TaskRecord[],
+    limits: TaskCreationLimits,
+    completesKey?: IdempotencyCompletion,
+  ): Promise<void> {
+    // One savepoint and one admission (core admitTasks against one balance read): a refusal of any
+    // task admits none of them; the key is completed once every debit is in.
+    return this.db.groupCommit(() => this.admit(tasks, limits, completesKey), { durable: true });
+  }
+
   /**
    * Admits `tasks` (all of one account) in the caller's transaction: reads what core admitTasks
    * decides on (the write transaction holds them still until commit), then writes what it
@@ -92,10 +102,12 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     });
     chargeAdmissionIn(this.db, accountId, admission);
     const insert = this.db.statement(
-      `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
-         cost, webhook_url, generated, error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
-       VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
-         @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+      `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, output_format,
+         output_compression, width, height, cost, webhook_url, end_user_id, generated, error_code, error_message, attempt,
+         deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
+       VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @output_format,
+         @output_compression, @width, @height, @cost, @webhook_url, @end_user_id, @generated, @error_code, @error_message, @attempt,
+         @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
     );
     for (const task of tasks) insert.run(taskValues(task));
     if (completesKey && admission.completesKey) completeIdempotencyKeyIn(this.db, completesKey);

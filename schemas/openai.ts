@@ -1,0 +1,203 @@
+import { Type } from '@sinclair/typebox';
+import { MAX_PROMPT_LENGTH, MAX_IMAGE_REFERENCES, MODEL_IDS } from './catalog.js';
+import { DEFAULT_OUTPUT_COMPRESSION, OUTPUT_FORMATS } from './output-format.js';
+
+/**
+ * The OpenAI Images API face (/v1, decision 0025): its request and answer shapes as the OpenAPI
+ * document shows them. The body is read by src/core/openai-images.ts (unknown fields ignored, every
+ * wrong field reported in OpenAI's error shape), so these schemas document; they do not refuse.
+ */
+
+const OPENAI_MAX_IMAGES = 10;
+const SIZE_DESCRIPTION =
+  '`auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact ' +
+  "`WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.";
+
+const imageFields = {
+  model: Type.String({
+    maxLength: 64,
+    enum: MODEL_IDS,
+    description: 'A model of this service; another name is 404 `model_not_found`.',
+  }),
+  prompt: Type.String({ maxLength: MAX_PROMPT_LENGTH, description: "Text prompt, within the model's prompt length." }),
+  n: Type.Optional(
+    Type.Integer({
+      format: 'int32',
+      minimum: 1,
+      maximum: OPENAI_MAX_IMAGES,
+      default: 1,
+      description: 'Images to make: each is one task, priced and charged as one; all admitted or none.',
+    }),
+  ),
+  size: Type.Optional(Type.String({ maxLength: 16, default: 'auto', description: SIZE_DESCRIPTION })),
+  quality: Type.Optional(
+    Type.String({
+      enum: ['auto', 'low', 'medium', 'high', 'standard', 'hd'],
+      default: 'auto',
+      description:
+        'With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.',
+    }),
+  ),
+  output_format: Type.Optional(
+    Type.String({ enum: ['png', 'jpeg', 'webp'], default: 'png', description: 'Encoding of the images.' }),
+  ),
+  output_compression: Type.Optional(
+    Type.Integer({
+      format: 'int32',
+      minimum: 0,
+      maximum: 100,
+      description: `Quality of jpeg and webp output, 0-100 (default ${DEFAULT_OUTPUT_COMPRESSION}); ignored for png, as OpenAI does.`,
+    }),
+  ),
+  background: Type.Optional(
+    Type.String({
+      enum: ['auto', 'opaque'],
+      default: 'auto',
+      description: '`transparent` is refused: no backend makes an alpha channel.',
+    }),
+  ),
+  response_format: Type.Optional(
+    Type.String({
+      enum: ['b64_json', 'url'],
+      default: 'b64_json',
+      description: '`url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.',
+    }),
+  ),
+  moderation: Type.Optional(
+    Type.String({ enum: ['auto', 'low'], description: "Accepted; the backends' own moderation applies." }),
+  ),
+  user: Type.Optional(
+    Type.String({
+      maxLength: 256,
+      description: 'The end user you act for: kept on the task and passed to the providers as their safety identifier.',
+    }),
+  ),
+  stream: Type.Optional(Type.Boolean({ description: 'Not offered: `true` is refused (400, param `stream`).' })),
+};
+
+export const OpenAiImageGenerationBody = Type.Object(imageFields, {
+  additionalProperties: true,
+  description: 'OpenAI `images.generate` body; unknown fields are ignored, as OpenAI does.',
+});
+
+export const OpenAiImageEditBody = Type.Object(
+  {
+    ...imageFields,
+    image: Type.Array(Type.Unsafe<unknown>({ contentMediaType: 'application/octet-stream' }), {
+      maxItems: MAX_IMAGE_REFERENCES,
+      description:
+        "Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account.",
+    }),
+    mask: Type.Optional(
+      Type.Unsafe<unknown>({
+        contentMediaType: 'application/octet-stream',
+        description: 'Not offered: a `mask` part is refused (400, param `mask`).',
+      }),
+    ),
+  },
+  {
+    additionalProperties: true,
+    required: ['model', 'prompt', 'image'],
+    description: 'OpenAI `images.edit` body (multipart/form-data).',
+  },
+);
+
+const Base64Image = Type.String({
+  maxLength: 2_147_483_647,
+  contentEncoding: 'base64',
+  description: 'The image, base64.',
+});
+
+export const OpenAiImagesResponse = Type.Object(
+  {
+    created: Type.Integer({ format: 'int64', minimum: 0, description: 'Unix seconds of the answer.' }),
+    data: Type.Array(
+      Type.Object(
+        {
+          b64_json: Type.Optional(Base64Image),
+          url: Type.Optional(Type.String({ format: 'uri', maxLength: 2048, description: 'Signed download URL.' })),
+          url_expires_at: Type.Optional(
+            Type.String({ format: 'date-time', maxLength: 40, description: 'When `url` stops working.' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: OPENAI_MAX_IMAGES * 4, description: "The images, in the tasks' order." },
+    ),
+    size: Type.String({ maxLength: 16, description: 'The pixel size made, `WxH`.' }),
+    quality: Type.String({ maxLength: 16, description: 'The quality asked for (`auto` when not said).' }),
+    output_format: Type.String({ enum: [...OUTPUT_FORMATS], description: 'Encoding of the images.' }),
+    background: Type.String({ enum: ['opaque'], description: 'Every image is opaque.' }),
+    usage: Type.Object(
+      {
+        input_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Always 0.' }),
+        output_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Tokens of this service charged.' }),
+        total_tokens: Type.Integer({
+          format: 'int32',
+          minimum: 0,
+          description: 'Tokens of this service charged for the request.',
+        }),
+        input_tokens_details: Type.Object(
+          {
+            text_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Always 0.' }),
+            image_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Always 0.' }),
+          },
+          { additionalProperties: false },
+        ),
+      },
+      {
+        additionalProperties: false,
+        description: "This service's tokens charged (its billing unit), not model tokens.",
+      },
+    ),
+  },
+  { $id: 'OpenAiImagesResponse', additionalProperties: false, description: 'OpenAI `ImagesResponse`.' },
+);
+
+export const OpenAiErrorBody = Type.Object(
+  {
+    error: Type.Object(
+      {
+        message: Type.String({ maxLength: 20_000, description: 'What went wrong; every wrong field is named.' }),
+        type: Type.String({
+          maxLength: 64,
+          description: 'OpenAI error type, e.g. invalid_request_error, insufficient_quota, requests, server_error.',
+        }),
+        param: Type.Union([Type.String({ maxLength: 64 }), Type.Null()], {
+          description: 'The request field at fault.',
+        }),
+        code: Type.Union([Type.String({ maxLength: 64 }), Type.Null()], {
+          description:
+            'Stable code, e.g. invalid_api_key, model_not_found, moderation_blocked, rate_limit_exceeded, insufficient_quota.',
+        }),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { $id: 'OpenAiError', additionalProperties: false, description: "OpenAI's error shape." },
+);
+
+export const OpenAiModel = Type.Object(
+  {
+    id: Type.String({ enum: MODEL_IDS, description: 'The model name to send as `model`.' }),
+    object: Type.Literal('model'),
+    created: Type.Integer({
+      format: 'int64',
+      minimum: 0,
+      description: 'Unix seconds (0: catalog models have no date).',
+    }),
+    owned_by: Type.String({ maxLength: 64, description: 'Who serves the model.' }),
+  },
+  { additionalProperties: false, description: 'OpenAI `Model`.' },
+);
+
+export const OpenAiModelList = Type.Object(
+  {
+    object: Type.Literal('list'),
+    data: Type.Array(OpenAiModel, { maxItems: 1000 }),
+  },
+  { additionalProperties: false, description: 'OpenAI model list.' },
+);
+
+/** The shared components of the face (referenced by $id from its routes). */
+export const OPENAI_SCHEMAS = [OpenAiImagesResponse, OpenAiErrorBody];

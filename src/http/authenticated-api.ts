@@ -1,0 +1,62 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Store } from '../store/port.js';
+import { apiV1 } from './api-v1.js';
+import type { AppServices } from './app-services.js';
+import { registerBearerAuth } from './plugins/auth.js';
+import { registerIdempotency } from './plugins/idempotency.js';
+import { registerRateLimits } from './plugins/rate-limit.js';
+import { openAiImagesRoutes } from './routes/openai-images.js';
+
+export interface AuthenticatedApiOptions {
+  config: Config;
+  services: AppServices;
+  /** The key lookup of the auth plugin. */
+  store: Pick<Store, 'accounts'>;
+  /** Shared rate-limit counters; null: counted in this process's memory. */
+  rateLimitRedis: Redis | null;
+}
+
+/**
+ * Everything a key opens, in one unprefixed scope so that its faces share the same keys, rate-limit
+ * counters and idempotency keys: no caching, rate limits, Bearer auth and idempotency for every
+ * route, then the faces, each under its own prefix: the native API (/api/v1) and the OpenAI
+ * Images face (/v1).
+ */
+export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions> = async (
+  scope,
+  { config, services, store, rateLimitRedis },
+) => {
+  // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
+  scope.addHook('onRequest', (_request, reply, done) => {
+    reply.header('cache-control', 'no-store');
+    done();
+  });
+  // The failure limit guards authentication; the per-key limits (route-level onRequest hooks)
+  // run after it, since they need the caller; idempotency (a preHandler) runs only for
+  // requests that passed both.
+  const rateLimits = await registerRateLimits(scope, {
+    createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
+    requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
+    authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
+    redis: rateLimitRedis,
+    redisKeyPrefix: config.REDIS_KEY_PREFIX,
+  });
+  registerBearerAuth(scope, { store, now: services.now, failureLimiter: rateLimits.authFailures });
+  registerIdempotency(scope, { service: services.idempotency });
+
+  await scope.register(apiV1, { prefix: '/api/v1', config, services, rateLimits });
+  await scope.register(openAiImagesRoutes, {
+    prefix: '/v1',
+    images: services.openAiImages,
+    media: services.media,
+    signer: services.signer,
+    now: services.now,
+    createsRateLimit: rateLimits.creates,
+    uploadTempDir: services.uploadTempDir,
+    uploadMaxBytes: config.UPLOAD_MAX_BYTES,
+    uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
+    onStorageFull: () => services.diskSpace.noteFull(),
+  });
+};
