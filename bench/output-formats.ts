@@ -1,5 +1,5 @@
 /**
- * Bytes of a 4K result in each output format (issue 41: "a 4K WebP result is at most a fifth of the
+ * Bytes of a 4K result in each output format (decision 0024: "a 4K WebP result is at most a fifth of the
  * PNG's bytes"): the local renderer's 4K images of two prompts at two ratios, encoded as the worker
  * stores them (png, and jpeg and webp at the default output_compression), and the time each
  * encode takes. Prints one JSON object; bench/run.ts writes it into BENCHMARKS.md (--only output-formats).

@@ -198,7 +198,7 @@ export interface OutputFormatsReport {
   }[];
 }
 
-/** Issue 41's row: a 4K WebP result is at most a fifth of the PNG's bytes (decision 0024). */
+/** Decision 0024's row: a 4K WebP result is at most a fifth of the PNG's bytes (decision 0024). */
 export function outputFormatsSection(report: OutputFormatsReport): ReportSection {
   const share = (bytes: number, png: number) => `${((bytes / png) * 100).toFixed(1)} %`;
   const worst = Math.max(...report.results.map((r) => r.webp_bytes / r.png_bytes));
