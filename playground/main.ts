@@ -88,10 +88,17 @@ function formBody(): GenerationRequest {
     parameters: {
       aspect_ratio: $<HTMLSelectElement>('aspect-ratio').value,
       resolution: $<HTMLSelectElement>('resolution').value,
+      output_format: $<HTMLSelectElement>('output-format').value,
     },
     ...(references.length ? { image_reference: references.map((r) => r.media_id) } : {}),
   } as GenerationRequest;
 }
+
+const OUTPUT_FORMAT_LABELS: Record<string, string> = {
+  png: 'PNG (lossless)',
+  jpeg: 'JPEG (smaller)',
+  webp: 'WebP (smallest)',
+};
 
 function fillSelect(select: HTMLSelectElement, values: readonly string[], preferred: string, label = (v: string) => v) {
   const keep = values.includes(select.value) ? select.value : preferred;
@@ -110,6 +117,8 @@ function onModelChange(): void {
     model.defaults.resolution,
     (r) => `${r} · ${model.prices[r as '1K']} tokens`,
   );
+  // Same price and size in every format; jpeg and webp at the default output_compression.
+  fillSelect($('output-format'), model.output_formats, 'png', (f) => OUTPUT_FORMAT_LABELS[f] ?? f);
   const prompt = $<HTMLTextAreaElement>('prompt');
   prompt.maxLength = model.prompt_length.max;
   prompt.minLength = model.prompt_length.min;
@@ -384,7 +393,9 @@ function historyItem(task: Task): HTMLLIElement {
     );
   item.append(
     el('strong', { textContent: task.status }),
-    el('span', { textContent: ` ${task.model} · ${task.parameters.aspect_ratio} ${task.parameters.resolution}` }),
+    el('span', {
+      textContent: ` ${task.model} · ${task.parameters.aspect_ratio} ${task.parameters.resolution} ${task.parameters.output_format}`,
+    }),
     el('p', { textContent: task.prompt }),
   );
   return item;
@@ -467,6 +478,7 @@ function wire(): void {
   $('prompt').addEventListener('input', onPromptInput);
   $('aspect-ratio').addEventListener('change', schedulePrice);
   $('resolution').addEventListener('change', schedulePrice);
+  $('output-format').addEventListener('change', schedulePrice);
   $('generate-form').addEventListener('submit', (event) => void generate(event as SubmitEvent));
   $('cancel').addEventListener('click', () => void cancel());
   $('history-status').addEventListener('change', () => void refreshHistory(true));

@@ -28,6 +28,7 @@ export async function buildPlayground(outDir = join(ROOT, 'dist', 'playground'))
   });
   await copyFile(join(SOURCE, 'index.html'), join(outDir, 'index.html'));
   await copyFile(join(SOURCE, 'playground.css'), join(outDir, 'playground.css'));
+  await copyFile(join(SOURCE, 'favicon.svg'), join(outDir, 'favicon.svg'));
   return outDir;
 }
 

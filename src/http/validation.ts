@@ -97,13 +97,11 @@ const LOCATION_BY_CONTEXT: Record<string, FieldError['location']> = {
 /**
  * Ajv's errors as field errors, one per field (the first Ajv found: a prompt of one space is too
  * short and blank, and saying the first is enough), in the order of the schema, at most
- * MAX_FIELD_ERRORS. An `if` error only says that its `then` failed, which the error before it
- * names with its field, so it is left out (no schema of ours has one today).
+ * MAX_FIELD_ERRORS.
  */
 export function fieldErrorsOf(errors: readonly ErrorObject[], context: string | undefined): FieldError[] {
   const byPointer = new Map<string, FieldError>();
   for (const error of errors) {
-    if (error.keyword === 'if') continue;
     const fieldError = fieldErrorOf(error, context);
     if (!byPointer.has(fieldError.pointer)) byPointer.set(fieldError.pointer, fieldError);
     if (byPointer.size === MAX_FIELD_ERRORS) break;

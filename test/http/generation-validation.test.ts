@@ -541,7 +541,7 @@ t.test('output_compression with png says why it is refused', async (t) => {
   t.match(res.body.errors?.[0]?.detail, /only with output_format jpeg or webp/);
 });
 
-// ── every invalid field at once (issue 41 item 5) ───────────────────────────────────────────────
+// ── every invalid field at once (decision 0024) ────────────────────────────────────────────────────
 
 /** The field errors of a 400, as [pointer, code] pairs sorted by pointer. */
 function fieldErrors(res: { statusCode: number; body: any }): [string, string][] {

@@ -78,3 +78,16 @@ t.test('the CSP lets images come from the result URLs and, with presigned downlo
     'without presigned downloads the API streams the bytes itself',
   );
 });
+
+t.test('the page names its icon, which is served under the same CSP (no favicon 404 in the console)', async (t) => {
+  const { app } = await buildTestApp(t, {}, { playgroundDir: await builtPlayground() });
+  const page = await app.inject({ url: '/playground' });
+  const href = /<link rel="icon" href="([^"]+)" type="image\/svg\+xml">/.exec(page.body)?.[1];
+  t.equal(href, '/playground/favicon.svg');
+  const icon = await app.inject({ url: href! });
+  t.equal(icon.statusCode, 200);
+  t.match(icon.headers['content-type'], /^image\/svg\+xml/);
+  t.match(icon.body, /^<svg /);
+  // An icon is an image to the CSP: the page's img-src 'self' allows its own origin.
+  t.match(page.headers['content-security-policy'], /img-src 'self'/);
+});

@@ -14,6 +14,8 @@ const FILES = {
   'index.html': 'text/html; charset=utf-8',
   'playground.js': 'text/javascript; charset=utf-8',
   'playground.css': 'text/css; charset=utf-8',
+  // The page's icon (<link rel="icon">): without one the browser asks for /favicon.ico and logs its 404.
+  'favicon.svg': 'image/svg+xml',
 } as const;
 
 /** Where the built page is: dist/playground next to the compiled server, or under the checkout. */
@@ -97,4 +99,5 @@ export async function playgroundRoutes(app: FastifyInstance, options: { config: 
   app.get('/playground', { schema: { hide: true } }, send('index.html'));
   app.get('/playground/playground.js', { schema: { hide: true } }, send('playground.js'));
   app.get('/playground/playground.css', { schema: { hide: true } }, send('playground.css'));
+  app.get('/playground/favicon.svg', { schema: { hide: true } }, send('favicon.svg'));
 }

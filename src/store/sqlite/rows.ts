@@ -97,13 +97,10 @@ export const TASK_COLUMNS = [
   'image_reference',
   'aspect_ratio',
   'resolution',
-  'output_format',
-  'output_compression',
   'width',
   'height',
   'cost',
   'webhook_url',
-  'end_user_id',
   'generated',
   'error_code',
   'error_message',
@@ -112,6 +109,9 @@ export const TASK_COLUMNS = [
   'started_at',
   'completed_at',
   'deferred_attempts',
+  'output_format',
+  'output_compression',
+  'end_user_id',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
 export const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
