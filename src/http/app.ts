@@ -50,6 +50,10 @@ import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
 import { playgroundRoutes } from './routes/playground.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { mcpRoutes } from './routes/mcp.js';
+import { ImageTools } from '../mcp/tools.js';
+import { AccountBalance } from '../services/account-balance.js';
+import { ReferenceImport } from '../services/reference-import.js';
 import { parseJsonBody } from './json-body.js';
 import { buildSerializerCompilerFactory } from './serialization.js';
 import { buildValidatorCompilerFactory } from './validation.js';
@@ -79,6 +83,11 @@ export interface AppDependencies {
   /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
   playgroundDir?: string;
 }
+
+const API_V1 = '/api/v1';
+
+/** A JSON-RPC body of /mcp may carry an upload as base64 (4/3 of its size), plus the message around it. */
+const mcpBodyLimit = (uploadMaxBytes: number) => Math.ceil(uploadMaxBytes / 3) * 4 + 64 * 1024;
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -247,6 +256,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const idempotency = new IdempotencyService({ store: deps.store.idempotencyKeys, now });
 
   await app.register(
+    // Unprefixed so that /mcp shares authentication and the per-key budgets; the REST routes
+    // carry the /api/v1 prefix each.
     async (api) => {
       // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
       api.addHook('onRequest', (_request, reply, done) => {
@@ -265,11 +276,18 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       });
       registerBearerAuth(api, { store: deps.store, now, failureLimiter: rateLimits.authFailures });
       registerIdempotency(api, { service: idempotency });
-      await api.register(generationRoutes, { tasks, signer, now, createsRateLimit: rateLimits.creates });
+      await api.register(generationRoutes, {
+        prefix: API_V1,
+        tasks,
+        signer,
+        now,
+        createsRateLimit: rateLimits.creates,
+      });
       // The package's module.exports is the plugin wrapped by fastify-plugin (its hooks reach the
       // routes of this scope); its typings call the module object a namespace with a `default`.
       await api.register(sse as unknown as typeof sse.fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS });
       await api.register(taskEventRoutes, {
+        prefix: API_V1,
         tasks,
         signer,
         now,
@@ -280,6 +298,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         taskDeadlineMs: config.TASK_DEADLINE_MS,
       });
       await api.register(accountRoutes, {
+        prefix: API_V1,
         store: deps.store,
         limits: {
           createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
@@ -287,8 +306,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           maxActiveTasks: config.MAX_ACTIVE_TASKS,
         },
       });
-      await api.register(modelRoutes, { resolutionCheck });
+      await api.register(modelRoutes, { prefix: API_V1, resolutionCheck });
       await api.register(mediaRoutes, {
+        prefix: API_V1,
         media,
         signer,
         now,
@@ -302,6 +322,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
         signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
       });
       await api.register(webhookRoutes, {
+        prefix: API_V1,
         store: deps.store,
         now,
         onDeliveryQueued: deps.onWebhookQueued,
@@ -311,8 +332,27 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           windowMs: 3600_000,
         },
       });
+      // The MCP server shares the scope (authentication, the same per-key budgets) but not the
+      // prefix; MCP=false leaves it out (decision 0026).
+      if (config.MCP) {
+        const tools = new ImageTools({
+          tasks,
+          media,
+          references: new ReferenceImport({
+            media,
+            tempDir: uploadTempDir,
+            maxBytes: config.UPLOAD_MAX_BYTES,
+            urlPolicy: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
+          }),
+          balances: new AccountBalance(deps.store),
+          idempotency,
+          signer,
+          resolutionCheck,
+          now,
+        });
+        await api.register(mcpRoutes, { tools, bodyLimit: mcpBodyLimit(config.UPLOAD_MAX_BYTES) });
+      }
     },
-    { prefix: '/api/v1' },
   );
 
   return app;
