@@ -1,6 +1,7 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ALL_ASPECT_RATIOS, ALL_RESOLUTIONS, MAX_IMAGE_REFERENCES, MAX_PROMPT_LENGTH, MODEL_IDS } from './catalog.js';
 import { StringEnum } from './model-entry.js';
+import { OUTPUT_COMPRESSION_DESCRIPTION, OUTPUT_FORMATS } from './output-format.js';
 import { Cursor, Int32, Nullable, Timestamp, TokenAmount, UrlString, Uuid } from './primitives.js';
 
 /** Shared response schemas; each has an `$id`, which names its OpenAPI component. */
@@ -53,6 +54,21 @@ export const TaskError = Type.Object(
   { $id: 'TaskError', additionalProperties: false },
 );
 
+/** A task's parameters as it runs: what the request said, defaults applied. */
+export const EffectiveParameters = Type.Object(
+  {
+    aspect_ratio: StringEnum(ALL_ASPECT_RATIOS),
+    resolution: StringEnum(ALL_RESOLUTIONS),
+    output_format: StringEnum(OUTPUT_FORMATS, {
+      description: 'Encoding of the result; `png` for tasks created before output formats existed.',
+    }),
+    output_compression: Nullable(
+      Int32({ minimum: 0, maximum: 100, description: `${OUTPUT_COMPRESSION_DESCRIPTION} null with png.` }),
+    ),
+  },
+  { $id: 'EffectiveParameters', additionalProperties: false, description: 'Effective values, defaults applied.' },
+);
+
 export const Task = Type.Object(
   {
     task_id: Uuid('UUIDv7'),
@@ -67,10 +83,7 @@ export const Task = Type.Object(
       maxItems: MAX_IMAGE_REFERENCES,
       description: 'Empty for text-to-image.',
     }),
-    parameters: Type.Object(
-      { aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) },
-      { additionalProperties: false, description: 'Effective values, defaults applied.' },
-    ),
+    parameters: Type.Ref(EffectiveParameters),
     webhook_url: Nullable(Type.String({ maxLength: WEBHOOK_URL_MAX_LENGTH })),
     error: Nullable(Type.Ref(TaskError)),
     created_at: Timestamp,
@@ -97,7 +110,7 @@ export const Estimate = Type.Object(
     data: Type.Object({
       model: StringEnum(MODEL_IDS),
       cost: TokenAmount({ description: 'Tokens a create with this body would debit.' }),
-      parameters: Type.Object({ aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) }),
+      parameters: Type.Ref(EffectiveParameters),
       width: Int32({ minimum: 1 }),
       height: Int32({ minimum: 1 }),
     }),
@@ -144,6 +157,10 @@ export const ModelResource = Type.Object(
     image_reference_count: Bounds('References allowed for image-to-image.'),
     aspect_ratios: Type.Array(StringEnum(ALL_ASPECT_RATIOS), { maxItems: ALL_ASPECT_RATIOS.length }),
     resolutions: Type.Array(StringEnum(ALL_RESOLUTIONS), { maxItems: ALL_RESOLUTIONS.length }),
+    output_formats: Type.Array(StringEnum(OUTPUT_FORMATS), {
+      maxItems: OUTPUT_FORMATS.length,
+      description: 'Encodings of the result this model offers (`parameters.output_format`); all at the same price.',
+    }),
     defaults: Type.Object({ aspect_ratio: StringEnum(ALL_ASPECT_RATIOS), resolution: StringEnum(ALL_RESOLUTIONS) }),
     prices: KeyedBy(ALL_RESOLUTIONS, TokenAmount(), 'Tokens per offered resolution.'),
     pixel_sizes: KeyedBy(ALL_ASPECT_RATIOS, KeyedBy(ALL_RESOLUTIONS, Pixels), 'pixel_sizes[aspect_ratio][resolution]'),
@@ -316,6 +333,7 @@ export const SHARED_SCHEMAS: TSchema[] = [
   TaskStatus,
   GeneratedItem,
   TaskError,
+  EffectiveParameters,
   Task,
   TaskEnvelope,
   TaskPage,

@@ -94,11 +94,12 @@ function sampleTask(accountId: string, index: number): TaskRecord {
     model: index % 2 ? 'alpha-pro' : 'beta-v5-pro',
     prompt: `seeded task ${index}: a lighthouse at dawn, seen from the sea, in watercolour`,
     imageReference: [],
-    parameters: { aspect_ratio: ratio, resolution: '1K' },
+    parameters: { aspect_ratio: ratio, resolution: '1K', output_format: 'png', output_compression: null },
     width,
     height,
     cost: 25,
     webhookUrl: null,
+    endUserId: null,
     generated: [
       {
         media_id: newIdAt(new Date(createdAt.getTime() + 1)),

@@ -464,6 +464,17 @@ export interface components {
                  * @enum {string}
                  */
                 resolution?: "1K" | "2K" | "4K";
+                /**
+                 * @description Encoding of the result, at the same pixel size and price: png (lossless), jpeg or webp.
+                 * @default png
+                 * @enum {string}
+                 */
+                output_format?: "png" | "jpeg" | "webp";
+                /**
+                 * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless.
+                 * @default 80
+                 */
+                output_compression?: number;
             };
             /** @description Absolute https URL that receives a signed event when the task reaches a terminal state. */
             webhook_url?: string;
@@ -495,6 +506,17 @@ export interface components {
                  * @enum {string}
                  */
                 resolution?: "1K" | "2K";
+                /**
+                 * @description Encoding of the result, at the same pixel size and price: png (lossless), jpeg or webp.
+                 * @default png
+                 * @enum {string}
+                 */
+                output_format?: "png" | "jpeg" | "webp";
+                /**
+                 * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless.
+                 * @default 80
+                 */
+                output_compression?: number;
             };
             /** @description Absolute https URL that receives a signed event when the task reaches a terminal state. */
             webhook_url?: string;
@@ -546,6 +568,23 @@ export interface components {
             code: string;
             message: string;
         };
+        /** @description Effective values, defaults applied. */
+        EffectiveParameters: {
+            /** @enum {string} */
+            aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
+            /** @enum {string} */
+            resolution: "1K" | "2K" | "4K";
+            /**
+             * @description Encoding of the result; `png` for tasks created before output formats existed.
+             * @enum {string}
+             */
+            output_format: "png" | "jpeg" | "webp";
+            /**
+             * Format: int32
+             * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless. null with png.
+             */
+            output_compression: number | null;
+        };
         Task: {
             /**
              * Format: uuid
@@ -564,13 +603,7 @@ export interface components {
             prompt: string;
             /** @description Empty for text-to-image. */
             image_reference: string[];
-            /** @description Effective values, defaults applied. */
-            parameters: {
-                /** @enum {string} */
-                aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
-                /** @enum {string} */
-                resolution: "1K" | "2K" | "4K";
-            };
+            parameters: components["schemas"]["EffectiveParameters"];
             webhook_url: string | null;
             error: null | components["schemas"]["TaskError"];
             /** Format: date-time */
@@ -604,12 +637,7 @@ export interface components {
                  * @description Tokens a create with this body would debit.
                  */
                 cost: number;
-                parameters: {
-                    /** @enum {string} */
-                    aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";
-                    /** @enum {string} */
-                    resolution: "1K" | "2K" | "4K";
-                };
+                parameters: components["schemas"]["EffectiveParameters"];
                 /** Format: int32 */
                 width: number;
                 /** Format: int32 */
@@ -655,6 +683,8 @@ export interface components {
             };
             aspect_ratios: ("1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9")[];
             resolutions: ("1K" | "2K" | "4K")[];
+            /** @description Encodings of the result this model offers (`parameters.output_format`); all at the same price. */
+            output_formats: ("png" | "jpeg" | "webp")[];
             defaults: {
                 /** @enum {string} */
                 aspect_ratio: "1:1" | "2:3" | "3:2" | "3:4" | "4:3" | "4:5" | "5:4" | "9:16" | "16:9" | "21:9";

@@ -1,14 +1,20 @@
 import { findModel } from '../../schemas/catalog.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
+import { DEFAULT_OUTPUT_COMPRESSION, DEFAULT_OUTPUT_FORMAT, type OutputFormat } from '../../schemas/output-format.js';
 
 export interface RequestedParameters {
   aspect_ratio?: string;
   resolution?: string;
+  output_format?: OutputFormat;
+  output_compression?: number;
 }
 
 export interface EffectiveParameters {
   aspect_ratio: string;
   resolution: string;
+  output_format: OutputFormat;
+  /** The encoder's quality for jpeg and webp; null for png, which is lossless. */
+  output_compression: number | null;
 }
 
 export interface PricedRequest {
@@ -30,9 +36,12 @@ export function applyDefaults(
   model: ModelCatalogEntry,
   parameters: RequestedParameters | undefined,
 ): EffectiveParameters {
+  const outputFormat = parameters?.output_format ?? DEFAULT_OUTPUT_FORMAT;
   return {
     aspect_ratio: parameters?.aspect_ratio ?? model.defaults.aspectRatio,
     resolution: parameters?.resolution ?? model.defaults.resolution,
+    output_format: outputFormat,
+    output_compression: outputFormat === 'png' ? null : (parameters?.output_compression ?? DEFAULT_OUTPUT_COMPRESSION),
   };
 }
 
@@ -45,7 +54,7 @@ export function priceOf(model: ModelCatalogEntry, resolution: string): number {
 
 export function pixelSizeOf(
   model: ModelCatalogEntry,
-  parameters: EffectiveParameters,
+  parameters: Pick<EffectiveParameters, 'aspect_ratio' | 'resolution'>,
 ): { width: number; height: number } {
   const size = model.pixelSizes[parameters.aspect_ratio]?.[parameters.resolution];
   if (!size) throw new Error(`${model.id} does not offer ${parameters.aspect_ratio} at ${parameters.resolution}`);

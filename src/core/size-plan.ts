@@ -2,7 +2,7 @@ import { PIXEL_SIZES, type AspectRatio } from '../../schemas/pixel-sizes.js';
 
 /**
  * What to ask a model provider for, so that it accepts the call (decision 0011). Pure: the adapters
- * send the planned request, then `toExactSizePng` scales and centre-crops the reply to the
+ * send the planned request, then `toExactSizeResult` scales and centre-crops the reply to the
  * catalog's exact size, and the task records `resized_from` when it had to.
  */
 
@@ -228,7 +228,7 @@ export function nativeSize(
 
 /**
  * The linear factor by which an image of `from` is enlarged to cover `to` (scale to cover, then
- * centre-crop, as toExactSizePng does); at most 1 means no enlargement.
+ * centre-crop, as toExactSizeResult does); at most 1 means no enlargement.
  */
 export function upscaleFactor(from: Size, to: Size): number {
   return Math.max(to.width / from.width, to.height / from.height);

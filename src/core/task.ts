@@ -55,6 +55,12 @@ export interface TaskRecord {
   height: number;
   cost: number;
   webhookUrl: string | null;
+  /**
+   * The end user of the account's own product the task was made for (the OpenAI face's `user`),
+   * at most END_USER_ID_MAX_LENGTH characters; null when not said. Kept for the providers' safety
+   * identifier, not shown by the native API.
+   */
+  endUserId: string | null;
   generated: GeneratedMediaRef[];
   error: { code: string; message: string } | null;
   /** Claims made so far; the fencing token of the current one. */
@@ -73,7 +79,12 @@ export interface TaskCreationContext {
   accountId: string;
   now: Date;
   newId: () => string;
+  /** See TaskRecord.endUserId; validated by the caller (the face that reads it). */
+  endUserId?: string;
 }
+
+/** The longest end-user id a task keeps (OpenAI's `user` has no documented bound; 256 is generous). */
+export const END_USER_ID_MAX_LENGTH = 256;
 
 /**
  * The media ids a request references, in their canonical lowercase spelling: UUIDs are
@@ -85,6 +96,10 @@ export function imageReferencesOf(request: GenerationRequest): string[] {
 
 /** Turns a schema-valid request into the task to store: defaults applied, priced, sized. */
 export function createTask(request: GenerationRequest, context: TaskCreationContext): TaskRecord {
+  // The face that reads an end-user id refuses a longer one with its own error; this is the bound the stores rely on.
+  if (context.endUserId !== undefined && [...context.endUserId].length > END_USER_ID_MAX_LENGTH) {
+    throw new RangeError(`An end-user id is at most ${END_USER_ID_MAX_LENGTH} characters.`);
+  }
   const priced = priceRequest(request.model, request.parameters);
   return {
     id: context.newId(),
@@ -98,6 +113,7 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
     height: priced.height,
     cost: priced.cost,
     webhookUrl: request.webhook_url ?? null,
+    endUserId: context.endUserId ?? null,
     generated: [],
     error: null,
     attempt: 0,

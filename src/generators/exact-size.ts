@@ -1,25 +1,28 @@
 import sharp, { type Metadata } from 'sharp';
 import { upscaleFactor } from '../core/size-plan.js';
 import { upstreamFailure } from '../core/upstream-failure.js';
-import { GenerationError, RESULT_PNG_OPTIONS, type GeneratedImage } from './port.js';
+import { GenerationError, type GeneratedImage, type GenerationInput } from './port.js';
+import { encodeResult, resultFormatOf } from './result-encoding.js';
 
 // A model's reply is not trusted to be small: the 4K catalog sizes are 27 Mpx, so 64 Mpx leaves
 // room for a model that overshoots without letting a hostile header declare billions of pixels.
 const UPSTREAM_MAX_INPUT_PIXELS = 8192 * 8192;
 
 /**
- * Keeps the exact-size promise (docs/design.md §3.2) for an image a model returned: at the catalog size
- * and in PNG it is kept byte for byte; in another format it is re-encoded to PNG; at another size
- * it is scaled to cover the catalog size and centre-cropped to it, and the result says from what.
+ * Keeps the exact-size and format promises (docs/design.md §3.2, §3.4) for an image a model returned: at
+ * the catalog size and in PNG, when PNG is asked for, it is kept byte for byte; otherwise it is
+ * encoded in the task's output format (a provider's JPEG is re-encoded at the task's quality); at
+ * another size it is scaled to cover the catalog size and centre-cropped to it, and the result
+ * says from what.
  * An image that would have to be enlarged by more than `maxUpscale` (MAX_UPSCALE) is refused:
  * `upscale_exceeded`, final.
  */
-export async function toExactSizePng(
+export async function toExactSizeResult(
   bytes: Buffer,
-  width: number,
-  height: number,
+  input: Pick<GenerationInput, 'width' | 'height' | 'outputFormat' | 'outputCompression'>,
   maxUpscale = Number.POSITIVE_INFINITY,
 ): Promise<GeneratedImage> {
+  const { width, height } = input;
   let metadata: Metadata;
   try {
     metadata = await sharp(bytes, { limitInputPixels: UPSTREAM_MAX_INPUT_PIXELS }).metadata();
@@ -36,13 +39,15 @@ export async function toExactSizePng(
       });
     }
   }
-  if (sameSize && metadata.format === 'png') return { bytes, contentType: 'image/png', width, height };
+  if (sameSize && metadata.format === 'png' && resultFormatOf(input).format === 'png') {
+    return { bytes, contentType: 'image/png', width, height };
+  }
   try {
     const pipeline = sharp(bytes, { limitInputPixels: UPSTREAM_MAX_INPUT_PIXELS });
     if (!sameSize) pipeline.resize(width, height, { fit: 'cover', position: 'centre' });
-    const png = await pipeline.png(RESULT_PNG_OPTIONS).toBuffer();
+    const encoded = await encodeResult(pipeline, input);
     const resizedFrom = sameSize ? undefined : { width: metadata.width ?? 0, height: metadata.height ?? 0 };
-    return { bytes: png, contentType: 'image/png', width, height, ...(resizedFrom ? { resizedFrom } : {}) };
+    return { ...encoded, width, height, ...(resizedFrom ? { resizedFrom } : {}) };
   } catch {
     throw invalidImage();
   }

@@ -8,7 +8,7 @@ import {
   retryAfterMs,
   type GoogleRpcStatus,
 } from './provider-errors.js';
-import { toExactSizePng } from './exact-size.js';
+import { toExactSizeResult } from './exact-size.js';
 import {
   GEMINI_INLINE_BUDGET_BYTES,
   GEMINI_REFERENCE_LIMITS,
@@ -141,12 +141,7 @@ export class GeminiGenerator implements ImageGenerator {
     );
     const image = firstImage(response);
     signal.throwIfAborted();
-    const result = await toExactSizePng(
-      Buffer.from(image, 'base64'),
-      input.width,
-      input.height,
-      this.options.maxUpscale,
-    );
+    const result = await toExactSizeResult(Buffer.from(image, 'base64'), input, this.options.maxUpscale);
     const usage = response.usageMetadata;
     if (!usage) return [result];
     // Output tokens: the candidates' and the model's thoughts (both billed as output).

@@ -1,12 +1,7 @@
 import { createHash } from 'node:crypto';
 import sharp, { type OverlayOptions } from 'sharp';
-import {
-  GenerationError,
-  RESULT_PNG_OPTIONS,
-  type GeneratedImage,
-  type GenerationInput,
-  type ImageGenerator,
-} from './port.js';
+import { encodeResult } from './result-encoding.js';
+import { GenerationError, type GeneratedImage, type GenerationInput, type ImageGenerator } from './port.js';
 
 const CAPTION_MAX_CODE_POINTS = 80;
 // Uploads are capped by size, not by dimensions; a small, highly compressible file can still
@@ -23,8 +18,8 @@ export interface Rect {
 /**
  * A local preview renderer, not a generative model: it draws a deterministic picture (gradient,
  * shapes, the prompt as a caption, and every reference image as a tile) so the whole service can
- * run and be tested without a model provider. The same input gives byte-identical PNG output on
- * the same machine (text rendering depends on the installed fonts).
+ * run and be tested without a model provider. The same input gives byte-identical output on the
+ * same machine (text rendering depends on the installed fonts), in the task's output format.
  */
 export class LocalRenderer implements ImageGenerator {
   readonly name = 'local-renderer';
@@ -39,11 +34,11 @@ export class LocalRenderer implements ImageGenerator {
     );
     signal.throwIfAborted();
     const scene = Buffer.from(sceneSvg(input, tileRects));
-    const bytes = await abortable(
-      sharp(scene).composite(tiles).removeAlpha().png(RESULT_PNG_OPTIONS).toBuffer(),
+    const { bytes, contentType } = await abortable(
+      encodeResult(sharp(scene).composite(tiles).removeAlpha(), input),
       signal,
     );
-    return [{ bytes, contentType: 'image/png', width, height }];
+    return [{ bytes, contentType, width, height }];
   }
 }
 

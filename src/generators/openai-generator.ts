@@ -9,7 +9,7 @@ import {
 } from '../core/size-plan.js';
 import { upstreamFailure, upstreamFailureOfStatus } from '../core/upstream-failure.js';
 import { rateLimitResetMs, retryAfterMs } from './provider-errors.js';
-import { toExactSizePng } from './exact-size.js';
+import { toExactSizeResult } from './exact-size.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
 import { downloadResult } from './image-download.js';
 import {
@@ -155,7 +155,7 @@ export class OpenAiImagesGenerator implements ImageGenerator {
           signal,
         );
     signal.throwIfAborted();
-    const image = await toExactSizePng(bytes, input.width, input.height, this.options.maxUpscale);
+    const image = await toExactSizeResult(bytes, input, this.options.maxUpscale);
     const usage = response.usage;
     return [
       usage ? { ...image, usage: { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens } } : image,

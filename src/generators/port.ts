@@ -1,3 +1,4 @@
+import type { OutputFormat } from '../../schemas/output-format.js';
 /**
  * How every result is encoded. Encoding dominates the time of a 4K image (rendered or resized):
  * fast zlib, no per-row filter search, no quantisation.
@@ -14,7 +15,11 @@ export interface GenerationInput {
   height: number;
   /** Encoded bytes (PNG/JPEG/WebP) of the image_reference media, in order; empty for text-to-image. */
   references: Buffer[];
-  /** A stable keyed hash of the account, for the provider's abuse monitoring (never the account id). */
+  /** Encoding of the result (the task's output_format); absent = png. */
+  outputFormat?: OutputFormat;
+  /** Quality 0-100 of a jpeg or webp result (the task's output_compression); absent = the default. */
+  outputCompression?: number | null;
+  /** A stable keyed hash of the account (and its end user, when the task names one), for the provider's abuse monitoring (never the ids). */
   safetyIdentifier?: string;
 }
 
@@ -24,9 +29,12 @@ export interface UpstreamUsage {
   outputTokens: number;
 }
 
+/** What a result can be stored as: the content types of the output formats. */
+export type ResultContentType = 'image/png' | 'image/jpeg' | 'image/webp';
+
 export interface GeneratedImage {
   bytes: Buffer;
-  contentType: 'image/png';
+  contentType: ResultContentType;
   width: number;
   height: number;
   /** The pixel size the model returned, when it differed and the image was resized and cropped to ours. */

@@ -3,6 +3,7 @@ import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
 import { DomainError, type FieldError } from '../core/errors.js';
 import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
+import { OUTPUT_COMPRESSION_NOT_APPLICABLE } from '../../schemas/output-format.js';
 import { escapePointer } from './problem.js';
 
 /**
@@ -51,7 +52,7 @@ export function bodyAjv(externalSchemas: readonly object[]): Ajv {
 
 /** The 400 of a value that failed its schema: every field error, and the first one as the detail. */
 export function invalidRequestOf(errors: readonly ErrorObject[], context: string | undefined): DomainError {
-  const fieldErrors = errors.map((e) => fieldErrorOf(e, context));
+  const fieldErrors = fieldErrorsOf(errors, context);
   const first = fieldErrors[0];
   return new DomainError(
     'invalid_request',
@@ -110,6 +111,14 @@ const LOCATION_BY_CONTEXT: Record<string, FieldError['location']> = {
   headers: 'header',
 };
 
+/**
+ * Ajv's errors as field errors: an `if` error only says that its `then` failed, which the error
+ * before it names with its field, so it is left out.
+ */
+export function fieldErrorsOf(errors: readonly ErrorObject[], context: string | undefined): FieldError[] {
+  return errors.filter((error) => error.keyword !== 'if').map((error) => fieldErrorOf(error, context));
+}
+
 /** One Ajv error as a field error: a JSON Pointer to the offending field and a stable code. */
 export function fieldErrorOf(error: ErrorObject, context: string | undefined): FieldError {
   const location = LOCATION_BY_CONTEXT[context ?? 'body'] ?? 'body';
@@ -164,6 +173,10 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
       code = 'out_of_range';
       detail = `Must be ${COMPARISON_WORDS[String(params.comparison)] ?? String(params.comparison)} ${params.limit}.`;
       break;
+    case 'not':
+      code = 'not_allowed';
+      detail = NOT_DETAILS[pointer.slice(pointer.lastIndexOf('/') + 1)] ?? 'This field is not allowed here.';
+      break;
     case 'finite':
       code = 'out_of_range';
       detail = 'Must be a finite number within the documented range.';
@@ -186,6 +199,14 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
   }
   return { pointer, location, code, detail };
 }
+
+/**
+ * Why a field the contract refuses with `not` is refused, by the field's name: the rule lives in
+ * a conditional schema whose own words Ajv does not report.
+ */
+const NOT_DETAILS: Record<string, string> = {
+  output_compression: OUTPUT_COMPRESSION_NOT_APPLICABLE,
+};
 
 /** What a pattern of the contract asks for, where its text alone does not say it. */
 const PATTERN_DETAILS: Record<string, string> = {

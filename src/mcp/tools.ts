@@ -1,7 +1,7 @@
 import type { ValidateFunction } from 'ajv';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { GENERATION_REQUEST_SCHEMAS, GenerationRequest, MODEL_CATALOG } from '../../schemas/catalog.js';
-import { SHARED_SCHEMAS, type TaskResource } from '../../schemas/resources.js';
+import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { DomainError } from '../core/errors.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
 import { isTerminal, type TaskRecord } from '../core/task.js';
@@ -9,7 +9,7 @@ import { taskStepOf } from '../core/task-stream.js';
 import { bodyAjv, invalidRequestOf } from '../http/validation.js';
 import { previewOf } from '../images/preview.js';
 import { toModelResource } from '../presenters/models.js';
-import { toMediaResource, toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
+import { toEstimateResource, toMediaResource, toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
 import type { AccountBalance } from '../services/account-balance.js';
 import { jsonRequestFingerprint, type IdempotencyService } from '../services/idempotency.js';
 import type { MediaService } from '../services/media-service.js';
@@ -113,14 +113,7 @@ export class ImageTools {
 
   private async estimatePrice(args: ToolArguments, call: ToolCall): Promise<CallToolResult> {
     const request = this.generationRequest(args);
-    const priced = await this.deps.tasks.estimate(call.accountId, request);
-    const estimate = {
-      model: priced.model.id as TaskResource['model'],
-      cost: priced.cost,
-      parameters: priced.parameters as TaskResource['parameters'],
-      width: priced.width,
-      height: priced.height,
-    };
+    const estimate = toEstimateResource(await this.deps.tasks.estimate(call.accountId, request));
     return this.result(
       estimate,
       `${estimate.model} at ${estimate.parameters.resolution} ${estimate.parameters.aspect_ratio} (${estimate.width}x${estimate.height}) costs ${estimate.cost} tokens. Nothing was charged.`,

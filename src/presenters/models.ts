@@ -1,4 +1,5 @@
 import type { ModelId } from '../../schemas/catalog.js';
+import { OUTPUT_FORMATS } from '../../schemas/output-format.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
 
@@ -29,6 +30,7 @@ export function toModelResource(model: ModelCatalogEntry, check: ResolutionCheck
     image_reference_count: model.imageReferenceCount,
     aspect_ratios: [...model.aspectRatios],
     resolutions: [...model.resolutions],
+    output_formats: [...OUTPUT_FORMATS],
     defaults: { aspect_ratio: model.defaults.aspectRatio, resolution: model.defaults.resolution },
     prices: { ...model.prices },
     pixel_sizes: model.pixelSizes,

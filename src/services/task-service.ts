@@ -27,6 +27,15 @@ export interface TaskServiceOptions {
   resolutionCheck?: ResolutionCheck;
 }
 
+/** What a face knows of a request beyond its native body. */
+export interface TaskOrigin {
+  /**
+   * The end user of the account's product the task is for (OpenAI's \`user\`), at most
+   * END_USER_ID_MAX_LENGTH characters: stored on the task and hashed into the providers' safety identifier.
+   */
+  endUserId?: string;
+}
+
 /** A create refused because the model's backend is known unavailable (503; the route sets Retry-After). */
 export class BackendUnavailableError extends DomainError {
   constructor(
@@ -64,7 +73,7 @@ export class TaskService {
    * before it is charged, so that an Idempotency-Key is completed with that answer in the charge's
    * transaction (see create).
    */
-  async prepare(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
+  async prepare(accountId: string, request: GenerationRequest, origin: TaskOrigin = {}): Promise<TaskRecord> {
     const now = this.options.now();
     // The URL is stored (and later sent to) as read: its normalised href.
     const webhookUrl =
@@ -73,6 +82,7 @@ export class TaskService {
       accountId,
       now,
       newId: () => newIdAt(now),
+      ...(origin.endUserId === undefined ? {} : { endUserId: origin.endUserId }),
     });
     this.assertResolutionServed(request.model, task);
     await this.assertBackendAvailable(request.model, now);

@@ -410,11 +410,13 @@ export class TaskWorker {
         prompt: task.prompt,
         aspectRatio: task.parameters.aspect_ratio,
         resolution: task.parameters.resolution,
+        outputFormat: task.parameters.output_format,
+        outputCompression: task.parameters.output_compression,
         width: task.width,
         height: task.height,
         references,
         safetyIdentifier: this.options.safetyIdentifierKey
-          ? safetyIdentifier(this.options.safetyIdentifierKey, task.accountId)
+          ? safetyIdentifier(this.options.safetyIdentifierKey, task.accountId, task.endUserId)
           : undefined,
       },
       signal,
@@ -596,9 +598,14 @@ function describeImages(images: readonly GeneratedImage[], now: Date, retentionM
 /**
  * The account as the provider sees it: HMAC-SHA256 of its id under the deployment's key, so one
  * abusive account can be told apart without giving the provider our ids (stable across calls).
+ * With an end user (the OpenAI face's `user`), the hash is of the account and that user, so the
+ * provider can tell one abusive user of an account's product from its other users; an account's
+ * tasks without one keep the account's own identifier. The JSON array keeps the two apart
+ * whatever characters the end-user id holds.
  */
-export function safetyIdentifier(key: string, accountId: string): string {
-  return createHmac('sha256', key).update(`safety-identifier:${accountId}`).digest('hex').slice(0, 32);
+export function safetyIdentifier(key: string, accountId: string, endUserId: string | null = null): string {
+  const subject = endUserId === null ? accountId : JSON.stringify([accountId, endUserId]);
+  return createHmac('sha256', key).update(`safety-identifier:${subject}`).digest('hex').slice(0, 32);
 }
 
 /** Failures that say the backend cannot serve anyone for now (decision 0011). */

@@ -2,6 +2,7 @@ import t from 'tap';
 import { alphaPro } from '../../schemas/models/alpha-pro.js';
 import { betaV5Pro } from '../../schemas/models/beta-v5-pro.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
+import { DEFAULT_OUTPUT_COMPRESSION } from '../../schemas/output-format.js';
 import { applyDefaults, pixelSizeOf, priceOf, priceRequest } from '../../src/core/pricing.js';
 
 // docs/design.md §3.1, written out here on purpose: the catalog is checked against the seed, not against itself.
@@ -52,24 +53,56 @@ t.test('the catalog entries carry the seed limits', async (t) => {
 });
 
 t.test('applyDefaults fills 1:1 and 1K when parameters are absent', async (t) => {
-  t.strictSame(applyDefaults(alphaPro, undefined), { aspect_ratio: '1:1', resolution: '1K' });
-  t.strictSame(applyDefaults(betaV5Pro, undefined), { aspect_ratio: '1:1', resolution: '1K' });
+  t.strictSame(applyDefaults(alphaPro, undefined), {
+    aspect_ratio: '1:1',
+    resolution: '1K',
+    output_format: 'png',
+    output_compression: null,
+  });
+  t.strictSame(applyDefaults(betaV5Pro, undefined), {
+    aspect_ratio: '1:1',
+    resolution: '1K',
+    output_format: 'png',
+    output_compression: null,
+  });
 });
 
 t.test('applyDefaults fills both keys of an empty object', async (t) => {
-  t.strictSame(applyDefaults(alphaPro, {}), { aspect_ratio: '1:1', resolution: '1K' });
-  t.strictSame(applyDefaults(betaV5Pro, {}), { aspect_ratio: '1:1', resolution: '1K' });
+  t.strictSame(applyDefaults(alphaPro, {}), {
+    aspect_ratio: '1:1',
+    resolution: '1K',
+    output_format: 'png',
+    output_compression: null,
+  });
+  t.strictSame(applyDefaults(betaV5Pro, {}), {
+    aspect_ratio: '1:1',
+    resolution: '1K',
+    output_format: 'png',
+    output_compression: null,
+  });
 });
 
 t.test('applyDefaults fills only the missing key', async (t) => {
-  t.strictSame(applyDefaults(alphaPro, { resolution: '4K' }), { aspect_ratio: '1:1', resolution: '4K' });
-  t.strictSame(applyDefaults(betaV5Pro, { aspect_ratio: '16:9' }), { aspect_ratio: '16:9', resolution: '1K' });
+  t.strictSame(applyDefaults(alphaPro, { resolution: '4K' }), {
+    aspect_ratio: '1:1',
+    resolution: '4K',
+    output_format: 'png',
+    output_compression: null,
+  });
+  t.strictSame(applyDefaults(betaV5Pro, { aspect_ratio: '16:9' }), {
+    aspect_ratio: '16:9',
+    resolution: '1K',
+    output_format: 'png',
+    output_compression: null,
+  });
 });
 
 t.test('applyDefaults keeps both given keys', async (t) => {
   t.strictSame(applyDefaults(alphaPro, { aspect_ratio: '21:9', resolution: '2K' }), {
     aspect_ratio: '21:9',
     resolution: '2K',
+    output_format: 'png',
+    output_compression: null,
   });
 });
 
@@ -87,7 +120,12 @@ t.test('pixelSizeOf refuses what beta-v5-pro does not offer', async (t) => {
 t.test('priceRequest applies defaults, prices and sizes in one step', async (t) => {
   const priced = priceRequest('beta-v5-pro', { resolution: '2K' });
   t.equal(priced.model.id, 'beta-v5-pro');
-  t.strictSame(priced.parameters, { aspect_ratio: '1:1', resolution: '2K' });
+  t.strictSame(priced.parameters, {
+    aspect_ratio: '1:1',
+    resolution: '2K',
+    output_format: 'png',
+    output_compression: null,
+  });
   t.equal(priced.cost, 50);
   t.equal(priced.width, 2048);
   t.equal(priced.height, 2048);
@@ -95,7 +133,12 @@ t.test('priceRequest applies defaults, prices and sizes in one step', async (t) 
 
 t.test('priceRequest with no parameters is the 1K square at 25 tokens', async (t) => {
   const priced = priceRequest('alpha-pro', undefined);
-  t.strictSame(priced.parameters, { aspect_ratio: '1:1', resolution: '1K' });
+  t.strictSame(priced.parameters, {
+    aspect_ratio: '1:1',
+    resolution: '1K',
+    output_format: 'png',
+    output_compression: null,
+  });
   t.equal(priced.cost, 25);
   t.equal(priced.width, 1024);
   t.equal(priced.height, 1024);
@@ -103,4 +146,24 @@ t.test('priceRequest with no parameters is the 1K square at 25 tokens', async (t
 
 t.test('priceRequest of an unknown model is a programming error', async (t) => {
   t.throws(() => priceRequest('gamma', undefined));
+});
+
+t.test('applyDefaults: a lossy format gets the default compression, png gets none', async (t) => {
+  t.strictSame(applyDefaults(alphaPro, { output_format: 'webp' }), {
+    aspect_ratio: '1:1',
+    resolution: '1K',
+    output_format: 'webp',
+    output_compression: DEFAULT_OUTPUT_COMPRESSION,
+  });
+  t.equal(applyDefaults(betaV5Pro, { output_format: 'jpeg', output_compression: 35 }).output_compression, 35);
+  t.equal(applyDefaults(betaV5Pro, { output_format: 'png' }).output_compression, null);
+});
+
+t.test('the output format does not change the price or the pixel size', async (t) => {
+  const png = priceRequest('alpha-pro', { aspect_ratio: '16:9', resolution: '4K' });
+  for (const output_format of ['jpeg', 'webp'] as const) {
+    const other = priceRequest('alpha-pro', { aspect_ratio: '16:9', resolution: '4K', output_format });
+    t.equal(other.cost, png.cost);
+    t.strictSame([other.width, other.height], [png.width, png.height]);
+  }
 });

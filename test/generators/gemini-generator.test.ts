@@ -418,3 +418,26 @@ t.test('Vertex AI by configuration: the project and location path, a Google Clou
   );
   t.equal(upstream.refused.length, 1);
 });
+
+t.test("a reply of the exact size is encoded in the task's lossy format, not kept as PNG", async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
+  const [image] = await generator.generate(input({ outputFormat: 'webp', outputCompression: 70 }), live());
+  t.equal(image.contentType, 'image/webp');
+  const metadata = await sharp(image.bytes).metadata();
+  t.same([metadata.format, metadata.width, metadata.height], ['webp', 2752, 1536]);
+  t.equal(image.resizedFrom, undefined);
+});
+
+t.test("a reply of another size is resized, cropped and encoded in the task's format", async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
+  const [image] = await generator.generate(
+    input({ width: 1376, height: 768, resolution: '1K', outputFormat: 'jpeg', outputCompression: 50 }),
+    live(),
+  );
+  t.equal(image.contentType, 'image/jpeg');
+  const metadata = await sharp(image.bytes).metadata();
+  t.same([metadata.format, metadata.width, metadata.height], ['jpeg', 1376, 768]);
+  t.same(image.resizedFrom, { width: 1024, height: 1024 });
+});

@@ -64,3 +64,33 @@ export async function openPostgresTestStore(t: Test): Promise<OpenedTestStore> {
   };
   return { store: await openOne(), reopen: openOne, env: { DATABASE_URL: url } };
 }
+
+/**
+ * A PostgreSQL schema of the test's own as a release with `version` migrations left it, for tests
+ * of the migrations after it: `seed` writes rows in that older shape, then PostgresStore migrates
+ * the schema on (the caller opens it on the returned schema).
+ */
+export async function postgresAtSchemaVersion(
+  t: Test,
+  version: number,
+  seed: (client: pg.Client) => Promise<void>,
+): Promise<{ schema: string }> {
+  const { POSTGRES_MIGRATIONS } = await import('../../src/store/postgres/migrations.js');
+  const { schema } = await testSchema(t);
+  const client = new pg.Client({ connectionString: postgresTestUrl() });
+  await client.connect();
+  try {
+    await client.query(`CREATE SCHEMA ${schema}; SET search_path = ${schema}`);
+    await client.query(
+      'CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+    );
+    for (let done = 0; done < version; done++) {
+      await client.query(POSTGRES_MIGRATIONS[done]);
+      await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [done + 1]);
+    }
+    await seed(client);
+  } finally {
+    await client.end();
+  }
+  return { schema };
+}

@@ -61,8 +61,10 @@ async function assertRejectedByBoth(t: Test, body: unknown, pointer: string, cod
 async function assertAcceptedByBoth(
   t: Test,
   body: Record<string, unknown>,
-  expected: { cost: number; parameters: { aspect_ratio: string; resolution: string } },
+  given: { cost: number; parameters: { aspect_ratio: string; resolution: string } },
 ): Promise<void> {
+  // A body without output_format asks for a PNG, which has no compression.
+  const expected = { ...given, parameters: { output_format: 'png', output_compression: null, ...given.parameters } };
   const api = await apiFor(t);
   const estimate = await api.post(ESTIMATE, body);
   t.equal(estimate.statusCode, 200, 'estimate 200');
@@ -440,4 +442,101 @@ t.test('a rejected create debits nothing and creates nothing', async (t) => {
   t.equal(res.statusCode, 400);
   const list = await api.app.inject({ method: 'GET', url: CREATE, headers: api.auth });
   t.strictSame(list.json().data, []);
+});
+
+// ── output formats (decision 0024) ──────────────────────────────────────────────────────────────
+
+for (const model of SEED) {
+  const formatCases: [string, Record<string, unknown>, { output_format: string; output_compression: number | null }][] =
+    [
+      ['output_format png', { output_format: 'png' }, { output_format: 'png', output_compression: null }],
+      [
+        'output_format jpeg (default compression 80)',
+        { output_format: 'jpeg' },
+        { output_format: 'jpeg', output_compression: 80 },
+      ],
+      [
+        'output_format webp (default compression 80)',
+        { output_format: 'webp' },
+        { output_format: 'webp', output_compression: 80 },
+      ],
+      [
+        'webp at compression 0',
+        { output_format: 'webp', output_compression: 0 },
+        { output_format: 'webp', output_compression: 0 },
+      ],
+      [
+        'jpeg at compression 100',
+        { output_format: 'jpeg', output_compression: 100 },
+        { output_format: 'jpeg', output_compression: 100 },
+      ],
+    ];
+  for (const [label, extra, format] of formatCases) {
+    t.test(`${model.id} accepts ${label} at the same price`, async (t) => {
+      await assertAcceptedByBoth(
+        t,
+        { model: model.id, prompt: PROMPT, parameters: { resolution: '2K', ...extra } },
+        { cost: model.costs['2K'], parameters: { aspect_ratio: '1:1', resolution: '2K', ...format } },
+      );
+    });
+  }
+
+  const refused: [string, Record<string, unknown>, string, string][] = [
+    ['output_format "gif"', { output_format: 'gif' }, '/parameters/output_format', 'not_allowed'],
+    ['output_format "PNG" (case matters)', { output_format: 'PNG' }, '/parameters/output_format', 'not_allowed'],
+    ['output_format "jpg"', { output_format: 'jpg' }, '/parameters/output_format', 'not_allowed'],
+    ['output_format null', { output_format: null }, '/parameters/output_format', 'wrong_type'],
+    [
+      'output_compression 101',
+      { output_format: 'webp', output_compression: 101 },
+      '/parameters/output_compression',
+      'out_of_range',
+    ],
+    [
+      'output_compression -1',
+      { output_format: 'jpeg', output_compression: -1 },
+      '/parameters/output_compression',
+      'out_of_range',
+    ],
+    [
+      'output_compression 50.5',
+      { output_format: 'jpeg', output_compression: 50.5 },
+      '/parameters/output_compression',
+      'wrong_type',
+    ],
+    [
+      'output_compression "80"',
+      { output_format: 'webp', output_compression: '80' },
+      '/parameters/output_compression',
+      'wrong_type',
+    ],
+    [
+      'output_compression with output_format png',
+      { output_format: 'png', output_compression: 80 },
+      '/parameters/output_compression',
+      'not_allowed',
+    ],
+    [
+      'output_compression without output_format (png)',
+      { output_compression: 80 },
+      '/parameters/output_compression',
+      'not_allowed',
+    ],
+  ];
+  for (const [label, extra, pointer, code] of refused) {
+    t.test(`${model.id} rejects ${label}`, async (t) => {
+      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, parameters: extra }, pointer, code);
+    });
+  }
+}
+
+t.test('output_compression with png says why it is refused', async (t) => {
+  const api = await apiFor(t);
+  const res = await api.post(CREATE, {
+    model: 'alpha-pro',
+    prompt: PROMPT,
+    parameters: { output_compression: 80 },
+  });
+  t.equal(res.statusCode, 400);
+  t.match(res.body.errors?.[0]?.detail, /only with output_format jpeg or webp/);
 });

@@ -7,6 +7,7 @@ import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
 import { PIXELS, SEED } from '../helpers/seed-tables.js';
 import { testOnEveryStore } from '../helpers/store.js';
+import { createAndAwait } from '../helpers/task-http.js';
 import { testWorker } from '../helpers/worker.js';
 
 /** One app with two in-process workers sharing its events, as `serve` runs them. */
@@ -33,22 +34,6 @@ async function upload(h: Awaited<ReturnType<typeof setup>>): Promise<string> {
   });
   if (response.statusCode !== 201) throw new Error(`upload failed: ${response.body}`);
   return response.json().data.media_id;
-}
-
-async function createAndAwait(t: Test, h: Awaited<ReturnType<typeof setup>>, body: object) {
-  const created = await h.app.inject({
-    method: 'POST',
-    url: '/api/v1/images/generations',
-    headers: h.auth,
-    payload: body,
-  });
-  t.equal(created.statusCode, 202, 'accepted');
-  const taskId = created.json().data.task_id;
-  let task = created.json().data;
-  for (let polls = 0; polls < 10 && !['COMPLETED', 'FAILED', 'CANCELED'].includes(task.status); polls++) {
-    task = (await h.app.inject({ url: `/api/v1/images/generations/${taskId}?wait=30`, headers: h.auth })).json().data;
-  }
-  return task;
 }
 
 /** Downloads a generated item through its signed URL, without the API key. */

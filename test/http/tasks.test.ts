@@ -88,7 +88,12 @@ t.test('create answers 202 with Location and a CREATED task', async (t) => {
   t.equal(task.model, 'beta-v5-pro');
   t.equal(task.prompt, 'a quiet harbour');
   t.strictSame(task.image_reference, []);
-  t.strictSame(task.parameters, { aspect_ratio: '16:9', resolution: '2K' });
+  t.strictSame(task.parameters, {
+    aspect_ratio: '16:9',
+    resolution: '2K',
+    output_format: 'png',
+    output_compression: null,
+  });
   t.equal(task.webhook_url, null);
   t.equal(task.error, null);
   t.match(task.created_at, RFC3339, 'created_at is RFC 3339');

@@ -108,21 +108,14 @@ t.test(
   },
 );
 
-t.test('estimate_price prices a request and charges nothing', async (t) => {
-  const { client } = await setup(t);
-  const result = await callTool(client, 'estimate_price', {
-    model: 'alpha-pro',
-    prompt: 'a red bicycle',
-    parameters: { aspect_ratio: '16:9', resolution: '4K' },
-  });
+t.test('estimate_price prices a request as POST /api/v1/images/estimates does, and charges nothing', async (t) => {
+  const { client, app, auth } = await setup(t);
+  const body = { model: 'alpha-pro', prompt: 'a red bicycle', parameters: { aspect_ratio: '16:9', resolution: '4K' } };
+  const result = await callTool(client, 'estimate_price', body);
   t.notOk(result.isError, textOf(result));
-  t.same(structured(result), {
-    model: 'alpha-pro',
-    cost: 50,
-    parameters: { aspect_ratio: '16:9', resolution: '4K' },
-    width: 5504,
-    height: 3072,
-  });
+  t.match(structured(result), { model: 'alpha-pro', cost: 50, width: 5504, height: 3072 });
+  const rest = await app.inject({ method: 'POST', url: '/api/v1/images/estimates', headers: auth, payload: body });
+  t.same(structured(result), rest.json().data, 'the REST estimate');
   const balance = await callTool(client, 'get_balance');
   t.equal(structured<{ balance: number }>(balance).balance, 1000, 'nothing charged');
 });
@@ -176,6 +169,46 @@ t.test(
       t.ok(progress[i].progress > progress[i - 1].progress, 'progress increases');
     const balance = await callTool(client, 'get_balance');
     t.same(structured(balance), { account_id: accountId, balance: 975 }, 'charged 25');
+    await ledgerHolds();
+  },
+);
+
+t.test(
+  'generate_image in another output format: the link serves that format at the exact size, same price',
+  async (t) => {
+    const { client, base, ledgerHolds } = await setup(t);
+    const { tools } = await client.listTools();
+    const generate = tools.find((tool) => tool.name === 'generate_image')!;
+    const parameters = (
+      generate.inputSchema.properties as Record<string, { properties: Record<string, { enum?: string[] }> }>
+    ).parameters;
+    t.same(parameters.properties.output_format.enum, ['png', 'jpeg', 'webp'], 'output_format is offered');
+    const result = await callTool(client, 'generate_image', {
+      model: 'beta-v5-pro',
+      prompt: 'a webp harbour',
+      parameters: { aspect_ratio: '3:2', resolution: '1K', output_format: 'webp', output_compression: 60 },
+    });
+    t.notOk(result.isError, textOf(result));
+    t.equal(structured<TaskOutcome>(result).task.cost, 25, 'same price');
+    const link = result.content.find((item) => item.type === 'resource_link');
+    if (link?.type !== 'resource_link') return t.fail('a resource_link');
+    t.equal(link.mimeType, 'image/webp');
+    t.match(link.name, /\.webp$/);
+    const signed = new URL(link.uri);
+    const bytes = Buffer.from(await (await fetch(`${base}${signed.pathname}${signed.search}`)).arrayBuffer());
+    const sharp = (await import('sharp')).default;
+    const meta = await sharp(bytes).metadata();
+    t.same([meta.format, meta.width, meta.height], ['webp', 1264, 848]);
+
+    const refused = await callTool(client, 'generate_image', {
+      model: 'alpha-pro',
+      prompt: 'a lossless harbour',
+      parameters: { output_format: 'png', output_compression: 60 },
+    });
+    t.match(problemOf(refused), {
+      code: 'invalid_request',
+      errors: [{ pointer: '/parameters/output_compression', code: 'not_allowed' }],
+    });
     await ledgerHolds();
   },
 );

@@ -1,4 +1,3 @@
-import pg from 'pg';
 import t, { type Test } from 'tap';
 import { encodeCursor } from '../../src/store/cursor.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
@@ -6,7 +5,7 @@ import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { SQLITE_MIGRATIONS } from '../../src/store/sqlite/migrations.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/port.js';
-import { postgresTestUrl, reachable, testSchema } from '../helpers/postgres.js';
+import { postgresAtSchemaVersion, postgresTestUrl, reachable } from '../helpers/postgres.js';
 import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
 
 /**
@@ -73,18 +72,7 @@ t.test(
   'PostgreSQL: the migration gives every ledger entry a UUIDv7, keeping order and cursors',
   { skip: !(await reachable()) && `no PostgreSQL at ${postgresTestUrl()}` },
   async (t) => {
-    const { schema } = await testSchema(t);
-    const client = new pg.Client({ connectionString: postgresTestUrl() });
-    await client.connect();
-    try {
-      await client.query(`CREATE SCHEMA ${schema}; SET search_path = ${schema}`);
-      await client.query(
-        'CREATE TABLE schema_migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
-      );
-      for (let version = 0; version < POSTGRES_BEFORE; version++) {
-        await client.query(POSTGRES_MIGRATIONS[version]);
-        await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [version + 1]);
-      }
+    const { schema } = await postgresAtSchemaVersion(t, POSTGRES_BEFORE, async (client) => {
       await client.query("INSERT INTO accounts (id, name, balance, created_at) VALUES ('a', 'a', 3, $1)", [
         new Date(T0),
       ]);
@@ -93,10 +81,7 @@ t.test(
           "INSERT INTO ledger (account_id, account_seq, kind, amount, balance_after, created_at) VALUES ('a', $1, 'grant', 1, $1, $2)",
           [i, new Date(T0 + (i - 1) * 1000)],
         );
-    } finally {
-      await client.end();
-    }
-
+    });
     const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
     t.teardown(() => store.close());
     await store.migrate();

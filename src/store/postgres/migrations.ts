@@ -223,4 +223,11 @@ export const POSTGRES_MIGRATIONS: string[] = [
   ALTER TABLE ledger ALTER COLUMN entry_id SET NOT NULL;
   CREATE UNIQUE INDEX ledger_entry_id ON ledger(entry_id);
   `,
+  `
+  -- Output formats and end users (see the SQLite migration of the same change): old tasks are PNG
+  -- tasks; end_user_id is the OpenAI face's \`user\`, for the providers' safety identifier.
+  ALTER TABLE tasks ADD COLUMN output_format text NOT NULL DEFAULT 'png';
+  ALTER TABLE tasks ADD COLUMN output_compression integer;
+  ALTER TABLE tasks ADD COLUMN end_user_id text;
+  `,
 ];

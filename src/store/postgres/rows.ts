@@ -1,3 +1,4 @@
+import type { OutputFormat } from '../../../schemas/output-format.js';
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
 import type {
   Account,
@@ -49,10 +50,13 @@ export interface TaskRow {
   image_reference: string[];
   aspect_ratio: string;
   resolution: string;
+  output_format: OutputFormat;
+  output_compression: number | null;
   width: number;
   height: number;
   cost: number;
   webhook_url: string | null;
+  end_user_id: string | null;
   generated: TaskRecord['generated'];
   error_code: string | null;
   error_message: string | null;
@@ -95,7 +99,8 @@ export interface WebhookDeliveryRow {
 /** The columns of a task record, named in every query that reads a task. */
 export const TASK_COLUMNS =
   'id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height, cost, webhook_url, ' +
-  'generated, error_code, error_message, attempt, deferred_attempts, created_at, started_at, completed_at';
+  'generated, error_code, error_message, attempt, deferred_attempts, created_at, started_at, completed_at, ' +
+  'output_format, output_compression, end_user_id';
 
 export const toAccount = (r: AccountRow): Account => ({
   id: r.id,
@@ -132,11 +137,17 @@ export const toTask = (r: TaskRow): TaskRecord => ({
   model: r.model,
   prompt: r.prompt,
   imageReference: r.image_reference,
-  parameters: { aspect_ratio: r.aspect_ratio, resolution: r.resolution },
+  parameters: {
+    aspect_ratio: r.aspect_ratio,
+    resolution: r.resolution,
+    output_format: r.output_format,
+    output_compression: r.output_compression,
+  },
   width: r.width,
   height: r.height,
   cost: r.cost,
   webhookUrl: r.webhook_url,
+  endUserId: r.end_user_id,
   generated: r.generated,
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
   attempt: r.attempt,
@@ -168,6 +179,9 @@ export const taskValues = (t: TaskRecord): unknown[] => [
   t.createdAt,
   t.startedAt,
   t.completedAt,
+  t.parameters.output_format,
+  t.parameters.output_compression,
+  t.endUserId,
 ];
 
 export const toMedia = (r: MediaRow): MediaRecord => ({

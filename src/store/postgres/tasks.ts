@@ -71,7 +71,7 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
       }
       await tx.query(
         `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $18)`,
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $18)`,
         taskValues(task),
       );
       if (completesKey && !(await completeIdempotencyKeyIn(tx, completesKey))) {

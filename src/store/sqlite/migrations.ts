@@ -271,4 +271,12 @@ export const SQLITE_MIGRATIONS: string[] = [
   );
   CREATE UNIQUE INDEX ledger_entry_id ON ledger(entry_id);
   `,
+  `
+  -- Output formats and end users (issue 41, decision 0024). A task made before them is a PNG task:
+  -- output_format 'png', output_compression NULL (PNG has none). end_user_id is the end user of the
+  -- account's own product (the OpenAI face's \`user\`), kept for the providers' safety identifier.
+  ALTER TABLE tasks ADD COLUMN output_format TEXT NOT NULL DEFAULT 'png';
+  ALTER TABLE tasks ADD COLUMN output_compression INTEGER;
+  ALTER TABLE tasks ADD COLUMN end_user_id TEXT;
+  `,
 ];

@@ -1,3 +1,4 @@
+import type { OutputFormat } from '../../../schemas/output-format.js';
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import type {
@@ -50,10 +51,13 @@ export interface TaskRow {
   image_reference: string;
   aspect_ratio: string;
   resolution: string;
+  output_format: OutputFormat;
+  output_compression: number | null;
   width: number;
   height: number;
   cost: number;
   webhook_url: string | null;
+  end_user_id: string | null;
   generated: string;
   error_code: string | null;
   error_message: string | null;
@@ -93,10 +97,13 @@ export const TASK_COLUMNS = [
   'image_reference',
   'aspect_ratio',
   'resolution',
+  'output_format',
+  'output_compression',
   'width',
   'height',
   'cost',
   'webhook_url',
+  'end_user_id',
   'generated',
   'error_code',
   'error_message',
@@ -145,11 +152,17 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
   model: r.model,
   prompt: r.prompt,
   imageReference: JSON.parse(r.image_reference),
-  parameters: { aspect_ratio: r.aspect_ratio, resolution: r.resolution },
+  parameters: {
+    aspect_ratio: r.aspect_ratio,
+    resolution: r.resolution,
+    output_format: r.output_format,
+    output_compression: r.output_compression,
+  },
   width: r.width,
   height: r.height,
   cost: r.cost,
   webhookUrl: r.webhook_url,
+  endUserId: r.end_user_id,
   generated: JSON.parse(r.generated),
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
   attempt: r.attempt,
@@ -168,10 +181,13 @@ export const taskValues = (t: TaskRecord): TaskRow => ({
   image_reference: JSON.stringify(t.imageReference),
   aspect_ratio: t.parameters.aspect_ratio,
   resolution: t.parameters.resolution,
+  output_format: t.parameters.output_format,
+  output_compression: t.parameters.output_compression,
   width: t.width,
   height: t.height,
   cost: t.cost,
   webhook_url: t.webhookUrl,
+  end_user_id: t.endUserId,
   generated: JSON.stringify(t.generated),
   error_code: t.error?.code ?? null,
   error_message: t.error?.message ?? null,

@@ -87,10 +87,12 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     }
     this.db
       .statement(
-        `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height,
-           cost, webhook_url, generated, error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
-         VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @width, @height,
-           @cost, @webhook_url, @generated, @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+        `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, output_format,
+           output_compression, width, height, cost, webhook_url, end_user_id, generated, error_code, error_message, attempt,
+           deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
+         VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @output_format,
+           @output_compression, @width, @height, @cost, @webhook_url, @end_user_id, @generated, @error_code, @error_message, @attempt,
+           @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
       )
       .run(taskValues(task));
     if (completesKey && !completeIdempotencyKeyIn(this.db, completesKey)) {
