@@ -13,6 +13,9 @@ import { callTool, mcpClient, problemOf, type ToolResult } from '../helpers/mcp.
 import { listenOnLoopback } from '../helpers/raw-http.js';
 import { GatedGenerator, ScriptedGenerator, testWorker } from '../helpers/worker.js';
 import { GenerationError } from '../../src/generators/port.js';
+import { workerBackends } from '../../src/worker/build-worker.js';
+import { FakeUpstream } from '../helpers/fake-upstream.js';
+import { GEMINI_FAILURES } from '../helpers/provider-failures.js';
 
 /** The test's reference-image host, which the stub resolver maps to loopback (as the SSRF tests do). */
 const IMAGE_HOST = 'references.example.test';
@@ -22,7 +25,14 @@ const resolvingToLoopback: LookupAll = async (hostname) =>
 /** An app listening on loopback with an in-process worker (unless startWorker is false), and one account. */
 async function setup(
   t: Test,
-  options: { tokens?: number; env?: Record<string, string>; generator?: ImageGenerator; startWorker?: boolean } = {},
+  options: {
+    tokens?: number;
+    env?: Record<string, string>;
+    generator?: ImageGenerator;
+    /** The worker's generators from configuration (a loopback provider) instead of one generator. */
+    configuredBackends?: boolean;
+    startWorker?: boolean;
+  } = {},
 ) {
   const events = new TaskEvents();
   const harness = await buildTestApp(
@@ -30,7 +40,11 @@ async function setup(
     { WEBHOOK_ALLOW_PRIVATE: 'true', ...options.env },
     { events, webhookLookup: resolvingToLoopback },
   );
-  const worker = testWorker(t, harness, { events, generator: options.generator });
+  const worker = testWorker(t, harness, {
+    events,
+    generator: options.generator,
+    ...(options.configuredBackends && { backends: workerBackends(harness.config, 1) }),
+  });
   if (options.startWorker !== false) worker.start();
   const account = await harness.newAccount(options.tokens ?? 1000);
   const port = await listenOnLoopback(harness.app);
@@ -278,6 +292,35 @@ t.test('a failed generation is a tool error that says the cost was refunded', as
   t.equal(structured<{ balance: number }>(await callTool(client, 'get_balance')).balance, 1000);
   await ledgerHolds();
 });
+
+t.test(
+  'a backend known down: generate_image is the REST 503 unavailable with a retry hint, nothing charged',
+  async (t) => {
+    const upstream = await FakeUpstream.start(t);
+    const { client, ledgerHolds } = await setup(t, {
+      env: { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: 'gemini-test-key', GEMINI_BASE_URL: upstream.url },
+      configuredBackends: true,
+    });
+    const badKey = GEMINI_FAILURES.find((row) => row.name.startsWith('an invalid or expired key'))!;
+    upstream.replyWith(badKey.reply);
+    const failed = await callTool(client, 'generate_image', { model: 'alpha-pro', prompt: 'with a revoked key' });
+    t.ok(failed.isError, 'a failed task is a tool error');
+    t.match(textOf(failed), /FAILED \(generator_unavailable: .*\); its 25 tokens were refunded/);
+
+    const refused = await callTool(client, 'generate_image', {
+      model: 'alpha-pro',
+      prompt: 'while the backend is down',
+    });
+    const problem = problemOf(refused);
+    t.equal(problem.code, 'unavailable');
+    t.equal(problem.status, 503);
+    t.ok(problem.retry_after_seconds && problem.retry_after_seconds >= 1, 'retry_after_seconds: the cool-down');
+    t.match(textOf(refused), /Retry after \d+ s\./);
+    t.equal(upstream.requests.length, 1, 'no provider call while it is known down');
+    t.equal(structured<{ balance: number }>(await callTool(client, 'get_balance')).balance, 1000, 'nothing charged');
+    await ledgerHolds();
+  },
+);
 
 t.test(
   'idempotency_key: a retry returns the same task and charges once; another request with the key is refused',
