@@ -126,16 +126,19 @@ export class ImageTools {
     if (!this.validateGenerateOptions(withoutUndefined(options)))
       throw invalidRequestOf(this.validateGenerateOptions.errors ?? [], 'body');
     const request = this.generationRequest(body);
-    const task =
+    const { task, replayed } =
       typeof idempotencyKey === 'string'
         ? await this.createOnce(call.accountId, idempotencyKey, request)
-        : await this.create(call.accountId, request);
+        : { task: await this.create(call.accountId, request), replayed: false };
     const waited = await this.follow(
       call,
       task.id,
       ((waitSeconds as number | undefined) ?? DEFAULT_WAIT_SECONDS) * 1000,
     );
-    return this.taskOutcome(waited, call, `Task ${task.id} created for ${task.cost} tokens.`);
+    const lead = replayed
+      ? `Task ${task.id} was created for this idempotency_key before; nothing was charged again.`
+      : `Task ${task.id} created for ${task.cost} tokens.`;
+    return this.taskOutcome(waited, call, lead);
   }
 
   private async create(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
@@ -150,12 +153,16 @@ export class ImageTools {
    * never charged again; a key still held answers idempotency_in_progress, one used with another
    * request idempotency_key_reused, as on REST.
    */
-  private async createOnce(accountId: string, key: string, request: GenerationRequest): Promise<TaskRecord> {
+  private async createOnce(
+    accountId: string,
+    key: string,
+    request: GenerationRequest,
+  ): Promise<{ task: TaskRecord; replayed: boolean }> {
     const { idempotency, tasks } = this.deps;
     const claim = await idempotency.claim(accountId, key, jsonRequestFingerprint('POST', IDEMPOTENCY_SCOPE, request));
     if (claim.outcome === 'replay') {
       const { task_id: taskId } = JSON.parse(claim.response.body.toString('utf8')) as { task_id: string };
-      return tasks.get(accountId, taskId);
+      return { task: await tasks.get(accountId, taskId), replayed: true };
     }
     try {
       const task = await tasks.prepare(accountId, request);
@@ -164,7 +171,7 @@ export class ImageTools {
         ...claim.held,
         response: { statusCode: 202, headers: { 'content-type': JSON_CONTENT_TYPE }, body },
       });
-      return task;
+      return { task, replayed: false };
     } catch (error) {
       // Nothing was created: the key is free for a retry (as a 4xx or 5xx releases it on REST).
       await idempotency.release(claim.held).catch(() => {});

@@ -328,8 +328,10 @@ t.test(
     const { client, ledgerHolds } = await setup(t);
     const args = { model: 'alpha-pro', prompt: 'a single charge', idempotency_key: 'agent-retry-1' };
     const first = structured<TaskOutcome>(await callTool(client, 'generate_image', args));
-    const second = structured<TaskOutcome>(await callTool(client, 'generate_image', { ...args, wait_seconds: 5 }));
+    const retried = await callTool(client, 'generate_image', { ...args, wait_seconds: 5 });
+    const second = structured<TaskOutcome>(retried);
     t.equal(second.task.task_id, first.task.task_id, 'the same task');
+    t.match(textOf(retried), /created for this idempotency_key before; nothing was charged again/);
     t.equal(structured<{ balance: number }>(await callTool(client, 'get_balance')).balance, 975, 'charged once');
     const reused = await callTool(client, 'generate_image', { ...args, prompt: 'another request' });
     t.equal(problemOf(reused).code, 'idempotency_key_reused');
