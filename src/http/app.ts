@@ -206,17 +206,19 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     deps.config.SIGNED_URL_TTL_SECONDS,
   );
   const resolutionCheck = upscaleCheck(backendSizePlans(deps.config), deps.config.MAX_UPSCALE);
+  // Where a URL a user gives may point: webhook targets, and reference images fetched for MCP.
+  const userUrlPolicy = {
+    allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE,
+    lookup: deps.webhookLookup,
+    allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
+  };
   const tasks = new TaskService({
     store: deps.store,
     events: deps.events ?? new TaskEvents(),
     now,
     maxActiveTasks: deps.config.MAX_ACTIVE_TASKS,
     crossProcessPollMs: deps.config.LONG_POLL_FALLBACK_MS,
-    webhookPolicy: {
-      allowPrivate: deps.config.WEBHOOK_ALLOW_PRIVATE,
-      lookup: deps.webhookLookup,
-      allowedPorts: parsePortRanges(deps.config.WEBHOOK_ALLOWED_PORTS),
-    },
+    webhookPolicy: userUrlPolicy,
     resolutionCheck,
     backendUnavailableFor: backendCircuit(deps.config, deps.store.backendLimits),
   });
@@ -342,7 +344,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
             media,
             tempDir: uploadTempDir,
             maxBytes: config.UPLOAD_MAX_BYTES,
-            urlPolicy: { allowPrivate: config.WEBHOOK_ALLOW_PRIVATE, lookup: deps.webhookLookup },
+            urlPolicy: userUrlPolicy,
           }),
           balances: new AccountBalance(deps.store),
           idempotency,

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { DomainError, type ErrorCode } from '../core/errors.js';
 import { downloadResult } from '../generators/image-download.js';
 import { GenerationError } from '../generators/port.js';
-import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type LookupAll } from '../webhooks/ssrf-guard.js';
+import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import type { MediaRecord } from '../store/port.js';
 import type { MediaService } from './media-service.js';
 import { spoolFileName } from './upload-spool.js';
@@ -19,9 +19,10 @@ export interface ReferenceImportOptions {
   maxBytes: number;
   /**
    * Where a URL may point: public addresses only (the webhook guard, checked again at connect
-   * time), unless allowPrivate (WEBHOOK_ALLOW_PRIVATE: tests and local development).
+   * time), on the ports a webhook may use, unless allowPrivate (WEBHOOK_ALLOW_PRIVATE: tests and
+   * local development).
    */
-  urlPolicy: { allowPrivate: boolean; lookup?: LookupAll };
+  urlPolicy: WebhookUrlPolicy;
 }
 
 /** A reference image is a few MiB at most; a server slower than this is not waited for. */
