@@ -352,7 +352,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
           resolutionCheck,
           now,
         });
-        await api.register(mcpRoutes, { tools, bodyLimit: mcpBodyLimit(config.UPLOAD_MAX_BYTES) });
+        await api.register(mcpRoutes, {
+          tools,
+          bodyLimit: mcpBodyLimit(config.UPLOAD_MAX_BYTES),
+          spendCreate: rateLimits.spendCreate,
+        });
       }
     },
   );

@@ -8,7 +8,6 @@ import {
 } from '../http/plugins/errors.js';
 import { problemBody } from '../http/problem.js';
 import { dependencyFailureOf } from '../services/dependency-failure.js';
-import { BackendUnavailableError } from '../services/task-service.js';
 
 export interface ToolErrorContext {
   requestId: string;
@@ -33,7 +32,9 @@ export function toolErrorOf(error: unknown, context: ToolErrorContext): CallTool
     detail = DEPENDENCY_DETAIL.replace('Retry-After', 'retry_after_seconds');
   } else if (error instanceof DomainError) {
     ({ code, message: detail, fieldErrors } = error);
-    if (error instanceof BackendUnavailableError) retryAfterSeconds = error.retryAfterSeconds;
+    // A refusal that knows its wait (a backend's circuit, a rate-limit window) says it, as Retry-After does.
+    const { retryAfterSeconds: knownWait } = error as DomainError & { retryAfterSeconds?: unknown };
+    if (typeof knownWait === 'number') retryAfterSeconds = knownWait;
   } else {
     context.log.error({ err: error }, 'tool call failed');
     code = 'internal_error';

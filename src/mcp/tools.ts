@@ -45,6 +45,8 @@ export interface ToolCall extends ToolErrorContext {
   signal: AbortSignal;
   /** Set when the client sent a progressToken: sends one notifications/progress. */
   progress?: (progress: number, message: string) => Promise<void>;
+  /** Spends one create of the key's creates budget, or throws the 429 (a DomainError with its wait). */
+  spendCreate: () => Promise<void>;
 }
 
 /** While a wait goes on without a change, a progress notification this often says the task is alive. */
@@ -126,6 +128,7 @@ export class ImageTools {
     if (!this.validateGenerateOptions(withoutUndefined(options)))
       throw invalidRequestOf(this.validateGenerateOptions.errors ?? [], 'body');
     const request = this.generationRequest(body);
+    await call.spendCreate();
     const { task, replayed } =
       typeof idempotencyKey === 'string'
         ? await this.createOnce(call.accountId, idempotencyKey, request)

@@ -523,6 +523,36 @@ t.test('GET /mcp is 405 (stateless: no server stream); the answers carry the API
   await post.text();
 });
 
+t.test(
+  'generate_image spends the per-key creates budget: beyond it a rate_limited tool error with its wait',
+  async (t) => {
+    const { client, ledgerHolds } = await setup(t, { env: { RATE_LIMIT_CREATES_PER_MIN: '2' } });
+    for (const prompt of ['first create', 'second create']) {
+      const created = await callTool(client, 'generate_image', { model: 'alpha-pro', prompt, wait_seconds: 0 });
+      t.notOk(created.isError, textOf(created));
+    }
+    const refused = await callTool(client, 'generate_image', {
+      model: 'alpha-pro',
+      prompt: 'third create',
+      wait_seconds: 0,
+    });
+    const problem = problemOf(refused);
+    t.equal(problem.code, 'rate_limited');
+    t.match(problem.detail, /may make 2 creates per minute/);
+    t.ok(problem.retry_after_seconds && problem.retry_after_seconds >= 1 && problem.retry_after_seconds <= 60);
+    t.equal(
+      structured<{ balance: number }>(await callTool(client, 'get_balance')).balance,
+      950,
+      'the refused create charged nothing',
+    );
+    t.notOk(
+      (await callTool(client, 'estimate_price', { model: 'alpha-pro', prompt: 'still priced' })).isError,
+      'reads go on',
+    );
+    await ledgerHolds();
+  },
+);
+
 t.test('MCP=false: no /mcp', async (t) => {
   const harness = await buildTestApp(t, { MCP: 'false' });
   const { auth } = await harness.newAccount();

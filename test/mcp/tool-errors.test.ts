@@ -2,6 +2,7 @@ import t from 'tap';
 import { DomainError } from '../../src/core/errors.js';
 import { toolErrorOf } from '../../src/mcp/tool-errors.js';
 import { BackendUnavailableError } from '../../src/services/task-service.js';
+import { RateLimitedError } from '../../src/http/plugins/rate-limit.js';
 
 /** The log a tool call writes to, kept so that a test can see what went to it rather than to the agent. */
 function recordingLog() {
@@ -72,6 +73,11 @@ t.test('a backend known down gives its own wait; a 429 the usual one', async (t)
     log,
   });
   t.match(problemIn(down), { code: 'unavailable', retry_after_seconds: 42 });
+  const limited = toolErrorOf(new RateLimitedError('This API key may make 2 creates per minute.', 17), {
+    requestId: 'r',
+    log,
+  });
+  t.match(problemIn(limited), { code: 'rate_limited', status: 429, retry_after_seconds: 17 });
   const busy = toolErrorOf(new DomainError('too_many_active_tasks', 'Too many tasks.'), { requestId: 'r', log });
   t.match(problemIn(busy), { code: 'too_many_active_tasks', status: 429, retry_after_seconds: 5 });
   const poor = toolErrorOf(new DomainError('insufficient_tokens', 'Short.'), { requestId: 'r', log });

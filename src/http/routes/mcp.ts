@@ -1,6 +1,6 @@
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { ServerResponse } from 'node:http';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { DomainError } from '../../core/errors.js';
 import { mcpServerFor } from '../../mcp/server.js';
 import type { ImageTools } from '../../mcp/tools.js';
@@ -9,6 +9,8 @@ export interface McpRoutesOptions {
   tools: ImageTools;
   /** A JSON-RPC message may carry an image as base64 (upload_reference): the upload limit, encoded. */
   bodyLimit: number;
+  /** The creates budget, spent by generate_image (RateLimits.spendCreate). */
+  spendCreate: (request: FastifyRequest) => Promise<void>;
 }
 
 /**
@@ -16,12 +18,16 @@ export interface McpRoutesOptions {
  * the no-store header come from the scope, as for /api/v1; the SDK's transport answers the request
  * itself on the raw response, with the headers those hooks set copied onto it.
  */
-export async function mcpRoutes(app: FastifyInstance, { tools, bodyLimit }: McpRoutesOptions): Promise<void> {
+export async function mcpRoutes(
+  app: FastifyInstance,
+  { tools, bodyLimit, spendCreate }: McpRoutesOptions,
+): Promise<void> {
   app.post('/mcp', { bodyLimit, schema: { hide: true } }, async (request, reply) => {
     const server = mcpServerFor(tools, {
       accountId: request.caller.accountId,
       requestId: String(request.id),
       log: request.log,
+      spendCreate: () => spendCreate(request),
     });
     // No session: any API process answers any request, so a client behind a load balancer needs no affinity.
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
