@@ -66,7 +66,7 @@ t.test('a dependency away is unavailable with a retry hint, and a warning rather
   t.equal(lines[0].level, 'warn');
 });
 
-t.test('a backend known down gives its own wait; a 429 the usual one', async (t) => {
+t.test('a backend known down and a rate-limit window give their own wait; another 429 the usual one', async (t) => {
   const { log } = recordingLog();
   const down = toolErrorOf(new BackendUnavailableError('The backend serving alpha-pro is unavailable.', 42), {
     requestId: 'r',
