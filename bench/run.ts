@@ -73,11 +73,13 @@ import {
   eventStreamSection,
   s3UploadSection,
   scaleOutSection,
+  outputFormatsSection,
+  type OutputFormatsReport,
   type S3UploadReport,
 } from './lib/sections.js';
 import { runScaleOutBench } from './scale-out.js';
 import type { PhotoUploadReport } from './upload-memory-photos.js';
-import { BUDGETS, writeBenchmarksMd, type BenchReport } from './lib/report.js';
+import { BUDGETS, mergeStandaloneSections, writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { CREATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
 import type { ScenarioContext } from './scenarios/context.js';
@@ -100,6 +102,7 @@ const ALL_SCENARIOS = [
   'upload-s3',
   'upload-photos',
   'renderer',
+  'output-formats',
   'scale-out',
   'capacity',
 ] as const;
@@ -223,6 +226,14 @@ try {
   if (selected.has('upload')) await uploadScenario();
   if (selected.has('upload-s3')) report.sections.push(s3UploadSection(await s3UploadScenario()));
   if (selected.has('renderer')) await rendererScenario();
+  if (selected.has('output-formats')) {
+    log('output formats: bytes of a 4K result as png, jpeg and webp (bench/output-formats.ts, one core)');
+    const formats = await runJsonScript<OutputFormatsReport>('bench/output-formats.ts', {
+      pinToCpu0: existsSync('/usr/bin/taskset') || existsSync('/bin/taskset'),
+      env: { UV_THREADPOOL_SIZE: '1' },
+    });
+    report.sections.push(outputFormatsSection(formats));
+  }
   if (selected.has('upload-photos')) {
     log('upload memory with real photos (bench/upload-memory-photos.ts, two one-minute settles)');
     const photos = await runJsonScript<PhotoUploadReport>('bench/upload-memory-photos.ts', {
@@ -246,7 +257,13 @@ try {
     writeBenchmarksMd(join(REPO_ROOT, 'BENCHMARKS.md'), report);
     log('BENCHMARKS.md written');
   } else {
-    log('partial run: BENCHMARKS.md left as it is (results in bench/results/latest.json)');
+    const standalone = report.sections.filter((section) => section.standalone);
+    if (standalone.length > 0) {
+      mergeStandaloneSections(join(REPO_ROOT, 'BENCHMARKS.md'), standalone);
+      log(
+        `partial run: ${standalone.map((s) => `"${s.title}"`).join(', ')} written into BENCHMARKS.md, the rest left as it is`,
+      );
+    } else log('partial run: BENCHMARKS.md left as it is (results in bench/results/latest.json)');
   }
   printSummary();
   log(`done in ${((Date.now() - startedAt.getTime()) / 1000).toFixed(0)} s`);

@@ -1,6 +1,6 @@
 import { Type, type TUnsafe } from '@sinclair/typebox';
 import { PIXEL_SIZES, type AspectRatio, type Resolution } from './pixel-sizes.js';
-import { outputCompressionOnlyWhenLossy, outputFormatProperties } from './output-format.js';
+import { outputFormatProperties } from './output-format.js';
 import { EXAMPLE_MEDIA_ID, UuidInput } from './primitives.js';
 
 /** What a model module declares; everything else about the model is derived from it. */
@@ -99,7 +99,7 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
             ),
             ...outputFormatProperties(),
           },
-          { additionalProperties: false, ...outputCompressionOnlyWhenLossy },
+          { additionalProperties: false },
         ),
       ),
       webhook_url: Type.Optional(WebhookUrl),

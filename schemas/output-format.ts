@@ -1,4 +1,5 @@
 import { Type } from '@sinclair/typebox';
+import { Int32 } from './primitives.js';
 
 /**
  * Output formats of a result (docs/design.md §3.4; decision 0024): one list for both models, the
@@ -28,7 +29,11 @@ export const OUTPUT_COMPRESSION_DESCRIPTION =
   `Quality of a \`jpeg\` or \`webp\` result, 0 to 100 (OpenAI's \`output_compression\` scale: 100 keeps the most detail ` +
   `and makes the largest file); default ${DEFAULT_OUTPUT_COMPRESSION}. Refused with \`png\`, which is lossless.`;
 
-/** Why `output_compression` is refused where it is (the `not` of the request schema below). */
+/**
+ * Why `output_compression` is refused without a lossy `output_format` (absent = png): a paid
+ * request is not silently read otherwise than it was written. The core checks it (pricing.ts),
+ * not the schema: a conditional schema reads badly in the OpenAPI document and its tools.
+ */
 export const OUTPUT_COMPRESSION_NOT_APPLICABLE =
   'Applies only with output_format jpeg or webp; a png result is lossless and has no compression to choose.';
 
@@ -43,7 +48,7 @@ export const outputFormatProperties = () => ({
     }),
   ),
   output_compression: Type.Optional(
-    Type.Integer({
+    Int32({
       minimum: 0,
       maximum: 100,
       default: DEFAULT_OUTPUT_COMPRESSION,
@@ -51,21 +56,3 @@ export const outputFormatProperties = () => ({
     }),
   ),
 });
-
-/**
- * `output_compression` without a lossy `output_format` (absent = png) is refused rather than
- * ignored: a paid request is not silently read otherwise than it was written. Ajv reports the
- * `not` at /parameters/output_compression.
- */
-export const outputCompressionOnlyWhenLossy = {
-  if: {
-    type: 'object',
-    not: {
-      type: 'object',
-      required: ['output_format'],
-      properties: { output_format: { type: 'string', enum: [...LOSSY_OUTPUT_FORMATS] } },
-    },
-  },
-  // biome-ignore lint/suspicious/noThenProperty: JSON Schema's `then` keyword; this object is never awaited.
-  then: { type: 'object', properties: { output_compression: { not: {} } } },
-} as const;

@@ -34,7 +34,7 @@ export const TokenAmount = (options: { minimum?: number; description?: string } 
   Type.Integer({ format: 'int64', minimum: options.minimum ?? 0, maximum: Number.MAX_SAFE_INTEGER, ...options });
 
 /** A bounded 32-bit count (pixels, page sizes, durations in ms). */
-export const Int32 = (options: { minimum?: number; maximum?: number; description?: string } = {}) =>
+export const Int32 = (options: { minimum?: number; maximum?: number; default?: number; description?: string } = {}) =>
   Type.Integer({ format: 'int32', minimum: 0, maximum: 2_147_483_647, ...options });
 
 /** An absolute URL this API wrote or was given. */

@@ -6,6 +6,12 @@ import { Cursor, Int32, Nullable, Timestamp, TokenAmount, UrlString, Uuid } from
 
 /** Shared response schemas; each has an `$id`, which names its OpenAPI component. */
 
+/**
+ * The most field errors one problem lists: enough for every field of the largest body, few
+ * enough that a hostile body cannot make a large answer.
+ */
+export const MAX_FIELD_ERRORS = 20;
+
 export const IMAGE_CONTENT_TYPES = ['image/png', 'image/jpeg', 'image/webp'] as const;
 /** Images a task can produce (docs/design.md §3.3); more than one per task is room for models that return several. */
 export const MAX_GENERATED_PER_TASK = 16;
@@ -321,7 +327,10 @@ export const Problem = Type.Object(
           }),
           detail: Type.String({ maxLength: PROBLEM_TEXT_MAX_LENGTH }),
         }),
-        { maxItems: 10, description: 'The field errors; the first one found is reported.' },
+        {
+          maxItems: MAX_FIELD_ERRORS,
+          description: `The field errors: one per invalid field, at most ${MAX_FIELD_ERRORS}.`,
+        },
       ),
     ),
   },

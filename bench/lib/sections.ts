@@ -180,3 +180,50 @@ export function capacitySection(results: CapacityResult[]): ReportSection {
   ];
   return { title: "Capacity at a provider's limit", budgets, lines };
 }
+
+/** bench/output-formats.ts's report: one row per 4K image, its bytes and encode time per format. */
+export interface OutputFormatsReport {
+  compression: number;
+  results: {
+    name: string;
+    width: number;
+    height: number;
+    prompt: string;
+    png_bytes: number;
+    jpeg_bytes: number;
+    webp_bytes: number;
+    png_ms: number;
+    jpeg_ms: number;
+    webp_ms: number;
+  }[];
+}
+
+/** Issue 41's row: a 4K WebP result is at most a fifth of the PNG's bytes (decision 0024). */
+export function outputFormatsSection(report: OutputFormatsReport): ReportSection {
+  const share = (bytes: number, png: number) => `${((bytes / png) * 100).toFixed(1)} %`;
+  const worst = Math.max(...report.results.map((r) => r.webp_bytes / r.png_bytes));
+  return {
+    title: `Output formats: the local renderer's 4K results (jpeg and webp at output_compression ${report.compression})`,
+    standalone: true,
+    budgets: [
+      {
+        budget: "Output formats: a 4K WebP result is at most a fifth of the PNG's bytes",
+        target: '≤ 20 % of the PNG',
+        measured: report.results
+          .map((r) => `${r.name}: ${share(r.webp_bytes, r.png_bytes)} (${r.webp_bytes} vs ${r.png_bytes} bytes)`)
+          .join('; '),
+        met: worst <= 0.2,
+      },
+    ],
+    lines: [
+      `\`bench/output-formats.ts\`: the same rendered picture stored as each format, as the worker stores it, one core (libvips concurrency 1); encode time includes the render. The renderer draws gradients and shapes, which compress far better than a photograph or a model's image: the ratios, not the bytes, are what carry over.`,
+      '',
+      '| image | PNG bytes | JPEG bytes | WebP bytes | JPEG / PNG | WebP / PNG | PNG ms | JPEG ms | WebP ms |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+      ...report.results.map(
+        (r) =>
+          `| ${r.name} (${r.width}×${r.height}) | ${r.png_bytes} | ${r.jpeg_bytes} | ${r.webp_bytes} | ${share(r.jpeg_bytes, r.png_bytes)} | ${share(r.webp_bytes, r.png_bytes)} | ${r.png_ms} | ${r.jpeg_ms} | ${r.webp_ms} |`,
+      ),
+    ],
+  };
+}

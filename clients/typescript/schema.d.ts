@@ -471,6 +471,7 @@ export interface components {
                  */
                 output_format?: "png" | "jpeg" | "webp";
                 /**
+                 * Format: int32
                  * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless.
                  * @default 80
                  */
@@ -513,6 +514,7 @@ export interface components {
                  */
                 output_format?: "png" | "jpeg" | "webp";
                 /**
+                 * Format: int32
                  * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless.
                  * @default 80
                  */
@@ -1100,7 +1102,7 @@ export interface components {
             code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "retry_in_progress" | "retry_budget_exhausted" | "resolution_unavailable";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
-            /** @description The field errors; the first one found is reported. */
+            /** @description The field errors: one per invalid field, at most 20. */
             errors?: {
                 /** @description JSON Pointer into the request part named by `location`. */
                 pointer: string;

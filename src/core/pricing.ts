@@ -1,6 +1,12 @@
 import { findModel } from '../../schemas/catalog.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
-import { DEFAULT_OUTPUT_COMPRESSION, DEFAULT_OUTPUT_FORMAT, type OutputFormat } from '../../schemas/output-format.js';
+import {
+  DEFAULT_OUTPUT_COMPRESSION,
+  DEFAULT_OUTPUT_FORMAT,
+  OUTPUT_COMPRESSION_NOT_APPLICABLE,
+  type OutputFormat,
+} from '../../schemas/output-format.js';
+import { DomainError } from './errors.js';
 
 export interface RequestedParameters {
   aspect_ratio?: string;
@@ -32,11 +38,21 @@ export function modelOf(modelId: string): ModelCatalogEntry {
   return model;
 }
 
+/**
+ * The parameters a task runs with. Refuses (invalid_request) an output_compression without a
+ * lossy output_format, the one rule between two fields the schema leaves to the core.
+ */
 export function applyDefaults(
   model: ModelCatalogEntry,
   parameters: RequestedParameters | undefined,
 ): EffectiveParameters {
   const outputFormat = parameters?.output_format ?? DEFAULT_OUTPUT_FORMAT;
+  if (outputFormat === 'png' && parameters?.output_compression !== undefined) {
+    const pointer = '/parameters/output_compression';
+    throw new DomainError('invalid_request', `body ${pointer}: ${OUTPUT_COMPRESSION_NOT_APPLICABLE}`, [
+      { pointer, location: 'body', code: 'not_allowed', detail: OUTPUT_COMPRESSION_NOT_APPLICABLE },
+    ]);
+  }
   return {
     aspect_ratio: parameters?.aspect_ratio ?? model.defaults.aspectRatio,
     resolution: parameters?.resolution ?? model.defaults.resolution,

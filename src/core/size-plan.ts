@@ -196,6 +196,39 @@ export function geminiImageConfig(
   return imageSize ? { aspectRatio, imageSize } : { aspectRatio };
 }
 
+/**
+ * What Gemini 2.5 Flash Image makes for each aspect ratio (it takes no imageSize; one size per
+ * ratio), as Google's image-generation guide (ai.google.dev/gemini-api/docs/image-generation,
+ * "Aspect ratios") tables it. Not the catalog's 1K row, which is Gemini 3 Pro Image's: at 16:9
+ * this model makes 1344×768, not 1376×768, so a 2K there needs more than twice its size.
+ */
+const GEMINI_25_FLASH_IMAGE_SIZES: Readonly<Record<AspectRatio, readonly [number, number]>> = {
+  '1:1': [1024, 1024],
+  '2:3': [832, 1248],
+  '3:2': [1248, 832],
+  '3:4': [864, 1184],
+  '4:3': [1184, 864],
+  '4:5': [896, 1152],
+  '5:4': [1152, 896],
+  '9:16': [768, 1344],
+  '16:9': [1344, 768],
+  '21:9': [1536, 672],
+};
+
+/**
+ * The one size per ratio a Gemini model without imageSize makes: the Gemini 2.x image models
+ * (gemini-2.5-flash-image, its previews, gemini-2.0-flash image generation) by their documented
+ * table; a model this plan does not know, the catalog's 1K row (Gemini's 1K table, the nearest
+ * guess). null for a ratio the table does not hold.
+ */
+function geminiDefaultSize(model: string, aspectRatio: string): Size | null {
+  const table: Readonly<Record<string, readonly [number, number]>> = model.startsWith('gemini-2')
+    ? GEMINI_25_FLASH_IMAGE_SIZES
+    : Object.fromEntries(Object.entries(PIXEL_SIZES).map(([ratio, sizes]) => [ratio, sizes['1K']]));
+  const found = table[aspectRatio];
+  return found ? size(found[0], found[1]) : null;
+}
+
 /** What a configured backend makes of a catalog cell, as far as the plan knows it. */
 export type BackendSizePlan =
   | { backend: 'local' }
@@ -204,8 +237,8 @@ export type BackendSizePlan =
 
 /**
  * The size the backend generates natively for a catalog cell: the local renderer and a Gemini
- * model that takes imageSize make the cell itself; another Gemini model makes its default 1K of
- * the ratio (Gemini's 1K table is the catalog's 1K row); an OpenAI-images model, the planned size
+ * model that takes imageSize make the cell itself; another Gemini model makes its one size of the
+ * ratio (geminiDefaultSize); an OpenAI-images model, the planned size
  * (the cell itself for `exact`).
  */
 export function nativeSize(
@@ -218,8 +251,7 @@ export function nativeSize(
       return target;
     case 'gemini': {
       if (geminiImageConfig(plan.model, cell.aspectRatio, cell.resolution).imageSize) return target;
-      const oneK = PIXEL_SIZES[cell.aspectRatio as AspectRatio]?.['1K'];
-      return oneK ? size(oneK[0], oneK[1]) : target;
+      return geminiDefaultSize(plan.model, cell.aspectRatio) ?? target;
     }
     case 'openai':
       return plannedSize(target, plan.rule);

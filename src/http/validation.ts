@@ -3,19 +3,21 @@ import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
 import { DomainError, type FieldError } from '../core/errors.js';
 import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
-import { OUTPUT_COMPRESSION_NOT_APPLICABLE } from '../../schemas/output-format.js';
+import { MAX_FIELD_ERRORS } from '../../schemas/resources.js';
 import { escapePointer } from './problem.js';
 
 /**
  * Two explicitly configured Ajv instances (docs/design.md §6). Bodies are validated exactly as sent: no
  * removal of unknown fields, no type coercion, no defaults injected (the core applies defaults).
  * Query strings and path parameters arrive as text, so only they coerce ("20" → 20).
- * allErrors is off: the first error is the one reported, and validation stops early.
+ * allErrors is on: a request with several invalid fields is told about each of them at once
+ * (bounded by MAX_FIELD_ERRORS), not one per round trip. The body's `oneOf` is discriminated, so
+ * only the chosen model's schema is checked and its errors name that model's fields.
  */
 const common: Options = {
   removeAdditional: false,
   useDefaults: false,
-  allErrors: false,
+  allErrors: true,
   discriminator: true,
   strict: true,
   strictRequired: false,
@@ -112,11 +114,20 @@ const LOCATION_BY_CONTEXT: Record<string, FieldError['location']> = {
 };
 
 /**
- * Ajv's errors as field errors: an `if` error only says that its `then` failed, which the error
- * before it names with its field, so it is left out.
+ * Ajv's errors as field errors, one per field (the first Ajv found: a prompt of one space is too
+ * short and blank, and saying the first is enough), in the order of the schema, at most
+ * MAX_FIELD_ERRORS. An `if` error only says that its `then` failed, which the error before it
+ * names with its field, so it is left out (no schema of ours has one today).
  */
 export function fieldErrorsOf(errors: readonly ErrorObject[], context: string | undefined): FieldError[] {
-  return errors.filter((error) => error.keyword !== 'if').map((error) => fieldErrorOf(error, context));
+  const byPointer = new Map<string, FieldError>();
+  for (const error of errors) {
+    if (error.keyword === 'if') continue;
+    const fieldError = fieldErrorOf(error, context);
+    if (!byPointer.has(fieldError.pointer)) byPointer.set(fieldError.pointer, fieldError);
+    if (byPointer.size === MAX_FIELD_ERRORS) break;
+  }
+  return [...byPointer.values()];
 }
 
 /** One Ajv error as a field error: a JSON Pointer to the offending field and a stable code. */
@@ -173,10 +184,6 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
       code = 'out_of_range';
       detail = `Must be ${COMPARISON_WORDS[String(params.comparison)] ?? String(params.comparison)} ${params.limit}.`;
       break;
-    case 'not':
-      code = 'not_allowed';
-      detail = NOT_DETAILS[pointer.slice(pointer.lastIndexOf('/') + 1)] ?? 'This field is not allowed here.';
-      break;
     case 'finite':
       code = 'out_of_range';
       detail = 'Must be a finite number within the documented range.';
@@ -199,14 +206,6 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
   }
   return { pointer, location, code, detail };
 }
-
-/**
- * Why a field the contract refuses with `not` is refused, by the field's name: the rule lives in
- * a conditional schema whose own words Ajv does not report.
- */
-const NOT_DETAILS: Record<string, string> = {
-  output_compression: OUTPUT_COMPRESSION_NOT_APPLICABLE,
-};
 
 /** What a pattern of the contract asks for, where its text alone does not say it. */
 const PATTERN_DETAILS: Record<string, string> = {

@@ -167,3 +167,12 @@ t.test('the output format does not change the price or the pixel size', async (t
     t.strictSame([other.width, other.height], [png.width, png.height]);
   }
 });
+
+t.test('applyDefaults refuses output_compression without a lossy format, naming the field', async (t) => {
+  for (const parameters of [{ output_compression: 80 }, { output_format: 'png' as const, output_compression: 0 }]) {
+    t.throws(() => applyDefaults(alphaPro, parameters), {
+      code: 'invalid_request',
+      fieldErrors: [{ pointer: '/parameters/output_compression', code: 'not_allowed' }],
+    });
+  }
+});

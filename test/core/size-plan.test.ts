@@ -130,10 +130,43 @@ t.test('what a backend makes natively, and the enlargement a cell would need', a
   const wide2K = cell('21:9', '2K', 3168, 1344);
   t.same(nativeSize({ backend: 'local' }, wide2K), size(3168, 1344));
   t.same(nativeSize({ backend: 'gemini', model: 'gemini-3-pro-image-preview' }, wide2K), size(3168, 1344));
-  t.same(nativeSize({ backend: 'gemini', model: 'gemini-2.5-flash-image' }, wide2K), size(1584, 672), 'its 1K');
+  t.same(
+    nativeSize({ backend: 'gemini', model: 'gemini-2.5-flash-image' }, wide2K),
+    size(1536, 672),
+    'its one 21:9 size, as Google documents it',
+  );
   t.same(nativeSize({ backend: 'openai', rule: openAiSizeRule('gpt-image-1') }, wide2K), size(1536, 1024));
   t.same(nativeSize({ backend: 'openai', rule: openAiSizeRule('flux-pro') }, wide2K), size(3168, 1344));
   t.equal(upscaleFactor(size(1536, 1024), size(3168, 1344)), 3168 / 1536);
   t.equal(upscaleFactor(size(1584, 672), size(3168, 1344)), 2);
   t.ok(upscaleFactor(size(4096, 4096), size(1024, 1024)) < 1, 'a reduction');
+});
+
+t.test("Gemini 2.5 Flash Image's sizes are Google's table for it, not Gemini 3 Pro's 1K row", async (t) => {
+  // ai.google.dev/gemini-api/docs/image-generation, "Aspect ratios" (Gemini 2.5 Flash Image).
+  const documented: [string, number, number][] = [
+    ['1:1', 1024, 1024],
+    ['2:3', 832, 1248],
+    ['3:2', 1248, 832],
+    ['3:4', 864, 1184],
+    ['4:3', 1184, 864],
+    ['4:5', 896, 1152],
+    ['5:4', 1152, 896],
+    ['9:16', 768, 1344],
+    ['16:9', 1344, 768],
+    ['21:9', 1536, 672],
+  ];
+  const flash = { backend: 'gemini', model: 'gemini-2.5-flash-image' } as const;
+  for (const [aspectRatio, width, height] of documented) {
+    const cell = { aspectRatio, resolution: '1K', width: 1, height: 1 };
+    t.same(nativeSize(flash, cell), size(width, height), aspectRatio);
+  }
+  const wide2K = { aspectRatio: '16:9', resolution: '2K', width: 2752, height: 1536 };
+  const factor = upscaleFactor(nativeSize(flash, wide2K), wide2K);
+  t.ok(factor > 2, `16:9 2K needs ${factor.toFixed(3)}x of 1344×768: past the default MAX_UPSCALE`);
+  t.same(
+    nativeSize({ backend: 'gemini', model: 'some-future-image-model' }, wide2K),
+    size(1376, 768),
+    'a model the plan does not know: the 1K row of the catalog, as before',
+  );
 });

@@ -540,3 +540,63 @@ t.test('output_compression with png says why it is refused', async (t) => {
   t.equal(res.statusCode, 400);
   t.match(res.body.errors?.[0]?.detail, /only with output_format jpeg or webp/);
 });
+
+// ── every invalid field at once (issue 41 item 5) ───────────────────────────────────────────────
+
+/** The field errors of a 400, as [pointer, code] pairs sorted by pointer. */
+function fieldErrors(res: { statusCode: number; body: any }): [string, string][] {
+  return (res.body.errors ?? [])
+    .map((e: { pointer: string; code: string }) => [e.pointer, e.code] as [string, string])
+    .sort((a: [string, string], b: [string, string]) => a[0].localeCompare(b[0]));
+}
+
+t.test('beta-v5-pro: a short prompt and 4K are both reported, each with its pointer', async (t) => {
+  const api = await apiFor(t);
+  for (const url of [ESTIMATE, CREATE]) {
+    const res = await api.post(url, { model: 'beta-v5-pro', prompt: 'ab', parameters: { resolution: '4K' } });
+    t.equal(res.statusCode, 400, url);
+    t.equal(res.body.code, 'invalid_request');
+    t.strictSame(fieldErrors(res), [
+      ['/parameters/resolution', 'not_allowed'],
+      ['/prompt', 'too_short'],
+    ]);
+    const resolution = res.body.errors.find((e: { pointer: string }) => e.pointer === '/parameters/resolution');
+    t.equal(resolution.detail, 'Must be one of: 1K, 2K.', "the chosen model's values, not alpha-pro's");
+  }
+});
+
+t.test('alpha-pro: every invalid field of one body is reported, once each', async (t) => {
+  const api = await apiFor(t);
+  for (const url of [ESTIMATE, CREATE]) {
+    const res = await api.post(url, {
+      model: 'alpha-pro',
+      prompt: ' ',
+      image_reference: ['not-a-uuid', randomUUID(), 'also-not'],
+      parameters: { aspect_ratio: '2:1', resolution: '8K', output_format: 'gif', output_compression: 101, seed: 1 },
+      colour: 'red',
+    });
+    t.equal(res.statusCode, 400, url);
+    t.strictSame(fieldErrors(res), [
+      ['/colour', 'unknown_field'],
+      ['/image_reference/0', 'too_short'],
+      ['/image_reference/2', 'too_short'],
+      ['/parameters/aspect_ratio', 'not_allowed'],
+      ['/parameters/output_compression', 'out_of_range'],
+      ['/parameters/output_format', 'not_allowed'],
+      ['/parameters/resolution', 'not_allowed'],
+      ['/parameters/seed', 'unknown_field'],
+      ['/prompt', 'too_short'],
+    ]);
+    t.match(res.body.detail, /^body \/\S+: /, 'the summary names the first field');
+  }
+});
+
+t.test('a body with many invalid fields gets at most 20 errors', async (t) => {
+  const api = await apiFor(t);
+  const unknown = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`field_${i}`, i]));
+  const res = await api.post(CREATE, { model: 'beta-v5-pro', prompt: PROMPT, ...unknown });
+  t.equal(res.statusCode, 400);
+  t.equal(res.body.errors.length, 20);
+  t.ok(res.body.errors.every((e: { code: string }) => e.code === 'unknown_field'));
+  t.equal(new Set(res.body.errors.map((e: { pointer: string }) => e.pointer)).size, 20, 'each field once');
+});

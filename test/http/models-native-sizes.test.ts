@@ -75,7 +75,10 @@ t.test(
     t.same(alpha.native_sizes['1:1']['1K'], { width: 1024, height: 1024, result: 'native', scale: 1 });
     t.same(alpha.native_sizes['1:1']['2K'], { width: 1024, height: 1024, result: 'resized', scale: 2 });
     t.same(alpha.native_sizes['1:1']['4K'], { width: 1024, height: 1024, result: 'unavailable', scale: 4 });
-    t.same(alpha.native_sizes['21:9']['2K'], { width: 1584, height: 672, result: 'resized', scale: 2 });
+    // Google's table for Gemini 2.5 Flash Image: 1536×672 at 21:9, 1344×768 at 16:9 (not the catalog's 1K row).
+    t.same(alpha.native_sizes['21:9']['2K'], { width: 1536, height: 672, result: 'unavailable', scale: 2.063 });
+    t.same(alpha.native_sizes['16:9']['1K'], { width: 1344, height: 768, result: 'resized', scale: 1.024 });
+    t.same(alpha.native_sizes['16:9']['2K'], { width: 1344, height: 768, result: 'unavailable', scale: 2.048 });
     // beta-v5-pro stays on the local renderer.
     t.equal(flash.byId.get('beta-v5-pro')!.native_sizes['1:1']['2K'].result, 'native');
 
@@ -131,4 +134,25 @@ t.test('GET /api/v1/models/:model carries the same native sizes', async (t) => {
   });
   const one = await harness.app.inject({ url: '/api/v1/models/alpha-pro', headers: auth });
   t.same(one.json().data.native_sizes, byId.get('alpha-pro')!.native_sizes);
+});
+
+t.test('gemini-2.5-flash-image: a 16:9 2K create is refused up front (422), nothing debited', async (t) => {
+  const { harness, auth } = await models(t, {
+    ALPHA_PRO_BACKEND: 'gemini',
+    GEMINI_API_KEY: 'k',
+    GEMINI_BASE_URL: UNUSED_URL,
+    GEMINI_MODEL: 'gemini-2.5-flash-image',
+  });
+  const before = (await harness.app.inject({ url: '/api/v1/account', headers: auth })).json().data.balance;
+  const created = await harness.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: auth,
+    payload: { model: 'alpha-pro', prompt: 'a harbour', parameters: { aspect_ratio: '16:9', resolution: '2K' } },
+  });
+  t.equal(created.statusCode, 422);
+  t.equal(created.json().code, 'resolution_unavailable');
+  t.equal((await harness.app.inject({ url: '/api/v1/account', headers: auth })).json().data.balance, before);
+  const tasks = await harness.app.inject({ url: '/api/v1/images/generations', headers: auth });
+  t.same(tasks.json().data, [], 'no task');
 });
