@@ -1,5 +1,5 @@
 /**
- * The second pass of `npm test`: the HTTP, worker, service and webhook suites again with their
+ * The second pass of `npm test`: the HTTP, MCP, worker, service and webhook suites again with their
  * store on PostgreSQL (TEST_STORE=postgres), so that "same tests, different adapters" holds for
  * every test and not only for those written over both stores. Where no PostgreSQL answers (a
  * laptop without one), the pass is skipped with a line that says so; .ci/run starts one.
@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { browserTestsSkippedNotice } from '../test/helpers/chromium.js';
 import { postgresTestUrl, reachable } from '../test/helpers/postgres.js';
 
-const SUITES = ['test/http', 'test/worker', 'test/services', 'test/webhooks'];
+const SUITES = ['test/http', 'test/mcp', 'test/worker', 'test/services', 'test/webhooks'];
 
 function exit(status: number): never {
   const notice = browserTestsSkippedNotice();

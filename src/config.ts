@@ -152,6 +152,10 @@ export const ConfigSchema = Type.Object({
     default: true,
     description: 'Serve the Playground page at /playground (serve and api); false = no page.',
   }),
+  MCP: Type.Boolean({
+    default: true,
+    description: 'Serve the remote MCP server (Streamable HTTP) at /mcp (serve and api); false = no /mcp.',
+  }),
   SSE_HEARTBEAT_MS: Int({
     minimum: 100,
     default: 15_000,

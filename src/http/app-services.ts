@@ -7,6 +7,7 @@ import {
   upscaleCheck,
 } from '../generators/backend-admission.js';
 import { publicBaseUrl } from '../config.js';
+import { ImageTools } from '../mcp/tools.js';
 import { AccountService } from '../services/account-service.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
 import { IdempotencyService } from '../services/idempotency.js';
@@ -14,6 +15,7 @@ import { MediaService } from '../services/media-service.js';
 import { OpenAiImagesService } from '../services/openai-images.js';
 import { HmacMediaUrlSigner } from '../services/media-url-signer.js';
 import { type DependencyCheck, dataDirDiskSpace, storageChecks } from '../services/readiness.js';
+import { ReferenceImport } from '../services/reference-import.js';
 import { TaskEvents } from '../services/task-events.js';
 import { TaskService } from '../services/task-service.js';
 import { TaskStreams } from '../services/task-streams.js';
@@ -33,17 +35,19 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
   const { now } = context;
   const signer = new HmacMediaUrlSigner(deps.mediaSigningSecret, publicBaseUrl(config), config.SIGNED_URL_TTL_SECONDS);
   const resolutionCheck = upscaleCheck(backendSizePlans(config), config.MAX_UPSCALE);
+  // Where a URL a user gives may point: webhook targets, and reference images fetched for MCP.
+  const userUrlPolicy = {
+    allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
+    lookup: deps.webhookLookup,
+    allowedPorts: parsePortRanges(config.WEBHOOK_ALLOWED_PORTS),
+  };
   const tasks = new TaskService({
     store,
     events: deps.events ?? new TaskEvents(),
     now,
     maxActiveTasks: config.MAX_ACTIVE_TASKS,
     crossProcessPollMs: config.LONG_POLL_FALLBACK_MS,
-    webhookPolicy: {
-      allowPrivate: config.WEBHOOK_ALLOW_PRIVATE,
-      lookup: deps.webhookLookup,
-      allowedPorts: parsePortRanges(config.WEBHOOK_ALLOWED_PORTS),
-    },
+    webhookPolicy: userUrlPolicy,
     resolutionCheck,
     backendUnavailableFor: backendCircuit(config, store.backendLimits),
   });
@@ -67,6 +71,15 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
   };
   const circuits = backendCircuitStates(config, store.backendLimits);
   const idempotency = new IdempotencyService({ store: store.idempotencyKeys, now });
+  const uploadTempDir = join(config.DATA_DIR, 'tmp');
+  const accounts = new AccountService({
+    store,
+    limits: {
+      createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
+      requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
+      maxActiveTasks: config.MAX_ACTIVE_TASKS,
+    },
+  });
   return {
     now,
     signer,
@@ -76,13 +89,29 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     diskSpace,
     readinessChecks,
     backendCircuits: () => circuits(now()),
-    uploadTempDir: join(config.DATA_DIR, 'tmp'),
+    uploadTempDir,
     idempotency,
     openAiImages: new OpenAiImagesService({
       tasks,
       media,
       idempotency,
       waitMs: config.OPENAI_COMPAT_WAIT_SECONDS * 1000,
+    }),
+    // The MCP server's tools (decision 0026): the same services as the REST routes.
+    imageTools: new ImageTools({
+      tasks,
+      media,
+      references: new ReferenceImport({
+        media,
+        tempDir: uploadTempDir,
+        maxBytes: config.UPLOAD_MAX_BYTES,
+        urlPolicy: userUrlPolicy,
+      }),
+      accounts,
+      idempotency,
+      signer,
+      resolutionCheck,
+      now,
     }),
     streams: new TaskStreams({
       tasks,
@@ -92,14 +121,7 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
       }),
       taskDeadlineMs: config.TASK_DEADLINE_MS,
     }),
-    accounts: new AccountService({
-      store,
-      limits: {
-        createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
-        requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
-        maxActiveTasks: config.MAX_ACTIVE_TASKS,
-      },
-    }),
+    accounts,
     webhooks: new WebhookService({
       store,
       now,

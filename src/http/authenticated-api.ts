@@ -7,6 +7,7 @@ import type { AppServices } from './app-services.js';
 import { registerBearerAuth } from './plugins/auth.js';
 import { registerIdempotency } from './plugins/idempotency.js';
 import { registerRateLimits } from './plugins/rate-limit.js';
+import { mcpRoutes } from './routes/mcp.js';
 import { openAiImagesRoutes } from './routes/openai-images.js';
 
 export interface AuthenticatedApiOptions {
@@ -21,8 +22,8 @@ export interface AuthenticatedApiOptions {
 /**
  * Everything a key opens, in one unprefixed scope so that its faces share the same keys, rate-limit
  * counters and idempotency keys: no caching, rate limits, Bearer auth and idempotency for every
- * route, then the faces, each under its own prefix: the native API (/api/v1) and the OpenAI
- * Images face (/v1).
+ * route, then the faces, each under its own prefix: the native API (/api/v1), the OpenAI Images
+ * face (/v1) and the MCP server (/mcp).
  */
 export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions> = async (
   scope,
@@ -59,4 +60,14 @@ export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions
     uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
     onStorageFull: () => services.diskSpace.noteFull(),
   });
+  // MCP=false leaves the MCP server out (decision 0026).
+  if (config.MCP)
+    await scope.register(mcpRoutes, {
+      tools: services.imageTools,
+      bodyLimit: mcpBodyLimit(config.UPLOAD_MAX_BYTES),
+      spendCreate: rateLimits.spendCreate,
+    });
 };
+
+/** A JSON-RPC body of /mcp may carry an upload as base64 (4/3 of its size), plus the message around it. */
+const mcpBodyLimit = (uploadMaxBytes: number) => Math.ceil(uploadMaxBytes / 3) * 4 + 64 * 1024;

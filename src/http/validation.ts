@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
-import type { FieldError } from '../core/errors.js';
+import { DomainError, type FieldError } from '../core/errors.js';
 import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
 import { MAX_FIELD_ERRORS } from '../../schemas/resources.js';
 import { escapePointer } from './problem.js';
@@ -42,6 +42,25 @@ export function buildValidatorCompilerFactory(): ValidatorFactory {
         : refusingNonFiniteNumbers(textAjv.compile(schema as object));
   };
   return factory as unknown as ValidatorFactory;
+}
+
+/**
+ * An Ajv for JSON bodies that do not arrive through a route (the MCP tools' arguments), set up as
+ * the routes' body validator is, so that the same value is refused with the same field errors.
+ */
+export function bodyAjv(externalSchemas: readonly object[]): Ajv {
+  return makeAjv({ ...common, coerceTypes: false }, Object.fromEntries(externalSchemas.map((s, i) => [i, s])));
+}
+
+/** The 400 of a value that failed its schema: every field error, and the first one as the detail. */
+export function invalidRequestOf(errors: readonly ErrorObject[], context: string | undefined): DomainError {
+  const fieldErrors = fieldErrorsOf(errors, context);
+  const first = fieldErrors[0];
+  return new DomainError(
+    'invalid_request',
+    first ? `${first.location} ${first.pointer || '(root)'}: ${first.detail}` : 'The request is invalid.',
+    fieldErrors,
+  );
 }
 
 function makeAjv(options: Options, externalSchemas: Record<string, unknown>): Ajv {

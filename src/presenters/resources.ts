@@ -1,5 +1,6 @@
 import { TASK_ERROR_MESSAGE_MAX_LENGTH, type TaskResource } from '../../schemas/resources.js';
 import type { TaskRecord } from '../core/task.js';
+import type { PricedRequest } from '../core/pricing.js';
 import type { MediaResource } from '../../schemas/resources.js';
 import type { MediaRecord } from '../store/port.js';
 
@@ -57,5 +58,17 @@ export function toMediaResource(media: MediaRecord): MediaResource {
     source: media.source,
     created_at: media.createdAt.toISOString(),
     expires_at: media.expiresAt.toISOString(),
+  };
+}
+
+/** A priced request as the Estimate resource (POST /api/v1/images/estimates, the MCP tool estimate_price). */
+export function toEstimateResource(priced: PricedRequest) {
+  return {
+    // Records hold what the catalog allowed; the core types them as plain strings.
+    model: priced.model.id as TaskResource['model'],
+    cost: priced.cost,
+    parameters: priced.parameters as TaskResource['parameters'],
+    width: priced.width,
+    height: priced.height,
   };
 }

@@ -7,20 +7,20 @@ import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.
 import { dependencyFailureOf } from '../../services/dependency-failure.js';
 import { openAiErrorOf } from '../../presenters/openai-images.js';
 import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
-import { fieldErrorsOf } from '../validation.js';
+import { invalidRequestOf } from '../validation.js';
 
 /**
  * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
  * 429 that has no window to wait out, rather than a promise.
  */
-const UNTIMED_429_RETRY_AFTER_SECONDS = 5;
+export const UNTIMED_429_RETRY_AFTER_SECONDS = 5;
 
 /**
  * A 503 for a dependency that is away (a failover, a storage blip) or full: long enough for a
  * failover or a pooler restart to finish, short enough that a retrying client is not kept waiting.
  */
-const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
-const DEPENDENCY_DETAIL =
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+export const DEPENDENCY_DETAIL =
   'The service cannot complete this request right now. Retry after the time in Retry-After; a create retried with the same Idempotency-Key is never charged twice.';
 
 /**
@@ -222,13 +222,8 @@ export function classify(error: FastifyError | DomainError, request: FastifyRequ
   if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
 
   if (error.validation) {
-    const fieldErrors = fieldErrorsOf(error.validation as never, error.validationContext);
-    const first = fieldErrors[0];
-    return {
-      code: 'invalid_request',
-      detail: first ? `${first.location} ${first.pointer || '(root)'}: ${first.detail}` : 'The request is invalid.',
-      fieldErrors,
-    };
+    const invalid = invalidRequestOf(error.validation as never, error.validationContext);
+    return { code: invalid.code, detail: invalid.message, fieldErrors: invalid.fieldErrors };
   }
 
   const multipartProblem = error.code ? MULTIPART_PROBLEMS[error.code] : undefined;
@@ -238,11 +233,10 @@ export function classify(error: FastifyError | DomainError, request: FastifyRequ
   const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
   if (byStatus) return { code: byStatus, detail: error.message };
   if (error.statusCode === 503) return { code: 'unavailable', detail: 'The service is temporarily unavailable.' };
-  return {
-    code: 'internal_error',
-    detail: 'Something went wrong on our side; the request id identifies it in our logs.',
-  };
+  return { code: 'internal_error', detail: INTERNAL_ERROR_DETAIL };
 }
+
+export const INTERNAL_ERROR_DETAIL = 'Something went wrong on our side; the request id identifies it in our logs.';
 
 function publicDetail(code: ErrorCode, error: FastifyError, request: FastifyRequest): string {
   switch (code) {

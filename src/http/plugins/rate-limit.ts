@@ -34,7 +34,23 @@ export interface RateLimitSettings {
 export interface RateLimits {
   /** The route config (`config.rateLimit`) of a route that spends the creates budget. */
   creates: RateLimitOptions;
+  /**
+   * Spends one create of the caller's creates budget for a create that does not arrive on a route
+   * of its own (the MCP tool generate_image); throws RateLimitedError beyond it. Counted per route
+   * like every budget of the plugin, so it is a budget of the same size as the REST create's.
+   */
+  spendCreate(request: FastifyRequest): Promise<void>;
   authFailures: AuthFailureLimiter;
+}
+
+/** A 429 with the seconds its window still runs (what Retry-After says on REST). */
+export class RateLimitedError extends DomainError {
+  constructor(
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super('rate_limited', message);
+  }
 }
 
 /** The budget's key of a request: its API key's, or, keyless (a signed media URL), its address's. */
@@ -67,7 +83,22 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
     keyGenerator: (request) => `auth-failures:${normalizeIP(request.ip)}`,
   });
 
+  const createsCounter = scope.createRateLimit({
+    max: settings.createsPerMin,
+    timeWindow: WINDOW_MS,
+    keyGenerator: perKey('creates'),
+  });
+
   return {
+    async spendCreate(request) {
+      const state = await createsCounter(request);
+      if (state.isAllowed || !state.isExceeded) return;
+      const retryAfter = Math.max(1, state.ttlInSeconds);
+      throw new RateLimitedError(
+        `This API key may make ${settings.createsPerMin} creates per minute; retry in ${retryAfter} s.`,
+        retryAfter,
+      );
+    },
     creates: {
       max: settings.createsPerMin,
       keyGenerator: perKey('creates'),

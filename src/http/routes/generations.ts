@@ -2,13 +2,13 @@ import type { IncomingMessage } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { RateLimitOptions } from '@fastify/rate-limit';
-import { GenerationRequest, MODEL_IDS, type ModelId } from '../../../schemas/catalog.js';
+import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { EXAMPLE_TASK_ID, Timestamp } from '../../../schemas/primitives.js';
-import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage, type TaskResource } from '../../../schemas/resources.js';
+import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
 import { BackendUnavailableError, type TaskService } from '../../services/task-service.js';
 import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
-import { toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
+import { toEstimateResource, toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
 import {
   AUTHENTICATED_CODES,
   BEARER_SECURITY,
@@ -250,15 +250,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
     },
     async (request) => {
       const priced = await tasks.estimate(request.caller.accountId, request.body);
-      return {
-        data: {
-          model: priced.model.id as ModelId,
-          cost: priced.cost,
-          parameters: priced.parameters as TaskResource['parameters'],
-          width: priced.width,
-          height: priced.height,
-        },
-      };
+      return { data: toEstimateResource(priced) };
     },
   );
 };
