@@ -44,80 +44,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/images/generations": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * OpenAI images.generate: make n images and answer with them
-         * @description n tasks, priced and charged as native tasks (all or none), waited for up to OPENAI_COMPAT_WAIT_SECONDS. Send an `Idempotency-Key` so that an SDK retry waits for the same tasks instead of paying for new ones. Past the wait: 504 `generation_timeout` naming the tasks, which go on (and stay charged unless they fail).
-         */
-        post: operations["openaiCreateImage"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/images/edits": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * OpenAI images.edit: make n images from reference images
-         * @description The images (parts `image` or `image[]`) are stored as uploads of the account and become the tasks' image references; the rest is as images.generate. A `mask` is refused (400, param `mask`).
-         */
-        post: operations["openaiEditImage"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/models": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** OpenAI models.list: the models of the catalog */
-        get: operations["openaiListModels"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/v1/models/{model}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** OpenAI models.retrieve: one model of the catalog */
-        get: operations["openaiGetModel"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/v1/images/generations": {
         parameters: {
             query?: never;
@@ -440,6 +366,80 @@ export interface paths {
          * @description Queues the delivery for an immediate attempt, whatever its state; receivers see the same webhook-id and can drop repeats. One replay at a time per delivery (429 `retry_in_progress` while one is queued or being sent), within a budget per delivery and per account per hour (429 `retry_budget_exhausted` with `Retry-After`).
          */
         post: operations["retryWebhookDelivery"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/generations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI images.generate: make n images and answer with them
+         * @description n tasks, priced and charged as native tasks (all or none), waited for up to OPENAI_COMPAT_WAIT_SECONDS. Send an `Idempotency-Key` so that an SDK retry waits for the same tasks instead of paying for new ones. Past the wait: 504 `generation_timeout` naming the tasks, which go on (and stay charged unless they fail).
+         */
+        post: operations["openaiCreateImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/images/edits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * OpenAI images.edit: make n images from reference images
+         * @description The images (parts `image` or `image[]`) are stored as uploads of the account and become the tasks' image references; the rest is as images.generate. A `mask` is refused (400, param `mask`).
+         */
+        post: operations["openaiEditImage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI models.list: the models of the catalog */
+        get: operations["openaiListModels"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/models/{model}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** OpenAI models.retrieve: one model of the catalog */
+        get: operations["openaiGetModel"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -1569,1007 +1569,6 @@ export interface operations {
                             };
                         };
                     };
-                };
-            };
-        };
-    };
-    openaiCreateImage: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
-                "idempotency-key"?: string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        /** @description OpenAI `images.generate` body; unknown fields are ignored, as OpenAI does. */
-        requestBody: {
-            content: {
-                "application/json": {
-                    /**
-                     * @description A model of this service; another name is 404 `model_not_found`.
-                     * @enum {string}
-                     */
-                    model: "alpha-pro" | "beta-v5-pro";
-                    /** @description Text prompt, within the model's prompt length. */
-                    prompt: string;
-                    /**
-                     * Format: int32
-                     * @description Images to make: each is one task, priced and charged as one; all admitted or none.
-                     * @default 1
-                     */
-                    n?: number;
-                    /**
-                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
-                     * @default auto
-                     */
-                    size?: string;
-                    /**
-                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
-                     * @default auto
-                     * @enum {string}
-                     */
-                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
-                    /**
-                     * @description Encoding of the images.
-                     * @default png
-                     * @enum {string}
-                     */
-                    output_format?: "png" | "jpeg" | "webp";
-                    /**
-                     * Format: int32
-                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
-                     */
-                    output_compression?: number;
-                    /**
-                     * @description `transparent` is refused: no backend makes an alpha channel.
-                     * @default auto
-                     * @enum {string}
-                     */
-                    background?: "auto" | "opaque";
-                    /**
-                     * @description `url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.
-                     * @default b64_json
-                     * @enum {string}
-                     */
-                    response_format?: "b64_json" | "url";
-                    /**
-                     * @description Accepted; the backends' own moderation applies.
-                     * @enum {string}
-                     */
-                    moderation?: "auto" | "low";
-                    /** @description The end user you act for: kept on the task and passed to the providers as their safety identifier. */
-                    user?: string;
-                    /** @description Not offered: `true` is refused (400, param `stream`). */
-                    stream?: boolean;
-                } & {
-                    [key: string]: unknown;
-                };
-            };
-        };
-        responses: {
-            /** @description The images, once every task finished. */
-            200: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description The ids of the tasks made (comma-separated), as /api/v1/images/generations lists them. */
-                    "x-imagegen-task-ids"?: string;
-                    /** @description Present when a retry with the same Idempotency-Key waited for the tasks of the first request. */
-                    "Idempotent-Replayed"?: "true";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiImagesResponse"];
-                };
-            };
-            /** @description OpenAI error (400) */
-            400: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (401) */
-            401: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (404) */
-            404: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (405) */
-            405: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (409) */
-            409: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (413) */
-            413: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (415) */
-            415: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (422) */
-            422: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (429) */
-            429: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (500) */
-            500: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (503) */
-            503: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (504) */
-            504: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-        };
-    };
-    openaiEditImage: {
-        parameters: {
-            query?: never;
-            header?: {
-                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
-                "idempotency-key"?: string;
-            };
-            path?: never;
-            cookie?: never;
-        };
-        /** @description OpenAI `images.edit` body (multipart/form-data). */
-        requestBody: {
-            content: {
-                "multipart/form-data": {
-                    /**
-                     * @description A model of this service; another name is 404 `model_not_found`.
-                     * @enum {string}
-                     */
-                    model: "alpha-pro" | "beta-v5-pro";
-                    /** @description Text prompt, within the model's prompt length. */
-                    prompt: string;
-                    /**
-                     * Format: int32
-                     * @description Images to make: each is one task, priced and charged as one; all admitted or none.
-                     * @default 1
-                     */
-                    n?: number;
-                    /**
-                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
-                     * @default auto
-                     */
-                    size?: string;
-                    /**
-                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
-                     * @default auto
-                     * @enum {string}
-                     */
-                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
-                    /**
-                     * @description Encoding of the images.
-                     * @default png
-                     * @enum {string}
-                     */
-                    output_format?: "png" | "jpeg" | "webp";
-                    /**
-                     * Format: int32
-                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
-                     */
-                    output_compression?: number;
-                    /**
-                     * @description `transparent` is refused: no backend makes an alpha channel.
-                     * @default auto
-                     * @enum {string}
-                     */
-                    background?: "auto" | "opaque";
-                    /**
-                     * @description `url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.
-                     * @default b64_json
-                     * @enum {string}
-                     */
-                    response_format?: "b64_json" | "url";
-                    /**
-                     * @description Accepted; the backends' own moderation applies.
-                     * @enum {string}
-                     */
-                    moderation?: "auto" | "low";
-                    /** @description The end user you act for: kept on the task and passed to the providers as their safety identifier. */
-                    user?: string;
-                    /** @description Not offered: `true` is refused (400, param `stream`). */
-                    stream?: boolean;
-                    /** @description Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account. */
-                    image: unknown[];
-                    /** @description Not offered: a `mask` part is refused (400, param `mask`). */
-                    mask?: unknown;
-                } & {
-                    [key: string]: unknown;
-                };
-            };
-        };
-        responses: {
-            /** @description The images, once every task finished. */
-            200: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description The ids of the tasks made (comma-separated), as /api/v1/images/generations lists them. */
-                    "x-imagegen-task-ids"?: string;
-                    /** @description Present when a retry with the same Idempotency-Key waited for the tasks of the first request. */
-                    "Idempotent-Replayed"?: "true";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiImagesResponse"];
-                };
-            };
-            /** @description OpenAI error (400) */
-            400: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (401) */
-            401: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (404) */
-            404: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (405) */
-            405: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (409) */
-            409: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (413) */
-            413: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (415) */
-            415: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (422) */
-            422: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (429) */
-            429: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (500) */
-            500: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (503) */
-            503: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (504) */
-            504: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-        };
-    };
-    openaiListModels: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Every model. */
-            200: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {string} */
-                        object: "list";
-                        data: {
-                            /**
-                             * @description The model name to send as `model`.
-                             * @enum {string}
-                             */
-                            id: "alpha-pro" | "beta-v5-pro";
-                            /** @enum {string} */
-                            object: "model";
-                            /**
-                             * Format: int64
-                             * @description Unix seconds (0: catalog models have no date).
-                             */
-                            created: number;
-                            /** @description Who serves the model. */
-                            owned_by: string;
-                        }[];
-                    };
-                };
-            };
-            /** @description OpenAI error (400) */
-            400: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (401) */
-            401: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (429) */
-            429: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (500) */
-            500: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (503) */
-            503: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-        };
-    };
-    openaiGetModel: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                /**
-                 * @description One of alpha-pro, beta-v5-pro.
-                 * @example alpha-pro
-                 */
-                model: string;
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description The model. */
-            200: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /**
-                         * @description The model name to send as `model`.
-                         * @enum {string}
-                         */
-                        id: "alpha-pro" | "beta-v5-pro";
-                        /** @enum {string} */
-                        object: "model";
-                        /**
-                         * Format: int64
-                         * @description Unix seconds (0: catalog models have no date).
-                         */
-                        created: number;
-                        /** @description Who serves the model. */
-                        owned_by: string;
-                    };
-                };
-            };
-            /** @description OpenAI error (400) */
-            400: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (401) */
-            401: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (404) */
-            404: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (429) */
-            429: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
-                    "RateLimit-Limit"?: number;
-                    /** @description Requests left in the current window. */
-                    "RateLimit-Remaining"?: number;
-                    /** @description Seconds until the window resets. */
-                    "RateLimit-Reset"?: number;
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (500) */
-            500: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
-                };
-            };
-            /** @description OpenAI error (503) */
-            503: {
-                headers: {
-                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
-                    "x-request-id"?: string;
-                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
-                    "Access-Control-Allow-Origin"?: "*";
-                    /** @description Seconds to wait before retrying. */
-                    "Retry-After"?: number;
-                    /** @description Whether a retry can succeed (the official SDKs obey it). */
-                    "x-should-retry"?: "true" | "false";
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
         };
@@ -5540,6 +4539,1007 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    openaiCreateImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description OpenAI `images.generate` body; unknown fields are ignored, as OpenAI does. */
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description A model of this service; another name is 404 `model_not_found`.
+                     * @enum {string}
+                     */
+                    model: "alpha-pro" | "beta-v5-pro";
+                    /** @description Text prompt, within the model's prompt length. */
+                    prompt: string;
+                    /**
+                     * Format: int32
+                     * @description Images to make: each is one task, priced and charged as one; all admitted or none.
+                     * @default 1
+                     */
+                    n?: number;
+                    /**
+                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
+                     * @default auto
+                     */
+                    size?: string;
+                    /**
+                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+                    /**
+                     * @description Encoding of the images.
+                     * @default png
+                     * @enum {string}
+                     */
+                    output_format?: "png" | "jpeg" | "webp";
+                    /**
+                     * Format: int32
+                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
+                     */
+                    output_compression?: number;
+                    /**
+                     * @description `transparent` is refused: no backend makes an alpha channel.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    background?: "auto" | "opaque";
+                    /**
+                     * @description `url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.
+                     * @default b64_json
+                     * @enum {string}
+                     */
+                    response_format?: "b64_json" | "url";
+                    /**
+                     * @description Accepted; the backends' own moderation applies.
+                     * @enum {string}
+                     */
+                    moderation?: "auto" | "low";
+                    /** @description The end user you act for: kept on the task and passed to the providers as their safety identifier. */
+                    user?: string;
+                    /** @description Not offered: `true` is refused (400, param `stream`). */
+                    stream?: boolean;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description The images, once every task finished. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The ids of the tasks made (comma-separated), as /api/v1/images/generations lists them. */
+                    "x-imagegen-task-ids"?: string;
+                    /** @description Present when a retry with the same Idempotency-Key waited for the tasks of the first request. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiImagesResponse"];
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (404) */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (405) */
+            405: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (409) */
+            409: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (413) */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (415) */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (422) */
+            422: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (504) */
+            504: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    openaiEditImage: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description A unique value (printable ASCII, e.g. a UUID) that makes retries safe: for 24 hours a request with the same key and the same body returns the first response, with `Idempotent-Replayed: true`, instead of running again. The same key with a different body is refused (422); while the first request runs, 409. */
+                "idempotency-key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description OpenAI `images.edit` body (multipart/form-data). */
+        requestBody: {
+            content: {
+                "multipart/form-data": {
+                    /**
+                     * @description A model of this service; another name is 404 `model_not_found`.
+                     * @enum {string}
+                     */
+                    model: "alpha-pro" | "beta-v5-pro";
+                    /** @description Text prompt, within the model's prompt length. */
+                    prompt: string;
+                    /**
+                     * Format: int32
+                     * @description Images to make: each is one task, priced and charged as one; all admitted or none.
+                     * @default 1
+                     */
+                    n?: number;
+                    /**
+                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
+                     * @default auto
+                     */
+                    size?: string;
+                    /**
+                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+                    /**
+                     * @description Encoding of the images.
+                     * @default png
+                     * @enum {string}
+                     */
+                    output_format?: "png" | "jpeg" | "webp";
+                    /**
+                     * Format: int32
+                     * @description Quality of jpeg and webp output, 0-100 (default 80); ignored for png, as OpenAI does.
+                     */
+                    output_compression?: number;
+                    /**
+                     * @description `transparent` is refused: no backend makes an alpha channel.
+                     * @default auto
+                     * @enum {string}
+                     */
+                    background?: "auto" | "opaque";
+                    /**
+                     * @description `url`: a signed download URL of this service, valid for SIGNED_URL_TTL_SECONDS.
+                     * @default b64_json
+                     * @enum {string}
+                     */
+                    response_format?: "b64_json" | "url";
+                    /**
+                     * @description Accepted; the backends' own moderation applies.
+                     * @enum {string}
+                     */
+                    moderation?: "auto" | "low";
+                    /** @description The end user you act for: kept on the task and passed to the providers as their safety identifier. */
+                    user?: string;
+                    /** @description Not offered: `true` is refused (400, param `stream`). */
+                    stream?: boolean;
+                    /** @description Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account. */
+                    image: unknown[];
+                    /** @description Not offered: a `mask` part is refused (400, param `mask`). */
+                    mask?: unknown;
+                } & {
+                    [key: string]: unknown;
+                };
+            };
+        };
+        responses: {
+            /** @description The images, once every task finished. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The ids of the tasks made (comma-separated), as /api/v1/images/generations lists them. */
+                    "x-imagegen-task-ids"?: string;
+                    /** @description Present when a retry with the same Idempotency-Key waited for the tasks of the first request. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiImagesResponse"];
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (404) */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (405) */
+            405: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (409) */
+            409: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (413) */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (415) */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (422) */
+            422: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (504) */
+            504: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    openaiListModels: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every model. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        object: "list";
+                        data: {
+                            /**
+                             * @description The model name to send as `model`.
+                             * @enum {string}
+                             */
+                            id: "alpha-pro" | "beta-v5-pro";
+                            /** @enum {string} */
+                            object: "model";
+                            /**
+                             * Format: int64
+                             * @description Unix seconds (0: catalog models have no date).
+                             */
+                            created: number;
+                            /** @description Who serves the model. */
+                            owned_by: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    openaiGetModel: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description One of alpha-pro, beta-v5-pro.
+                 * @example alpha-pro
+                 */
+                model: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The model. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /**
+                         * @description The model name to send as `model`.
+                         * @enum {string}
+                         */
+                        id: "alpha-pro" | "beta-v5-pro";
+                        /** @enum {string} */
+                        object: "model";
+                        /**
+                         * Format: int64
+                         * @description Unix seconds (0: catalog models have no date).
+                         */
+                        created: number;
+                        /** @description Who serves the model. */
+                        owned_by: string;
+                    };
+                };
+            };
+            /** @description OpenAI error (400) */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (401) */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (404) */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (429) */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (500) */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (503) */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
                 };
             };
         };
