@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import { MAX_PROMPT_LENGTH, MAX_IMAGE_REFERENCES, MODEL_IDS } from './catalog.js';
 import { DEFAULT_OUTPUT_COMPRESSION, OUTPUT_FORMATS } from './output-format.js';
+import { Int32, TokenAmount } from './primitives.js';
 
 /**
  * The OpenAI Images API face (/v1, decision 0025): its request and answer shapes as the OpenAPI
@@ -9,6 +10,9 @@ import { DEFAULT_OUTPUT_COMPRESSION, OUTPUT_FORMATS } from './output-format.js';
  */
 
 const OPENAI_MAX_IMAGES = 10;
+/** A time as OpenAI gives it: whole seconds since 1970, bounded so that clients know it fits a number. */
+const UnixSeconds = (description: string) =>
+  Type.Integer({ format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description });
 const SIZE_DESCRIPTION =
   '`auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact ' +
   "`WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.";
@@ -110,7 +114,7 @@ const Base64Image = Type.String({
 
 export const OpenAiImagesResponse = Type.Object(
   {
-    created: Type.Integer({ format: 'int64', minimum: 0, description: 'Unix seconds of the answer.' }),
+    created: UnixSeconds('Unix seconds of the answer.'),
     data: Type.Array(
       Type.Object(
         {
@@ -130,17 +134,13 @@ export const OpenAiImagesResponse = Type.Object(
     background: Type.String({ enum: ['opaque'], description: 'Every image is opaque.' }),
     usage: Type.Object(
       {
-        input_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Always 0.' }),
-        output_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Tokens of this service charged.' }),
-        total_tokens: Type.Integer({
-          format: 'int32',
-          minimum: 0,
-          description: 'Tokens of this service charged for the request.',
-        }),
+        input_tokens: Int32({ description: 'Always 0.' }),
+        output_tokens: TokenAmount({ description: 'Tokens of this service charged.' }),
+        total_tokens: TokenAmount({ description: 'Tokens of this service charged for the request.' }),
         input_tokens_details: Type.Object(
           {
-            text_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Always 0.' }),
-            image_tokens: Type.Integer({ format: 'int32', minimum: 0, description: 'Always 0.' }),
+            text_tokens: Int32({ description: 'Always 0.' }),
+            image_tokens: Int32({ description: 'Always 0.' }),
           },
           { additionalProperties: false },
         ),
@@ -181,11 +181,7 @@ export const OpenAiModel = Type.Object(
   {
     id: Type.String({ enum: MODEL_IDS, description: 'The model name to send as `model`.' }),
     object: Type.Literal('model'),
-    created: Type.Integer({
-      format: 'int64',
-      minimum: 0,
-      description: 'Unix seconds (0: catalog models have no date).',
-    }),
+    created: UnixSeconds('Unix seconds (0: catalog models have no date).'),
     owned_by: Type.String({ maxLength: 64, description: 'Who serves the model.' }),
   },
   { additionalProperties: false, description: 'OpenAI `Model`.' },

@@ -419,7 +419,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** OpenAI models.list: the models of the catalog */
+        /**
+         * OpenAI models.list: the models of the catalog
+         * @description The catalog's models in OpenAI's list shape, so that an OpenAI client can discover them.
+         */
         get: operations["openaiListModels"];
         put?: never;
         post?: never;
@@ -436,7 +439,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** OpenAI models.retrieve: one model of the catalog */
+        /**
+         * OpenAI models.retrieve: one model of the catalog
+         * @description One model of the catalog in OpenAI's shape; another name is 404 `model_not_found`.
+         */
         get: operations["openaiGetModel"];
         put?: never;
         post?: never;
@@ -1321,12 +1327,12 @@ export interface components {
                  */
                 input_tokens: number;
                 /**
-                 * Format: int32
+                 * Format: int64
                  * @description Tokens of this service charged.
                  */
                 output_tokens: number;
                 /**
-                 * Format: int32
+                 * Format: int64
                  * @description Tokens of this service charged for the request.
                  */
                 total_tokens: number;

@@ -323,6 +323,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         operationId: 'openaiListModels',
         tags: ['openai'],
         summary: 'OpenAI models.list: the models of the catalog',
+        description: "The catalog's models in OpenAI's list shape, so that an OpenAI client can discover them.",
         security: BEARER_SECURITY,
         response: {
           200: {
@@ -344,6 +345,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         operationId: 'openaiGetModel',
         tags: ['openai'],
         summary: 'OpenAI models.retrieve: one model of the catalog',
+        description: "One model of the catalog in OpenAI's shape; another name is 404 `model_not_found`.",
         security: BEARER_SECURITY,
         params: Type.Object({
           model: Type.String({
