@@ -12,7 +12,6 @@ import type { Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { BlobStore } from '../blobs/port.js';
 import cors from '@fastify/cors';
-import helmet from '@fastify/helmet';
 import { GENERATION_REQUEST_SCHEMAS } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../schemas/webhooks.js';
@@ -51,6 +50,7 @@ import { modelRoutes } from './routes/models.js';
 import { playgroundRoutes } from './routes/playground.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { parseJsonBody } from './json-body.js';
+import { helmetHeaders } from './security-headers.js';
 import { buildSerializerCompilerFactory } from './serialization.js';
 import { buildValidatorCompilerFactory } from './validation.js';
 
@@ -142,9 +142,18 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
+  // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
+  // Helmet's headers depend on these options only: computed once, set with the request id.
+  const securityHeaders = helmetHeaders({
+    contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
+    crossOriginResourcePolicy: { policy: 'cross-origin' },
+    strictTransportSecurity: false,
+  });
   // Hooks on every request that never wait take a callback: an async hook costs a promise and a
   // turn of the microtask queue per request.
   app.addHook('onRequest', (request, reply, done) => {
+    reply.headers(securityHeaders);
     reply.header('x-request-id', request.id);
     done();
   });
@@ -177,13 +186,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // A write that found the disk full makes /readyz fail for a while (DiskSpace).
   const diskSpace = dataDirDiskSpace(deps.config, now);
   registerErrorHandling(app, { onStorageFull: () => diskSpace.noteFull() });
-  // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
-  // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
-  await app.register(helmet, {
-    contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
-    crossOriginResourcePolicy: { policy: 'cross-origin' },
-    strictTransportSecurity: false,
-  });
   const metricsRegistry = registerMetrics(app, deps.metricsRegistry, metricsAccess(deps.config.METRICS_TOKEN));
   registerQueueMetrics(metricsRegistry, deps.store.backendLimits, (error) =>
     app.log.warn({ err: error }, 'queue metrics unavailable'),
