@@ -110,8 +110,9 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
     try {
       pending = authenticate(request, reply);
     } catch (error) {
-      done(error as Error);
-      return;
+      // A refusal answers a turn later, as from an async hook: a request whose bytes are broken
+      // further on (a bad chunk in the same packet) gets the parser's 400 and a closed connection.
+      pending = Promise.reject(error);
     }
     if (pending) pending.then(() => done(), done);
     else done();
