@@ -277,6 +277,8 @@ try {
 /** A running service under test: the working tree, or with --compare-root another checkout ("before"). */
 interface Instance {
   name: string;
+  /** The compared checkout it runs from; undefined: the working tree. */
+  root?: string;
   server: ChildServer;
   auth: Record<string, string>;
   dataDir: string;
@@ -295,7 +297,7 @@ async function launchInstances(label: string, overrides: Record<string, string> 
     const env = serviceEnv(dataDir, overrides);
     const { key } = await createBenchKey(runtime, env, root);
     const server = await launch(`${label}-${name}`, env, root);
-    instances.push({ name, server, auth: { authorization: `Bearer ${key}` }, dataDir });
+    instances.push({ name, root, server, auth: { authorization: `Bearer ${key}` }, dataDir });
   }
   return instances;
 }
@@ -759,17 +761,31 @@ async function newAccountsWithKeys(
   names: string[],
   tokens: number,
 ): Promise<Record<string, string>[]> {
-  const store = new SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
+  // A compared checkout's database has its own schema: its rows are written by its own store.
+  const own = await storeModulesOf(instance.root);
+  const store = new own.SqliteStore(join(instance.dataDir, 'imagegen.sqlite'));
   try {
     const headers = [];
     for (const name of names) {
-      const { key } = await createAccountWithKey(store, { name, tokens, now: new Date() });
+      const { key } = await own.createAccountWithKey(store, { name, tokens, now: new Date() });
       headers.push({ authorization: `Bearer ${key}` });
     }
     return headers;
   } finally {
     await store.close();
   }
+}
+
+/** The store and key issuing of a built checkout (root), or of the working tree. */
+async function storeModulesOf(
+  root: string | undefined,
+): Promise<{ SqliteStore: typeof SqliteStore; createAccountWithKey: typeof createAccountWithKey }> {
+  if (root === undefined) return { SqliteStore, createAccountWithKey };
+  const [store, keys] = await Promise.all([
+    import(join(root, 'dist/src/store/sqlite/sqlite-store.js')),
+    import(join(root, 'dist/src/services/api-keys.js')),
+  ]);
+  return { SqliteStore: store.SqliteStore, createAccountWithKey: keys.createAccountWithKey };
 }
 
 /** Between runs, completes the CREATED tasks of the service in dataDir (see drainCreatedTasks). */

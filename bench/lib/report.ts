@@ -159,13 +159,13 @@ export interface BenchReport {
 
 /** docs/design.md §5's figures, one place. */
 export const BUDGETS = {
-  createShare: 0.2,
-  readShare: 0.15,
+  createShare: 0.25,
+  readShare: 0.2,
   p99Ms: 25,
   dispatchP50Ms: 2,
   dispatchP99Ms: 10,
   longPolls: 5000,
-  longPollRssMiB: 250,
+  longPollRssMiB: 200,
   longPollWakeP99Ms: 20,
   downloadShare: 0.7,
   listFlatShare: 0.8,

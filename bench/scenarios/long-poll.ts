@@ -1,5 +1,5 @@
 /**
- * docs/design.md §5, waiting: 5 000 concurrent `GET /images/generations/{id}?wait=60` add < 250 MiB RSS, and
+ * docs/design.md §5, waiting: 5 000 concurrent `GET /images/generations/{id}?wait=60` add < 200 MiB RSS, and
  * each returns within 20 ms (p99) of its task's completion.
  *
  * `serve` with its default in-process workers (one per core). The client (undici, one socket per

@@ -74,19 +74,19 @@ function report(overrides: Partial<BenchReport> = {}): BenchReport {
 
 const budgetOf = (r: BenchReport, start: string) => checkBudgets(r).find((c) => c.budget.startsWith(start));
 
-t.test('the create guard rail is 20 % of the reference with a p99 within 25 ms', async (t) => {
+t.test('the create guard rail is 25 % of the reference with a p99 within 25 ms', async (t) => {
   const create = (ratio: number, p99: number) =>
     budgetOf(report({ http: [httpRow('create', summary(9000, ratio, p99), summary(45_000))] }), 'Create text-to-image');
-  t.match(create(0.2, 25), { met: true, measured: /^20 % \(9000 vs 45000 req\/s\), p99 25 ms$/ });
-  t.match(create(0.19, 10), { met: false }, 'below the share');
+  t.match(create(0.25, 25), { met: true, measured: /^25 % \(9000 vs 45000 req\/s\), p99 25 ms$/ });
+  t.match(create(0.24, 10), { met: false }, 'below the share');
   t.match(create(0.3, 26), { met: false }, 'p99 over 25 ms');
 });
 
-t.test('the read guard rail is 15 % of the reference', async (t) => {
+t.test('the read guard rail is 20 % of the reference', async (t) => {
   const read = (ratio: number) =>
     budgetOf(report({ http: [httpRow('read', summary(20_000, ratio), summary(55_000))] }), 'Read a task');
-  t.match(read(0.15), { met: true, target: /≥ 15 %/ });
-  t.match(read(0.14), { met: false });
+  t.match(read(0.2), { met: true, target: /≥ 20 %/ });
+  t.match(read(0.19), { met: false });
 });
 
 t.test('compared builds (--compare-root) appear in the HTTP table but are not judged', async (t) => {
@@ -128,7 +128,7 @@ t.test('dispatch latency gives both ends of its range and is judged on p50 and p
   t.match(dispatch(0.6, 4, 1), { met: false }, 'a task that did not complete');
 });
 
-t.test('the long-poll budgets need 5 000 waiting at once, < 250 MiB RSS, and a p99 wake-up within 20 ms', async (t) => {
+t.test('the long-poll budgets need 5 000 waiting at once, < 200 MiB RSS, and a p99 wake-up within 20 ms', async (t) => {
   const wake = { count: 400, p50Ms: 3, p99Ms: 12, maxMs: 30 };
   const longPoll = longPollResult;
   const rows = (changes: Partial<LongPollResult>) =>
@@ -138,7 +138,8 @@ t.test('the long-poll budgets need 5 000 waiting at once, < 250 MiB RSS, and a p
     { met: true, measured: /^p99 12 ms/ },
   ]);
   t.match(rows({ heldAtOnce: 4999 }), [{ met: false }, { met: false }], 'fewer than 5 000 waited at once');
-  t.match(rows({ rssGrowthMiB: 250 }), [{ met: false }, { met: true }]);
+  t.match(rows({ rssGrowthMiB: 200 }), [{ met: false }, { met: true }]);
+  t.match(rows({ rssGrowthMiB: 199 }), [{ met: true }, { met: true }]);
   t.match(rows({ completed: { ...wake, p99Ms: 20.5 } }), [{ met: true }, { met: false }]);
   t.match(rows({ notTerminal: 1 }), [{ met: false, measured: /1 answers without an ended task/ }, { met: false }]);
   t.match(renderGenerated(report({ longPoll: longPoll({}) })), /\*\*5400 waiting at once\*\*/);

@@ -1,25 +1,34 @@
 import cors from '@fastify/cors';
-import helmet from '@fastify/helmet';
 import type { FastifyInstance } from 'fastify';
 import { GENERATION_REQUEST_SCHEMAS } from '../../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../../schemas/resources.js';
 import { WEBHOOK_SCHEMAS } from '../../../schemas/webhooks.js';
 import { OPENAI_SCHEMAS } from '../../../schemas/openai.js';
 import { parseJsonBody } from '../json-body.js';
+import { helmetHeaders } from '../security-headers.js';
 import { registerErrorHandling } from './errors.js';
 
 /**
  * What every answer of the app gets, registered on the root so that it reaches every route: the
- * request id header, CORS, JSON-only bodies, the shared schemas, problem+json errors and the
- * security headers, in that order.
+ * security headers and the request id header, CORS, JSON-only bodies, the shared schemas and
+ * problem+json errors, in that order.
  */
 export async function registerHttpBasics(
   app: FastifyInstance,
   { onStorageFull }: { onStorageFull: () => void },
 ): Promise<void> {
+  // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
+  // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
+  // Helmet's headers depend on these options only: computed once, set with the request id.
+  const securityHeaders = helmetHeaders({
+    contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
+    crossOriginResourcePolicy: { policy: 'cross-origin' },
+    strictTransportSecurity: false,
+  });
   // Hooks on every request that never wait take a callback: an async hook costs a promise and a
   // turn of the microtask queue per request.
   app.addHook('onRequest', (request, reply, done) => {
+    reply.headers(securityHeaders);
     reply.header('x-request-id', request.id);
     done();
   });
@@ -54,11 +63,4 @@ export async function registerHttpBasics(
   for (const schema of [...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS, ...WEBHOOK_SCHEMAS, ...OPENAI_SCHEMAS])
     app.addSchema(schema);
   registerErrorHandling(app, { onStorageFull });
-  // Security headers on every answer (docs/design.md §3.8): nosniff everywhere, and a CSP that keeps /docs
-  // out of frames. Results are fetched cross-origin (CORS is open), so resources are cross-origin too.
-  await app.register(helmet, {
-    contentSecurityPolicy: { directives: { 'frame-ancestors': ["'none'"], 'upgrade-insecure-requests': null } },
-    crossOriginResourcePolicy: { policy: 'cross-origin' },
-    strictTransportSecurity: false,
-  });
 }

@@ -99,17 +99,14 @@ async function queueBlobDeletion(db: Queryable, blobKey: string, dueAt: Date): P
 
 /** Takes back the blob's reservation and inserts the row; false (nothing written) without a live reservation. */
 export async function insertMediaIn(tx: Tx, media: MediaRecord, now: Date): Promise<boolean> {
-  const reserved = await tx.query('DELETE FROM blob_deletions WHERE blob_key = $1 AND due_at > $2', [
-    media.blobKey,
-    now,
-  ]);
-  if (reserved.rowCount === 0) return false;
-  await tx.query(
-    `INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-    mediaValues(media),
+  // One statement: the reservation taken (deleted) and the row written only if it was there.
+  const inserted = await tx.query(
+    `WITH reserved AS (DELETE FROM blob_deletions WHERE blob_key = $9 AND due_at > $13 RETURNING 1)
+     INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 WHERE EXISTS (SELECT 1 FROM reserved)`,
+    [...mediaValues(media), now],
   );
-  return true;
+  return inserted.rowCount === 1;
 }
 
 /**

@@ -38,6 +38,7 @@ import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotenc
 import { insertMediaIn, referencedMediaIn } from './media.js';
 import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
+import { CHANNEL_SQL, TaskSignals } from './task-signals.js';
 import { enqueueWebhookEvent } from './webhooks.js';
 import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 
@@ -329,11 +330,14 @@ async function finishTaskIn(
   now: Date,
   details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } } = {},
 ): Promise<{ accountId: string } | null> {
+  // The change's NOTIFY is raised by the move itself (in RETURNING, once for the one row moved):
+  // a round trip less per finish, delivered at commit as before.
+  const fence = finish.fencedByAttempt ? 'AND attempt = $9' : '';
   const { rows } = await tx.query<{ account_id: string; webhook_url: string | null }>(
     `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3, error_message = $4,
        completed_at = $5, lease_expires_at = NULL
-     WHERE id = $6 AND status = ANY($7::text[]) ${finish.fencedByAttempt ? 'AND attempt = $8' : ''}
-     RETURNING account_id, webhook_url`,
+     WHERE id = $6 AND status = ANY($7::text[]) ${fence}
+     RETURNING account_id, webhook_url, pg_notify(${CHANNEL_SQL}, $8::text) AS notified`,
     [
       finish.to,
       details.generated ? JSON.stringify(details.generated) : null,
@@ -342,16 +346,18 @@ async function finishTaskIn(
       now,
       taskId,
       finish.from,
+      TaskSignals.payload({ kind: 'changed', taskId }),
       ...(finish.fencedByAttempt ? [attempt] : []),
     ],
   );
   const updated = rows[0];
   if (!updated) return null;
   const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
-  if (effects.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, effects.activeTasksDelta);
   if (effects.refund) await refundTaskIn(tx, taskId, now);
   if (effects.webhook)
     await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, ...effects.webhook, now });
-  await notify(tx, { kind: 'changed', taskId });
+  // The account's row last: every finish of the account's tasks waits for its lock until this
+  // transaction commits, so it is taken as late as the transaction allows.
+  if (effects.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, effects.activeTasksDelta);
   return { accountId: updated.account_id };
 }
