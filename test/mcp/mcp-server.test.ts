@@ -526,7 +526,9 @@ t.test('GET /mcp is 405 (stateless: no server stream); the answers carry the API
 t.test(
   'generate_image spends the per-key creates budget: beyond it a rate_limited tool error with its wait',
   async (t) => {
-    const { client, ledgerHolds } = await setup(t, { env: { RATE_LIMIT_CREATES_PER_MIN: '2' } });
+    // No worker: the budget is spent at admission, and tasks still rendering when the test ends
+    // would write into its data directory while tap removes it.
+    const { client, ledgerHolds } = await setup(t, { env: { RATE_LIMIT_CREATES_PER_MIN: '2' }, startWorker: false });
     for (const prompt of ['first create', 'second create']) {
       const created = await callTool(client, 'generate_image', { model: 'alpha-pro', prompt, wait_seconds: 0 });
       t.notOk(created.isError, textOf(created));
