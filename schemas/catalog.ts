@@ -15,6 +15,8 @@ export type ModelId = ModelModuleOfList['entry']['id'];
 export const MODEL_IDS = MODEL_CATALOG.map((m) => m.id) as ModelId[];
 
 const byId = new Map<string, ModelCatalogEntry>(MODEL_CATALOG.map((m) => [m.id, m]));
+// Two modules with one id would share a URL, a schema component and the same variables.
+if (byId.size !== MODEL_CATALOG.length) throw new Error(`Two model modules share an id: ${MODEL_IDS.join(', ')}`);
 
 export function findModel(id: string): ModelCatalogEntry | undefined {
   return byId.get(id);

@@ -1,3 +1,4 @@
+import type { ModelModule } from '../model-entry.js';
 import { alphaPro } from './alpha-pro.js';
 import { betaV5Pro } from './beta-v5-pro.js';
 
@@ -7,4 +8,4 @@ import { betaV5Pro } from './beta-v5-pro.js';
  * OpenAPI document, the per-model configuration variables and the CLI's price table and config help.
  * A new model is a module beside these and one entry here (docs/design.md §7.3).
  */
-export const MODEL_MODULES = [alphaPro, betaV5Pro] as const;
+export const MODEL_MODULES = [alphaPro, betaV5Pro] as const satisfies readonly ModelModule[];

@@ -42,7 +42,7 @@ function copyWithNewModel(): string {
   writeFileSync(join(copy, 'schemas/models/gamma-test.ts'), GAMMA_TEST_MODULE);
   const listPath = join(copy, 'schemas/models/index.ts');
   const list = readFileSync(listPath, 'utf8');
-  const withGamma = `import { gammaTest } from './gamma-test.js';\n${list.replace(/\] as const;/, ', gammaTest] as const;')}`;
+  const withGamma = `import { gammaTest } from './gamma-test.js';\n${list.replace(/\] as const\b/, ', gammaTest] as const')}`;
   if (withGamma === `import { gammaTest } from './gamma-test.js';\n${list}`) throw new Error('no model list found');
   writeFileSync(listPath, withGamma);
   return copy;
