@@ -108,6 +108,43 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
   );
 }
 
+/**
+ * A model's one module (`schemas/models/<id>.ts`): its catalog entry (limits, ratios, prices, pixel
+ * sizes), its request schema and the names of its configuration variables. Listed once in
+ * `schemas/models/index.ts`; the catalog, the create body, the OpenAPI document and the
+ * configuration schema are all built from that list, so a new model is one module and one line.
+ */
+export function defineModelModule<Id extends string>(definition: ModelDefinition<Id>) {
+  // The id becomes a URL segment, a schema component name and environment variable names.
+  if (!/^[a-z0-9]+([-.][a-z0-9]+)*$/.test(definition.id)) {
+    throw new Error(`Model id ${JSON.stringify(definition.id)}: lower-case letters and digits, joined by - or .`);
+  }
+  const entry = defineModel(definition);
+  const prefix = configurationPrefixOf(entry.id);
+  return {
+    entry,
+    requestSchema: buildGenerationRequestSchema(entry),
+    /** Its environment variables, named from its id so that no model's name can drift from its variables. */
+    configuration: {
+      backendVariable: `${prefix}_BACKEND` as const,
+      upstreamModelVariable: `${prefix}_UPSTREAM_MODEL` as const,
+    },
+  };
+}
+
+export type ModelModule<Id extends string = string> = ReturnType<typeof defineModelModule<Id>>;
+
+/** `alpha-pro` → `ALPHA_PRO`, as a type too, so that `config.ALPHA_PRO_BACKEND` is checked by the compiler. */
+type ConfigurationPrefix<Id extends string> = Id extends `${infer Head}-${infer Tail}`
+  ? `${Uppercase<Head>}_${ConfigurationPrefix<Tail>}`
+  : Id extends `${infer Head}.${infer Tail}`
+    ? `${Uppercase<Head>}_${ConfigurationPrefix<Tail>}`
+    : Uppercase<Id>;
+
+function configurationPrefixOf<Id extends string>(id: Id): ConfigurationPrefix<Id> {
+  return id.toUpperCase().replace(/[-.]/g, '_') as ConfigurationPrefix<Id>;
+}
+
 /** The component name of a model's request schema, e.g. GenerationRequest_alpha_pro. */
 export function generationRequestSchemaId(modelId: string): string {
   return `GenerationRequest_${modelId.replace(/[^A-Za-z0-9]/g, '_')}`;

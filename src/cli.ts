@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
+import { MODEL_CATALOG } from '../schemas/catalog.js';
+import { configurationHelp, priceTable } from './cli-tables.js';
+import { ConfigError, ConfigSchema, loadConfig, modelBackends, publicBaseUrl, type Config } from './config.js';
 import { buildApp } from './http/app.js';
 import { releaseImageCaches } from './images/normalize-upload.js';
 import { closeRateLimitCounters, openRateLimitCounters, openRuntime, type Runtime } from './runtime.js';
@@ -33,6 +35,8 @@ Commands:
   keys list [--account ID]                keys (prefix, name, created, last used; never the key)
   keys revoke ID_OR_PREFIX                revoke a key with immediate effect
   tokens grant --account ID --tokens T [--note TEXT]
+  models                                  the price table: each model's tokens per resolution, ratios, references
+  config                                  every configuration variable with its default and description
 
 Configuration comes from environment variables (and an optional .env file); see README.md.`;
 
@@ -48,6 +52,15 @@ function loadDotEnv(): void {
   }
 }
 
+/**
+ * The commands that print what the schemas say: they need neither a valid environment nor the
+ * store, so an operator can read them before configuring anything.
+ */
+const REFERENCE_COMMANDS: Record<string, () => string> = {
+  config: () => configurationHelp(ConfigSchema),
+  models: () => priceTable(MODEL_CATALOG),
+};
+
 /** The commands that serve or work for as long as the process lives. */
 const LONG_RUNNING_COMMANDS = new Set(['serve', 'api', 'worker']);
 
@@ -57,6 +70,11 @@ async function main(argv: string[]): Promise<number> {
   if (!command || command === 'help' || command === '--help') {
     out(USAGE);
     return command ? 0 : 1;
+  }
+  const reference = REFERENCE_COMMANDS[command];
+  if (reference) {
+    out(reference());
+    return 0;
   }
   const config = loadConfig(process.env);
   // Process-wide settings, made once before any image is touched (not by each app or worker built).

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Type, type Static } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 import ipaddr from 'ipaddr.js';
-import type { ModelId } from '../schemas/catalog.js';
+import { MODEL_MODULES } from '../schemas/models/index.js';
 import { assertValidBlobKey } from './blobs/port.js';
 import { openAiModelFamily, openAiQualities, parseOpenAiImageSizes } from './core/size-plan.js';
 
@@ -26,7 +26,8 @@ const Backend = (model: string) =>
     },
   );
 
-export const ConfigSchema = Type.Object({
+/** The service's own variables: listening, storage, limits, timeouts, media, tasks, webhooks. */
+const SERVICE_VARIABLES = {
   PORT: Int({ maximum: 65535, default: 3000, description: 'Port the API listens on.' }),
   WORKER_METRICS_PORT: Int({
     maximum: 65535,
@@ -299,22 +300,10 @@ export const ConfigSchema = Type.Object({
     default: 1000,
     description: 'Balance of the development account made on the first start of an empty embedded install.',
   }),
-  ALPHA_PRO_BACKEND: Backend('alpha-pro'),
-  BETA_V5_PRO_BACKEND: Backend('beta-v5-pro'),
-  ALPHA_PRO_UPSTREAM_MODEL: Type.Optional(
-    Type.String({
-      minLength: 1,
-      description:
-        "The provider's model that serves alpha-pro; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL).",
-    }),
-  ),
-  BETA_V5_PRO_UPSTREAM_MODEL: Type.Optional(
-    Type.String({
-      minLength: 1,
-      description:
-        "The provider's model that serves beta-v5-pro; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL).",
-    }),
-  ),
+};
+
+/** The providers the remote backends call, shared by every model they serve. */
+const PROVIDER_VARIABLES = {
   GEMINI_API_KEY: Type.Optional(
     Type.String({ minLength: 1, description: 'Gemini API key; required when a model is served by gemini.' }),
   ),
@@ -418,7 +407,35 @@ export const ConfigSchema = Type.Object({
         'Which parameters the OpenAI-compatible model takes, when its name does not say (an Azure deployment): gpt-image, dall-e or other; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
     }),
   ),
-});
+};
+
+type ModelModuleOfList = (typeof MODEL_MODULES)[number];
+type BackendVariable = ModelModuleOfList['configuration']['backendVariable'];
+type UpstreamModelVariable = ModelModuleOfList['configuration']['upstreamModelVariable'];
+
+const UpstreamModel = (model: string) =>
+  Type.Optional(
+    Type.String({
+      minLength: 1,
+      description: `The provider's model that serves ${model}; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL).`,
+    }),
+  );
+
+/**
+ * Each model's variables, named by its module (`ALPHA_PRO_BACKEND`, `ALPHA_PRO_UPSTREAM_MODEL`):
+ * every backend variable, then every upstream model variable, in the order of the model list.
+ */
+function modelVariables() {
+  const backends = Object.fromEntries(
+    MODEL_MODULES.map((m) => [m.configuration.backendVariable, Backend(m.entry.id)]),
+  ) as Record<BackendVariable, ReturnType<typeof Backend>>;
+  const upstreamModels = Object.fromEntries(
+    MODEL_MODULES.map((m) => [m.configuration.upstreamModelVariable, UpstreamModel(m.entry.id)]),
+  ) as Record<UpstreamModelVariable, ReturnType<typeof UpstreamModel>>;
+  return { ...backends, ...upstreamModels };
+}
+
+export const ConfigSchema = Type.Object({ ...SERVICE_VARIABLES, ...modelVariables(), ...PROVIDER_VARIABLES });
 
 export type Config = Static<typeof ConfigSchema>;
 
@@ -493,36 +510,24 @@ export function openAiKeyHeader(config: Config): 'authorization' | 'api-key' {
   return AZURE_OPENAI_HOST.test(host) ? 'api-key' : 'authorization';
 }
 
-/** The variable that chooses each catalog model's generator. */
-const BACKEND_VARIABLE_OF_MODEL = {
-  'alpha-pro': 'ALPHA_PRO_BACKEND',
-  'beta-v5-pro': 'BETA_V5_PRO_BACKEND',
-} as const satisfies Record<ModelId, string>;
-
 /** The backend each catalog model is served by. */
 export function modelBackends(config: Config): Record<string, GeneratorBackend> {
-  return Object.fromEntries(
-    Object.entries(BACKEND_VARIABLE_OF_MODEL).map(([model, variable]) => [model, config[variable]]),
-  );
+  return Object.fromEntries(MODEL_MODULES.map((m) => [m.entry.id, config[m.configuration.backendVariable]]));
 }
-
-/** The variable naming the provider's model for each catalog model (decision 0011). */
-const UPSTREAM_MODEL_VARIABLE_OF_MODEL = {
-  'alpha-pro': 'ALPHA_PRO_UPSTREAM_MODEL',
-  'beta-v5-pro': 'BETA_V5_PRO_UPSTREAM_MODEL',
-} as const satisfies Record<ModelId, string>;
 
 /**
  * The provider's model serving each catalog model on a remote backend: its own variable when
- * set, else the backend's model (GEMINI_MODEL, OPENAI_IMAGE_MODEL). Local models are absent.
+ * set, else the backend's model (GEMINI_MODEL, OPENAI_IMAGE_MODEL). Local models are absent
+ * (decision 0011).
  */
 export function upstreamModels(config: Config): Record<string, string> {
   const entries: [string, string][] = [];
-  for (const [model, backend] of Object.entries(modelBackends(config))) {
-    const own = config[UPSTREAM_MODEL_VARIABLE_OF_MODEL[model as ModelId]];
-    if (backend === 'gemini') entries.push([model, own ?? config.GEMINI_MODEL]);
+  for (const { entry, configuration } of MODEL_MODULES) {
+    const backend = config[configuration.backendVariable];
+    const own = config[configuration.upstreamModelVariable];
+    if (backend === 'gemini') entries.push([entry.id, own ?? config.GEMINI_MODEL]);
     if (backend === 'openai' && (own ?? config.OPENAI_IMAGE_MODEL) !== undefined)
-      entries.push([model, own ?? config.OPENAI_IMAGE_MODEL!]);
+      entries.push([entry.id, own ?? config.OPENAI_IMAGE_MODEL!]);
   }
   return Object.fromEntries(entries);
 }
@@ -553,7 +558,8 @@ const REQUIRED_FOR_BACKEND: Record<GeneratorBackend, (keyof Config)[]> = {
 
 /** A backend chosen without what it needs stops the process at start, not at the first task. */
 function checkBackendSettings(config: Config): void {
-  for (const variable of Object.values(BACKEND_VARIABLE_OF_MODEL)) {
+  for (const { configuration } of MODEL_MODULES) {
+    const variable = configuration.backendVariable;
     const backend = config[variable];
     const missing = REQUIRED_FOR_BACKEND[backend].find(
       // On Vertex AI the credentials are Google Cloud's, not an API key.

@@ -1,8 +1,11 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
+import { ConfigSchema } from '../src/config.js';
 import { freePort, spawnTsChild, waitForOutput } from './helpers/processes.js';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
@@ -103,6 +106,57 @@ t.test('a bad configuration value stops the CLI naming the variable', async (t) 
   );
   t.equal(failure?.code, 1, 'exits 1');
   t.match(failure?.stderr, /Invalid environment variable PORT="eighty"/);
+});
+
+t.test(
+  'config lists every variable with its default and description, without a valid environment or a store',
+  async (t) => {
+    const dataDir = join(t.testdir({}), 'not-created');
+    // An environment no other command would start with: config reads only the schema.
+    const { stdout } = await run(process.execPath, ['--import', 'tsx', cli, 'config'], {
+      env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty', DATABASE_URL: 'postgres://127.0.0.1:1/none' },
+    });
+    const lines = stdout.trimEnd().split('\n');
+    t.match(lines[0], /^VARIABLE\s+DEFAULT\s+DESCRIPTION$/);
+    for (const [name, schema] of Object.entries(ConfigSchema.properties)) {
+      const line = lines.find((l) => l.split(/\s+/)[0] === name);
+      t.ok(line, `${name} is listed`);
+      if (schema.default !== undefined && schema.default !== '')
+        t.equal(line?.split(/\s{2,}/)[1], String(schema.default), `${name}'s default`);
+      if (schema.description) t.ok(line?.endsWith(schema.description), `${name}'s description`);
+    }
+    t.match(stdout, /^ALPHA_PRO_BACKEND\s+local\s+Which generator serves alpha-pro: local/m, 'a variable per model');
+    t.match(stdout, /^BETA_V5_PRO_UPSTREAM_MODEL\s+-\s+The provider's model that serves beta-v5-pro;/m);
+    t.match(stdout, /^S3_PREFIX\s+""\s+Prefix/m, 'an empty default is shown as ""');
+    t.match(stdout, /^LOG_LEVEL\s+info\s+One of fatal, error, warn, info, debug, trace, silent\.$/m);
+    t.notOk(existsSync(dataDir), 'the store was not opened (DATA_DIR not created)');
+  },
+);
+
+t.test('models prints the price table of the catalog, without a valid environment or a store', async (t) => {
+  const dataDir = join(t.testdir({}), 'not-created');
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', cli, 'models'], {
+    env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' },
+  });
+  const lines = stdout.trimEnd().split('\n');
+  t.match(lines[0], /^MODEL\s+TOKENS PER IMAGE\s+DEFAULT\s+ASPECT RATIOS\s+IMAGE REFERENCES\s+PROMPT LENGTH$/);
+  t.same(
+    lines.slice(1).map((line) => line.split(/\s{2,}/)),
+    [
+      [
+        'alpha-pro',
+        '1K 25, 2K 25, 4K 50',
+        '1K, 1:1',
+        '1:1 2:3 3:2 3:4 4:3 4:5 5:4 9:16 16:9 21:9',
+        '1-8 (or none)',
+        '3-10000',
+      ],
+      ['beta-v5-pro', '1K 25, 2K 50', '1K, 1:1', '1:1 4:3 3:4 16:9 9:16 2:3 3:2 21:9', '1-10 (or none)', '3-5000'],
+    ],
+  );
+  const columns = lines.map((line) => line.indexOf(line.split(/\s{2,}/)[1]));
+  t.equal(new Set(columns).size, 1, 'the columns are aligned');
+  t.notOk(existsSync(dataDir), 'the store was not opened (DATA_DIR not created)');
 });
 
 t.test('the .env of the working directory is read, and the environment wins over it', async (t) => {

@@ -96,6 +96,15 @@ t.test('no route imports the store: routes reach data through services', async (
     t.same(importsInto(parseFile(path), 'src/store'), [], `${path} imports nothing of src/store`);
 });
 
+t.test('nothing else in src/http imports the store: plugins too reach data through services', async (t) => {
+  // buildApp and buildAppServices are the wiring: they are handed the adapters and build the services.
+  const wiring = new Set(['src/http/app.ts', 'src/http/app-services.ts']);
+  const checked = sourceFiles('src/http').filter((path) => !path.startsWith('src/http/routes/') && !wiring.has(path));
+  t.ok(checked.includes('src/http/plugins/auth.ts'), 'the plugins are among the files checked');
+  for (const path of checked)
+    t.same(importsInto(parseFile(path), 'src/store'), [], `${path} imports nothing of src/store`);
+});
+
 t.test('no store adapter makes a domain error: refusals come from the core', async (t) => {
   for (const path of sourceFiles('src/store'))
     t.same(domainErrorsMade(parseFile(path)), [], `${path} throws only the core's errors`);

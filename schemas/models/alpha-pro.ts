@@ -1,6 +1,6 @@
-import { buildGenerationRequestSchema, defineModel } from '../model-entry.js';
+import { defineModelModule } from '../model-entry.js';
 
-export const alphaPro = defineModel({
+export const alphaPro = defineModelModule({
   id: 'alpha-pro',
   description: 'High-fidelity model with the widest range of aspect ratios and up to 4K output.',
   promptLength: { min: 3, max: 10000 },
@@ -9,5 +9,3 @@ export const alphaPro = defineModel({
   prices: { '1K': 25, '2K': 25, '4K': 50 },
   defaults: { aspectRatio: '1:1', resolution: '1K' },
 });
-
-export const AlphaProGenerationRequest = buildGenerationRequestSchema(alphaPro);

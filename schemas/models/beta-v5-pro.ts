@@ -1,6 +1,6 @@
-import { buildGenerationRequestSchema, defineModel } from '../model-entry.js';
+import { defineModelModule } from '../model-entry.js';
 
-export const betaV5Pro = defineModel({
+export const betaV5Pro = defineModelModule({
   id: 'beta-v5-pro',
   description: 'Fast model for 1K and 2K output with up to 10 reference images.',
   promptLength: { min: 3, max: 5000 },
@@ -9,5 +9,3 @@ export const betaV5Pro = defineModel({
   prices: { '1K': 25, '2K': 50 },
   defaults: { aspectRatio: '1:1', resolution: '1K' },
 });
-
-export const BetaV5ProGenerationRequest = buildGenerationRequestSchema(betaV5Pro);

@@ -12,8 +12,8 @@ export interface ConfiguredBackend {
 }
 
 /**
- * The backends of a worker process from ALPHA_PRO_BACKEND / BETA_V5_PRO_BACKEND. Models on the
- * same backend share one client and one limit, since they share the provider's quota.
+ * The backends of a worker process from each model's <MODEL>_BACKEND (ALPHA_PRO_BACKEND, …).
+ * Models on the same backend share one client and one limit, since they share the provider's quota.
  */
 export function configuredBackends(config: Config): ConfiguredBackend[] {
   const byBackend = new Map<GeneratorBackend, ConfiguredBackend>();

@@ -9,6 +9,7 @@ import {
 import { publicBaseUrl } from '../config.js';
 import { ImageTools } from '../mcp/tools.js';
 import { AccountService } from '../services/account-service.js';
+import { ApiKeyAuthentication } from '../services/api-keys.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
 import { IdempotencyService } from '../services/idempotency.js';
 import { MediaService } from '../services/media-service.js';
@@ -82,6 +83,8 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
   });
   return {
     now,
+    // The Bearer authentication's key lookups (the auth plugin).
+    apiKeys: new ApiKeyAuthentication(store),
     signer,
     resolutionCheck,
     tasks,

@@ -80,7 +80,6 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(authenticatedApi, {
     config,
     services,
-    store: deps.store,
     rateLimitRedis: deps.rateLimitRedis,
   });
   return app;

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
-import type { Store } from '../store/port.js';
 import { apiV1 } from './api-v1.js';
 import type { AppServices } from './app-services.js';
 import { registerBearerAuth } from './plugins/auth.js';
@@ -13,8 +12,6 @@ import { openAiImagesRoutes } from './routes/openai-images.js';
 export interface AuthenticatedApiOptions {
   config: Config;
   services: AppServices;
-  /** The key lookup of the auth plugin. */
-  store: Pick<Store, 'accounts'>;
   /** Shared rate-limit counters; null: counted in this process's memory. */
   rateLimitRedis: Redis | null;
 }
@@ -27,7 +24,7 @@ export interface AuthenticatedApiOptions {
  */
 export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions> = async (
   scope,
-  { config, services, store, rateLimitRedis },
+  { config, services, rateLimitRedis },
 ) => {
   // Answers carry keys' data, secrets and signed URLs: no cache keeps them unless a route says so.
   scope.addHook('onRequest', (_request, reply, done) => {
@@ -44,7 +41,7 @@ export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions
     redis: rateLimitRedis,
     redisKeyPrefix: config.REDIS_KEY_PREFIX,
   });
-  registerBearerAuth(scope, { store, now: services.now, failureLimiter: rateLimits.authFailures });
+  registerBearerAuth(scope, { keys: services.apiKeys, now: services.now, failureLimiter: rateLimits.authFailures });
   registerIdempotency(scope, { service: services.idempotency });
 
   await scope.register(apiV1, { prefix: '/api/v1', config, services, rateLimits });

@@ -1,7 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError } from '../core/errors.js';
-import type { MediaService } from '../services/media-service.js';
-import type { MediaRecord } from '../store/port.js';
+import type { MediaRecord, MediaService } from '../services/media-service.js';
 import { requestedByteRange } from './byte-range.js';
 
 const FILE_EXTENSIONS: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/webp': 'webp' };

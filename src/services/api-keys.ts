@@ -57,3 +57,69 @@ export async function createAccountWithKey(
   const issued = await issueApiKey(store, account.id, input.name, input.now);
   return { account, ...issued };
 }
+
+/** Who a request's key speaks for: what authentication tells every route. */
+export interface Caller {
+  accountId: string;
+  keyId: string;
+  keyName: string;
+  keyPrefix: string;
+}
+
+/**
+ * A key the store found active is trusted this long without asking again, so a revocation (made
+ * by the CLI, in another process) is refused within this time. Looking the key up on every request
+ * cost about a seventh of a read (docs/performance-history.md, "Optimisations").
+ */
+export const API_KEY_CACHE_TTL_MS = 1000;
+/** Keys kept at most; past it the oldest entries go first. */
+const API_KEY_CACHE_MAX_ENTRIES = 10_000;
+/** last_used_at is informational; writing it on every request would cost a write per read. */
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * What the Bearer authentication asks of the accounts: the caller of an active key, and noting its
+ * use. Active keys are kept by hash for API_KEY_CACHE_TTL_MS after the store last confirmed them.
+ * Only keys found active are kept: an unknown key is asked for every time, so a key issued a moment
+ * ago works at once, and failures stay with the failure limiter. Entries hold the caller only (no
+ * balance, nothing that changes while the key lives). Methods answer synchronously where they can
+ * (a cached key, a use noted recently), so that the common request costs no promise.
+ */
+export class ApiKeyAuthentication {
+  private readonly entries = new Map<string, { caller: Caller; expiresAt: number }>();
+  private readonly lastMarked = new Map<string, number>();
+
+  constructor(private readonly store: Pick<Store, 'accounts'>) {}
+
+  /** The caller of a key the store confirmed less than API_KEY_CACHE_TTL_MS ago, or null. */
+  cachedCaller(hash: string, nowMs: number): Caller | null {
+    const cached = this.entries.get(hash);
+    if (!cached) return null;
+    if (cached.expiresAt > nowMs) return cached.caller;
+    this.entries.delete(hash);
+    return null;
+  }
+
+  /** Asks the store, and keeps the key if it is active. */
+  async loadCaller(hash: string, nowMs: number): Promise<Caller | null> {
+    const found = await this.store.accounts.findActiveApiKey(hash);
+    if (!found) return null;
+    const caller: Caller = {
+      accountId: found.account.id,
+      keyId: found.key.id,
+      keyName: found.key.name,
+      keyPrefix: found.key.prefix,
+    };
+    // Map order is insertion order and a refreshed entry is re-inserted, so the first is the oldest.
+    if (this.entries.size >= API_KEY_CACHE_MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(hash, { caller, expiresAt: nowMs + API_KEY_CACHE_TTL_MS });
+    return caller;
+  }
+
+  /** Writes the key's last_used_at unless this process wrote it less than a minute ago (then undefined). */
+  markUsed(keyId: string, now: Date): Promise<void> | undefined {
+    if (now.getTime() - (this.lastMarked.get(keyId) ?? 0) < LAST_USED_RESOLUTION_MS) return;
+    this.lastMarked.set(keyId, now.getTime());
+    return this.store.accounts.markApiKeyUsed(keyId, now);
+  }
+}

@@ -43,6 +43,16 @@ export interface LedgerEntry {
   createdAt: Date;
 }
 
+/** A ledger row to write (both adapters' insert takes these): the entry id and its position are the adapter's. */
+export interface NewLedgerEntry {
+  kind: LedgerKind;
+  amount: number;
+  balanceAfter: number;
+  taskId: string | null;
+  note: string | null;
+  at: Date;
+}
+
 export interface Page<T> {
   items: T[];
   nextCursor: string | null;

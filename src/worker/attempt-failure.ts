@@ -66,16 +66,17 @@ export async function settleFailedAttempt(
     code: failure?.code,
     upstream: failure?.upstream,
   };
-  if (next.action === 'defer') {
-    // Back to the queue after the delay without spending one of the task's attempts.
+  if (next.action === 'defer' || next.action === 'retry') {
+    // Back to the queue after the delay; a deferral does not spend one of the task's attempts.
     await store.tasks.requeueTask({
       taskId: task.id,
       attempt: task.attempt,
       runAfter: new Date(now.getTime() + next.delayMs),
       now,
-      deferred: true,
+      deferred: next.action === 'defer',
     });
-    if (!failure)
+    if (next.action === 'retry') log.warn({ ...logged, retry_in_ms: next.delayMs }, 'generation failed; will retry');
+    else if (!failure)
       log.warn(
         { err: error, task_id: task.id, retry_in_ms: next.delayMs },
         'a dependency is unavailable; task deferred',
@@ -85,16 +86,6 @@ export async function settleFailedAttempt(
         { ...logged, retry_in_ms: next.delayMs },
         'provider at capacity; task deferred without spending an attempt',
       );
-    return;
-  }
-  if (next.action === 'retry') {
-    await store.tasks.requeueTask({
-      taskId: task.id,
-      attempt: task.attempt,
-      runAfter: new Date(now.getTime() + next.delayMs),
-      now,
-    });
-    log.warn({ ...logged, retry_in_ms: next.delayMs }, 'generation failed; will retry');
     return;
   }
   await store.tasks.failTask({ taskId: task.id, attempt: task.attempt, error: next.error, now });

@@ -1,10 +1,8 @@
 import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { CapacityProvider } from '../helpers/capacity-provider.js';
 import { assertCapacityBounds, runCapacityScenario } from '../helpers/capacity-scenario.js';
-import { postgresTestUrl, testSchema } from '../helpers/postgres.js';
-import { freePort, startCli } from '../helpers/processes.js';
+import { clusterDatabase, freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
@@ -29,10 +27,7 @@ t.test(
   async (t) => {
     const provider = await CapacityProvider.start({ capacity: CAPACITY, latencyMs: LATENCY_MS, retryDelay: 1 });
     t.teardown(() => provider.close());
-    const { schema, url } = await testSchema(t);
-    const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
-    t.teardown(() => store.close());
-    await store.migrate();
+    const { url, store } = await clusterDatabase(t);
     const now = new Date();
     const key = async (name: string, tasks: number) =>
       (await createAccountWithKey(store, { name, tokens: tasks * PRICE, now })).key;

@@ -3,12 +3,10 @@ import t from 'tap';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { callTool, problemOf, type ToolResult } from '../helpers/mcp.js';
-import { postgresTestUrl, testSchema } from '../helpers/postgres.js';
-import { freePort, startCli } from '../helpers/processes.js';
+import { clusterDatabase, freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
@@ -19,10 +17,7 @@ t.test(
   "one MCP client's calls answered alternately by two api processes on PostgreSQL",
   await needsStore('postgres'),
   async (t) => {
-    const { schema, url } = await testSchema(t);
-    const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
-    t.teardown(() => store.close());
-    await store.migrate();
+    const { url, store } = await clusterDatabase(t);
     const { account, key } = await createAccountWithKey(store, { name: 'mcp-cluster', tokens: 100, now: new Date() });
 
     const shared = { DATABASE_URL: url, DATA_DIR: t.testdir({}), LOG_LEVEL: 'info', SHUTDOWN_GRACE_MS: '5000' };

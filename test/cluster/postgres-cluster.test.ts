@@ -2,11 +2,11 @@ import { once } from 'node:events';
 import pg from 'pg';
 import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import type { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { POSTGRES_MIGRATIONS } from '../../src/store/postgres/migrations.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { testSchema, postgresTestUrl } from '../helpers/postgres.js';
-import { freePort, startCli } from '../helpers/processes.js';
+import { clusterDatabase, freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 /**
@@ -55,10 +55,7 @@ t.test(
   `${TASKS} tasks through 2 api and 2 worker processes on one PostgreSQL, one worker killed`,
   await needsStore('postgres'),
   async (t) => {
-    const { schema, url } = await testSchema(t);
-    const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 4 });
-    t.teardown(() => store.close());
-    await store.migrate();
+    const { schema, url, store } = await clusterDatabase(t, { poolSize: 4 });
     const { account, key } = await createAccountWithKey(store, {
       name: 'cluster',
       tokens: (TASKS + 1) * 25,

@@ -1,12 +1,11 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { startCuttingProxy } from '../helpers/cutting-proxy.js';
 import { noisyImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { postgresTestUrl, testSchema } from '../helpers/postgres.js';
-import { freePort, startCli } from '../helpers/processes.js';
+import { postgresTestUrl } from '../helpers/postgres.js';
+import { clusterDatabase, freePort, startCli } from '../helpers/processes.js';
 import {
   assertOnlyServedOrUnavailable,
   retryRefusedCreates,
@@ -29,13 +28,10 @@ t.test(
   async (t) => {
     const target = new URL(postgresTestUrl());
     const proxy = await startCuttingProxy(t, { host: target.hostname, port: Number(target.port || 5432) });
-    const { schema, url } = await testSchema(t);
+    const { url, store: direct } = await clusterDatabase(t);
     const proxied = new URL(url);
     proxied.host = proxy.address;
 
-    const direct = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
-    t.teardown(() => direct.close());
-    await direct.migrate();
     const accounts = await Promise.all(
       ['cuts-a', 'cuts-b', 'cuts-c'].map(async (name) => {
         const { key, account } = await createAccountWithKey(direct, { name, tokens: 100_000, now: new Date() });

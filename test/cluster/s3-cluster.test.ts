@@ -5,10 +5,8 @@ import { join } from 'node:path';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import t, { type Test } from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { encodedImage } from '../helpers/images.js';
-import { testSchema, postgresTestUrl } from '../helpers/postgres.js';
-import { freePort, startCli } from '../helpers/processes.js';
+import { clusterDatabase, freePort, startCli } from '../helpers/processes.js';
 import { startTestS3, testS3Client } from '../helpers/s3.js';
 import { needsStore } from '../helpers/store.js';
 
@@ -39,10 +37,7 @@ t.test(
   '2 api and 2 worker processes on one PostgreSQL and one S3: uploads, references and results travel between them',
   await needsStore('postgres'),
   async (t) => {
-    const { schema, url } = await testSchema(t);
-    const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
-    t.teardown(() => store.close());
-    await store.migrate();
+    const { url, store } = await clusterDatabase(t);
     const { key } = await createAccountWithKey(store, { name: 'cluster', tokens: 1000, now: new Date() });
     const s3 = await startTestS3(t);
 

@@ -1,20 +1,16 @@
 import pg from 'pg';
 import t from 'tap';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
-import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { openEventStream } from '../helpers/event-stream.js';
-import { postgresTestUrl, testSchema } from '../helpers/postgres.js';
-import { freePort, startCli } from '../helpers/processes.js';
+import { postgresTestUrl } from '../helpers/postgres.js';
+import { clusterDatabase, freePort, startCli } from '../helpers/processes.js';
 import { needsStore } from '../helpers/store.js';
 
 t.test(
   'a stream held by an api process sees the completion made by a worker process (PostgreSQL)',
   await needsStore('postgres'),
   async (t) => {
-    const { schema, url } = await testSchema(t);
-    const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
-    t.teardown(() => store.close());
-    await store.migrate();
+    const { schema, url, store } = await clusterDatabase(t);
     const { key } = await createAccountWithKey(store, { name: 'streams', tokens: 1000, now: new Date() });
 
     const port = await freePort();

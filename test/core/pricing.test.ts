@@ -1,9 +1,12 @@
 import t from 'tap';
-import { alphaPro } from '../../schemas/models/alpha-pro.js';
-import { betaV5Pro } from '../../schemas/models/beta-v5-pro.js';
+import { alphaPro as alphaProModule } from '../../schemas/models/alpha-pro.js';
+import { betaV5Pro as betaV5ProModule } from '../../schemas/models/beta-v5-pro.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
 import { DEFAULT_OUTPUT_COMPRESSION } from '../../schemas/output-format.js';
 import { applyDefaults, pixelSizeOf, priceOf, priceRequest } from '../../src/core/pricing.js';
+
+const alphaPro = alphaProModule.entry;
+const betaV5Pro = betaV5ProModule.entry;
 
 // docs/design.md §3.1, written out here on purpose: the catalog is checked against the seed, not against itself.
 const SEED_PRICES: { model: ModelCatalogEntry; id: string; resolution: string; cost: number }[] = [

@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:net';
 import type { Readable } from 'node:stream';
 import type { Test } from 'tap';
+import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
+import { postgresTestUrl, testSchema } from './postgres.js';
 
 /**
  * A TypeScript entry point run as a real child process (through tsx), killed when the test ends
@@ -81,4 +83,20 @@ export function startCli(t: Test, args: string[], env: Record<string, string>): 
       child.once('exit', () => reject(new Error(`${args.join(' ')} exited before printing ${marker}:\n${text}`)));
     });
   return Object.assign(child, { output, printed });
+}
+
+/**
+ * The database a cluster of CLI processes shares: a PostgreSQL schema of the test's own, migrated,
+ * and a store on it for the test to seed and check (closed when the test ends). `url` selects the
+ * schema: it is the processes' DATABASE_URL.
+ */
+export async function clusterDatabase(
+  t: Test,
+  options: { poolSize?: number } = {},
+): Promise<{ schema: string; url: string; store: PostgresStore }> {
+  const { schema, url } = await testSchema(t);
+  const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: options.poolSize ?? 2 });
+  t.teardown(() => store.close());
+  await store.migrate();
+  return { schema, url, store };
 }

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { API_KEY_CACHE_TTL_MS } from '../../src/http/plugins/auth.js';
+import { API_KEY_CACHE_TTL_MS } from '../../src/services/api-keys.js';
 import { issueApiKey } from '../../src/services/api-keys.js';
 import { buildTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';

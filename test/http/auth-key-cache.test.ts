@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { API_KEY_CACHE_TTL_MS } from '../../src/http/plugins/auth.js';
-import { issueApiKey } from '../../src/services/api-keys.js';
+import { API_KEY_CACHE_TTL_MS, issueApiKey } from '../../src/services/api-keys.js';
 import { buildTestApp, type TestApp } from '../helpers/app.js';
 
 const ACCOUNT = '/api/v1/account';

@@ -3,7 +3,7 @@ import t from 'tap';
 import type { Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { createTask, type TaskStatus } from '../../src/core/task.js';
-import { API_KEY_CACHE_TTL_MS } from '../../src/http/plugins/auth.js';
+import { API_KEY_CACHE_TTL_MS } from '../../src/services/api-keys.js';
 import { newIdAt } from '../../src/ids.js';
 import type { Store } from '../../src/store/port.js';
 import { buildTestApp } from '../helpers/app.js';

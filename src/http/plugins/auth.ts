@@ -1,14 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError } from '../../core/errors.js';
-import { hashApiKey, isWellFormedApiKey } from '../../services/api-keys.js';
-import type { Store } from '../../store/port.js';
+import { type ApiKeyAuthentication, type Caller, hashApiKey, isWellFormedApiKey } from '../../services/api-keys.js';
 
-export interface Caller {
-  accountId: string;
-  keyId: string;
-  keyName: string;
-  keyPrefix: string;
-}
+export type { Caller };
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -35,22 +29,10 @@ export interface AuthFailureLimiter {
 }
 
 export interface AuthOptions {
-  store: Pick<Store, 'accounts'>;
+  keys: ApiKeyAuthentication;
   now: () => Date;
   failureLimiter?: AuthFailureLimiter;
 }
-
-/** last_used_at is informational; writing it on every request would cost a write per read. */
-const LAST_USED_RESOLUTION_MS = 60_000;
-
-/**
- * A key the store found active is trusted this long without asking again, so a revocation (made
- * by the CLI, in another process) is refused within this time. Looking the key up on every request
- * cost about a seventh of a read (docs/performance-history.md, "Optimisations").
- */
-export const API_KEY_CACHE_TTL_MS = 1000;
-/** Keys kept at most; past it the oldest entries go first. */
-const API_KEY_CACHE_MAX_ENTRIES = 10_000;
 
 /**
  * Bearer authentication for every route of the scope it is registered in, except that a route
@@ -59,8 +41,7 @@ const API_KEY_CACHE_MAX_ENTRIES = 10_000;
  * so that the answer reveals nothing.
  */
 export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions): void {
-  const lastMarked = new Map<string, number>();
-  const activeKeys = new ActiveKeyCache(options.store, API_KEY_CACHE_TTL_MS, API_KEY_CACHE_MAX_ENTRIES);
+  const { keys } = options;
   scope.decorateRequest('caller', null as unknown as Caller);
   /**
    * Authenticates the request; returns a promise only when it must wait (a key not cached, a
@@ -83,18 +64,16 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
     const now = options.now();
     if (!isWellFormedApiKey(key)) return refuse(request, reply);
     const hash = hashApiKey(key);
-    const cached = activeKeys.cached(hash, now.getTime());
+    const cached = keys.cachedCaller(hash, now.getTime());
     if (cached) return admit(request, cached, now);
-    return activeKeys
-      .load(hash, now.getTime())
+    return keys
+      .loadCaller(hash, now.getTime())
       .then((caller) => (caller ? admit(request, caller, now) : refuse(request, reply)));
   };
 
   const admit = (request: FastifyRequest, caller: Caller, now: Date): Promise<void> | undefined => {
     request.caller = caller;
-    if (now.getTime() - (lastMarked.get(caller.keyId) ?? 0) < LAST_USED_RESOLUTION_MS) return;
-    lastMarked.set(caller.keyId, now.getTime());
-    return options.store.accounts.markApiKeyUsed(caller.keyId, now);
+    return keys.markUsed(caller.keyId, now);
   };
 
   // Only failures are throttled: a valid key is served whatever others sent from the same
@@ -117,47 +96,6 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
     if (pending) pending.then(() => done(), done);
     else done();
   });
-}
-
-/**
- * Active keys by hash, each for ttlMs after the store last confirmed it. Only keys found active are
- * kept: an unknown key is asked for every time, so a key issued a moment ago works at once, and
- * failures stay with the failure limiter. Entries hold the caller only (no balance, nothing that
- * changes while the key lives).
- */
-class ActiveKeyCache {
-  private readonly entries = new Map<string, { caller: Caller; expiresAt: number }>();
-
-  constructor(
-    private readonly store: Pick<Store, 'accounts'>,
-    private readonly ttlMs: number,
-    private readonly maxEntries: number,
-  ) {}
-
-  /** The caller of a key the store confirmed less than ttlMs ago, or null. */
-  cached(hash: string, now: number): Caller | null {
-    const cached = this.entries.get(hash);
-    if (!cached) return null;
-    if (cached.expiresAt > now) return cached.caller;
-    this.entries.delete(hash);
-    return null;
-  }
-
-  /** Asks the store, and keeps the key if it is active. */
-  async load(hash: string, now: number): Promise<Caller | null> {
-    const found = await this.store.accounts.findActiveApiKey(hash);
-    if (!found) return null;
-    const caller: Caller = {
-      accountId: found.account.id,
-      keyId: found.key.id,
-      keyName: found.key.name,
-      keyPrefix: found.key.prefix,
-    };
-    // Map order is insertion order and a refreshed entry is re-inserted, so the first is the oldest.
-    if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value!);
-    this.entries.set(hash, { caller, expiresAt: now + this.ttlMs });
-    return caller;
-  }
 }
 
 function authorizationHeaderCount(rawHeaders: string[]): number {

@@ -5,6 +5,7 @@ import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
 import { pageFetchSize, pageOf } from '../paging.js';
 import type {
+  NewLedgerEntry,
   Account,
   AccountStore,
   ApiKeyInsert,
@@ -165,18 +166,7 @@ export async function addLedgerEntry(
  * Ledger rows of one account, next in its own sequence, in one statement; the caller holds the
  * account's row lock, so the positions (account_seq) follow the order of its balances.
  */
-async function insertLedgerRows(
-  tx: Tx,
-  accountId: string,
-  entries: {
-    kind: LedgerKind;
-    amount: number;
-    balanceAfter: number;
-    taskId: string | null;
-    note: string | null;
-    at: Date;
-  }[],
-): Promise<void> {
+async function insertLedgerRows(tx: Tx, accountId: string, entries: NewLedgerEntry[]): Promise<void> {
   await tx.query(
     `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
      SELECT $1, (SELECT coalesce(max(account_seq), 0) FROM ledger WHERE account_id = $1) + e.n, e.entry_id, e.kind, e.amount,

@@ -5,6 +5,7 @@ import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
 import { pageOf } from '../paging.js';
 import type {
+  NewLedgerEntry,
   Account,
   AccountStore,
   ApiKeyInsert,
@@ -147,18 +148,7 @@ export function addLedgerEntry(
 }
 
 /** One ledger row, next in the account's own sequence; the write transaction serialises the read of it. */
-function insertLedgerRow(
-  db: SqliteDatabase,
-  accountId: string,
-  entry: {
-    kind: LedgerKind;
-    amount: number;
-    balanceAfter: number;
-    taskId: string | null;
-    note: string | null;
-    at: Date;
-  },
-): void {
+function insertLedgerRow(db: SqliteDatabase, accountId: string, entry: NewLedgerEntry): void {
   db.statement(
     `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
        VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
