@@ -123,6 +123,7 @@ export async function longPollScenario(
       60_000,
     );
     const allWaitingAt = now();
+    heldAtOnce = Math.max(heldAtOnce, held());
     const sendingMs = allWaitingAt - sendingStarted;
     ctx.log(
       `  ${via === 'long-poll' ? 'sent' : 'open'} in ${(sendingMs / 1000).toFixed(1)} s; ${held()} waiting, ${heldAtOnce} at most`,
