@@ -22,6 +22,10 @@
  *                                          also runs other built checkouts (named by their directory)
  *                                          in the same rounds (create, create-idem, create-i2i, read,
  *                                          list at 10 k): A/B figures with the drift cancelled
+ *   npm run bench -- --only event-streams --service-root /tmp/a
+ *                                          the scenarios of their own service (dispatch, long-poll,
+ *                                          event-streams, download …) run another built checkout's
+ *                                          service with this tree's client: alternate runs for an A/B
  *
  * Scenarios: create, read (guard rails), dispatch, long-poll, event-streams (the long-poll run with
  * one task event stream per task), download, list, upload, upload-s3
@@ -119,6 +123,7 @@ const { values: flags } = parseArgs({
     connections: { type: 'string', default: '50' },
     'list-size': { type: 'string', default: '1000000' },
     'compare-root': { type: 'string' },
+    'service-root': { type: 'string' },
   },
 });
 
@@ -128,7 +133,7 @@ const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => !ON_REQUEST_ONLY.includes(
 const selected = new Set<Scenario>(flags.only ? (flags.only.split(',') as Scenario[]) : DEFAULT_SCENARIOS);
 for (const s of selected)
   if (!ALL_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; one of ${ALL_SCENARIOS.join(', ')}`);
-const fullRun = !flags.only && !flags.quick && !flags['compare-root'];
+const fullRun = !flags.only && !flags.quick && !flags['compare-root'] && !flags['service-root'];
 const runtime = flags.runtime as ServiceRuntime;
 // Five short rounds rather than three long ones in the same time: the per-round ratios of one run
 // on a shared 2-core machine scatter by ±5 points, and a median of five holds against one or two
@@ -197,8 +202,12 @@ const scenarioContext: ScenarioContext = {
   async launchService(name, overrides = {}) {
     const dataDir = join(work, name);
     const env = serviceEnv(dataDir, overrides);
-    const { key } = await createBenchKey(runtime, env);
-    return { server: await launch(name, env), auth: { authorization: `Bearer ${key}` }, dataDir };
+    const { key } = await createBenchKey(runtime, env, flags['service-root']);
+    return {
+      server: await launch(name, env, flags['service-root']),
+      auth: { authorization: `Bearer ${key}` },
+      dataDir,
+    };
   },
   stop,
   log,

@@ -3,7 +3,12 @@
  * the slot its delay falls in, and a single interval runs one slot per tick while anything waits.
  * Thousands of long-polls and event streams each re-arming a timer of their own every
  * LONG_POLL_FALLBACK_MS cost a Timeout, its closure and a clearTimeout each time; here a wait is
- * an entry in a Set. A callback runs at most one tick late, never early.
+ * an entry in a Set. A callback never runs early; on an idle loop at most one tick late.
+ *
+ * The wheel moves one slot per run of its interval, so a busy loop stretches every delay (5 000
+ * open streams on two loaded cores: a 1 s fallback took 2.5 s). That is kept on purpose: it
+ * sheds the waiters' fallback re-reads when the process is behind, and a wheel kept to the clock
+ * measured +100 MiB and slower opens under load (decision 0029).
  */
 export class WaitTimers {
   private readonly slots: Set<() => void>[];

@@ -294,6 +294,11 @@ t.test(
       'ratelimit-reset': /^\d+$/,
       location: `${CREATE}/${created.json().data.task_id}`,
     });
+    // What a page may read of an answer, each name once.
+    const exposed = String(created.headers['access-control-expose-headers']).split(', ');
+    t.equal(new Set(exposed).size, exposed.length, `each name once: ${exposed.join(', ')}`);
+    for (const name of ['Location', 'Retry-After', 'RateLimit-Reset', 'x-request-id', 'x-should-retry'])
+      t.ok(exposed.includes(name), `${name} is exposed`);
     const unauthorized = await app.inject({ url: '/api/v1/account' });
     t.equal(unauthorized.headers['www-authenticate'], 'Bearer');
     t.equal(unauthorized.headers['access-control-allow-origin'], '*');

@@ -38,6 +38,8 @@ export async function registerHttpBasics(
     origin: '*',
     methods: ['GET', 'HEAD', 'POST', 'DELETE'],
     strictPreflight: false,
+    // Joined once: @fastify/cors joins an array again for every answer, and an event stream's
+    // response keeps its headers for as long as it is open (5 000 streams, 5 000 copies).
     exposedHeaders: [
       'Location',
       'Idempotent-Replayed',
@@ -51,7 +53,7 @@ export async function registerHttpBasics(
       // The OpenAI face's: the tasks an answer made, and whether a retry can help.
       'x-imagegen-task-ids',
       'x-should-retry',
-    ],
+    ].join(', '),
   });
 
   // Fastify parses text/plain by default; this API speaks JSON (and multipart where declared), so a
