@@ -1,3 +1,4 @@
+import { TASK_STATUSES } from '../../schemas/resources.js';
 import type { WebhookEventType } from '../../schemas/webhooks.js';
 import { isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type TaskEvent, type TaskStatus } from './task.js';
 
@@ -99,6 +100,17 @@ export function countsAsActive(status: TaskStatus): boolean {
   return !isTerminal(status);
 }
 
+/** The statuses that count against the cap: the stores count an account's tasks in these (activeTasksCountLimit). */
+export const ACTIVE_STATUSES: readonly TaskStatus[] = TASK_STATUSES.filter(countsAsActive);
+
+/**
+ * How far an admission counts the account's active tasks: one past the cap is enough to refuse,
+ * so that the count costs at most that many index entries however many tasks an account has.
+ */
+export function activeTasksCountLimit(maxActiveTasks: number): number {
+  return maxActiveTasks + 1;
+}
+
 /** The webhook event a move into `status` emits (docs/design.md §3.6), or null: only terminal states emit one. */
 export function webhookEventFor(status: TaskStatus): WebhookEventType | null {
   return isTerminal(status) ? (`image.generation.${status.toLowerCase()}` as WebhookEventType) : null;
@@ -152,7 +164,10 @@ export interface TaskFinish {
   to: TaskStatus;
   /** Whether the update only applies to the attempt named (the worker's fencing token). */
   fencedByAttempt: boolean;
-  /** The change to the account's count of active tasks (the cap on active tasks). */
+  /**
+   * How the move changes the account's active tasks (-1: it frees room under the cap). Nothing
+   * writes it: the admission counts the active tasks from the tasks themselves.
+   */
   activeTasksDelta: number;
   /** Whether the task's cost goes back to the account. */
   refund: boolean;

@@ -33,7 +33,7 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
-import { chargeAdmissionIn, countActiveTask, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
+import { chargeAdmissionIn, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
 import { insertMediaIn, referencedMediaIn } from './media.js';
 import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
@@ -240,7 +240,7 @@ async function admitTasksIn(
   const admission = admitTasks({
     tasks,
     referencedMedia: await referencedMediaIn(tx, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
-    account: await lockAdmittingAccountIn(tx, accountId),
+    account: await lockAdmittingAccountIn(tx, accountId, limits),
     limits,
     keyStillHeld: completesKey && (await lockIdempotencyKeyHeldIn(tx, completesKey)),
   });
@@ -319,7 +319,8 @@ async function requeueTaskIn(
 
 /**
  * Applies `finish` (core taskFinish) to the task if it is still where the finish may start from:
- * the move, the active-task count, the refund and the webhook event, in the caller's transaction.
+ * the move, the refund and the webhook event, in the caller's transaction. Only a refund takes the
+ * account's row: the cap counts the tasks themselves (decision 0030).
  * Returns the task's account, or null when the task was not there to move (fenced out).
  */
 async function finishTaskIn(
@@ -356,8 +357,5 @@ async function finishTaskIn(
   if (effects.refund) await refundTaskIn(tx, taskId, now);
   if (effects.webhook)
     await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, ...effects.webhook, now });
-  // The account's row last: every finish of the account's tasks waits for its lock until this
-  // transaction commits, so it is taken as late as the transaction allows.
-  if (effects.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, effects.activeTasksDelta);
   return { accountId: updated.account_id };
 }
