@@ -58,6 +58,17 @@ export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): 
 }
 
 /**
+ * When a store next looks for lost leases (afterLostLease), as an epoch millisecond: a lease
+ * cannot run out before the earliest one live at the last look, nor before a lease granted since
+ * has (`leaseMs` from its claim), so looking once per lease interval finds every lost lease, at
+ * most one interval late for a lease another process grants for less than `leaseMs`.
+ */
+export function nextLostLeaseLook(lookedAt: Date, leaseMs: number, earliestLiveLease: Date | null): number {
+  const intervalLater = lookedAt.getTime() + leaseMs;
+  return earliestLiveLease ? Math.min(intervalLater, earliestLiveLease.getTime()) : intervalLater;
+}
+
+/**
  * A task whose attempt met a dependency that is away (the store, the blob store, the disk): not
  * the task's failure, so no attempt is spent on it; it waits (deferred) until its deadline, which
  * alone fails it (docs/design.md §3.5).
