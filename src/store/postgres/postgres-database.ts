@@ -6,7 +6,25 @@ import { CHANNEL_SQL, TaskSignals, type TaskSignal } from './task-signals.js';
 export type Tx = pg.PoolClient;
 /** The database or a transaction's connection: for statements that run either way. */
 export interface Queryable {
-  query<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+  query<R extends pg.QueryResultRow>(sql: string | pg.QueryConfig, params?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/**
+ * A statement of the queue's hot path, prepared by name on each connection the first time it
+ * runs there: parsed and planned once per connection instead of on every call (a claim's read of
+ * the turn order took longer to plan than to run). Its text must never vary under one name.
+ */
+export function prepared(name: string, text: string, values: unknown[]): pg.QueryConfig {
+  return { name, text, values };
+}
+
+/**
+ * A task status written into a prepared statement's text, where a partial index on that status
+ * must serve it: a generic plan cannot prove a bound value matches an index's predicate.
+ */
+export function statusLiteral(status: string): string {
+  if (!/^[A-Z_]+$/.test(status)) throw new Error(`Not a task status: ${status}`);
+  return `'${status}'`;
 }
 
 export interface PostgresStoreOptions {
@@ -78,7 +96,7 @@ export class PostgresDatabase {
   }
 
   /** One statement on its own (autocommit). */
-  query<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+  query<R extends pg.QueryResultRow>(sql: string | pg.QueryConfig, params?: unknown[]): Promise<pg.QueryResult<R>> {
     return this.track(this.pool.query<R>(sql, params));
   }
 
@@ -86,7 +104,10 @@ export class PostgresDatabase {
    * One statement on its own whose commit does not wait for the WAL flush: for bookkeeping no
    * client is told about (a claim), as transaction()'s unsynced; a crash of the server may undo it.
    */
-  queryUnsynced<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+  queryUnsynced<R extends pg.QueryResultRow>(
+    sql: string | pg.QueryConfig,
+    params?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
     return this.track(this.unsyncedPool.query<R>(sql, params));
   }
 

@@ -37,10 +37,19 @@ import { backendAdmitsCallIn } from './backend-limits.js';
 import { chargeAdmissionIn, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
 import { insertMediaIn, referencedMediaIn } from './media.js';
-import { notify, numbered, type PostgresDatabase, type Queryable, type Tx } from './postgres-database.js';
+import {
+  notify,
+  numbered,
+  prepared,
+  statusLiteral,
+  type PostgresDatabase,
+  type Queryable,
+  type Tx,
+} from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
 import { CHANNEL_SQL, TaskSignals } from './task-signals.js';
-import { enqueueWebhookEvent } from './webhooks.js';
+import { outboxRowOf } from './webhooks.js';
+import { newIdAt } from '../../ids.js';
 import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 
 /**
@@ -186,14 +195,13 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     );
     const rest = read.filter((r) => r.rank > 1).sort((a, b) => (a.id < b.id ? -1 : 1));
     const { rows } = await this.db.queryUnsynced<TaskRow>(
-      `WITH next AS (
-         SELECT id AS next_id FROM tasks WHERE id = ANY($1::text[]) AND status = $2 AND run_after <= $3
-         ORDER BY array_position($1::text[], id) LIMIT 1 FOR UPDATE SKIP LOCKED
-       )
-       UPDATE tasks SET status = $4, attempt = attempt + 1, calling = true, lease_expires_at = $5,
-         started_at = coalesce(started_at, $3)
-       FROM next WHERE id = next.next_id RETURNING ${TASK_COLUMNS}`,
-      [[...heads, ...rest].map((task) => task.id), CLAIM.from, now, CLAIM.to, new Date(now.getTime() + policy.leaseMs)],
+      prepared('claim-first-free', CLAIM_FIRST_FREE, [
+        [...heads, ...rest].map((task) => task.id),
+        CLAIM.from,
+        now,
+        CLAIM.to,
+        new Date(now.getTime() + policy.leaseMs),
+      ]),
     );
     return rows[0] ? toTask(rows[0]) : undefined;
   }
@@ -339,6 +347,34 @@ async function admitTasksIn(
 /** How many of each account's next runnable tasks the one-statement claim reads. */
 const CLAIMS_PER_ACCOUNT_READ = 4;
 
+const QUEUED = statusLiteral(CLAIM.from);
+const RUNNING = statusLiteral(CLAIM.to);
+/** queuedInTurn's statement: the statuses are in its text, so that its plan, made once, uses the partial indexes. */
+const QUEUED_IN_TURN = `WITH RECURSIVE queued(account_id) AS (
+    (SELECT account_id FROM tasks WHERE status = ${QUEUED} ORDER BY account_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.account_id FROM tasks t WHERE t.status = ${QUEUED} AND t.account_id > q.account_id
+            ORDER BY t.account_id LIMIT 1)
+    FROM queued q WHERE q.account_id IS NOT NULL
+  )
+  SELECT n.id, n.created_at, n.rank, q.account_id,
+    (SELECT count(*) FROM tasks p WHERE p.status = ${RUNNING} AND p.account_id = q.account_id) AS in_progress
+  FROM queued q CROSS JOIN LATERAL (
+    SELECT id, created_at, row_number() OVER (ORDER BY id) AS rank FROM (
+      SELECT id, created_at FROM tasks WHERE status = ${QUEUED} AND account_id = q.account_id AND run_after <= $1
+        AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT $3
+    ) AS next_ones
+  ) n`;
+
+/** The first of $1 (ids in the order tried) nobody holds, still queued and due, locked and claimed. */
+const CLAIM_FIRST_FREE = `WITH next AS (
+    SELECT id AS next_id FROM tasks WHERE id = ANY($1::text[]) AND status = $2 AND run_after <= $3
+    ORDER BY array_position($1::text[], id) LIMIT 1 FOR UPDATE SKIP LOCKED
+  )
+  UPDATE tasks SET status = $4, attempt = attempt + 1, calling = true, lease_expires_at = $5,
+    started_at = coalesce(started_at, $3)
+  FROM next WHERE id = next.next_id RETURNING ${TASK_COLUMNS}`;
+
 /**
  * Each account's next `perAccount` runnable tasks (of `models`), ranked oldest first, with the
  * account's tasks in progress: one index seek per account with queued tasks (a skip scan of
@@ -356,24 +392,7 @@ async function queuedInTurn(
     in_progress: number;
     created_at: Date;
     rank: number;
-  }>(
-    `WITH RECURSIVE queued(account_id) AS (
-       (SELECT account_id FROM tasks WHERE status = $3 ORDER BY account_id LIMIT 1)
-       UNION ALL
-       SELECT (SELECT t.account_id FROM tasks t WHERE t.status = $3 AND t.account_id > q.account_id
-               ORDER BY t.account_id LIMIT 1)
-       FROM queued q WHERE q.account_id IS NOT NULL
-     )
-     SELECT n.id, n.created_at, n.rank, q.account_id,
-       (SELECT count(*) FROM tasks p WHERE p.status = $4 AND p.account_id = q.account_id) AS in_progress
-     FROM queued q CROSS JOIN LATERAL (
-       SELECT id, created_at, row_number() OVER (ORDER BY id) AS rank FROM (
-         SELECT id, created_at FROM tasks WHERE status = $3 AND account_id = q.account_id AND run_after <= $1
-           AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT $5
-       ) AS next_ones
-     ) n`,
-    [now, models ?? null, CLAIM.from, CLAIM.to, perAccount],
-  );
+  }>(prepared('queued-in-turn', QUEUED_IN_TURN, [now, models ?? null, perAccount]));
   return rows;
 }
 
@@ -423,6 +442,36 @@ async function requeueTaskIn(
   return true;
 }
 
+/** A finish's move: fenced by attempt ($9) when the finish is, NOTIFY raised once for the row moved. */
+const FINISH_MOVE = `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3,
+    error_message = $4, completed_at = $5, lease_expires_at = NULL
+  WHERE id = $6 AND status = ANY($7::text[]) AND ($9::integer IS NULL OR attempt = $9)
+  RETURNING id, account_id, webhook_url, pg_notify(${CHANNEL_SQL}, $8::text) AS notified`;
+const FINISH = `WITH moved AS (${FINISH_MOVE}) SELECT account_id, webhook_url, 0 AS outbox_rows FROM moved`;
+const FINISH_WITH_OUTBOX = `WITH moved AS (${FINISH_MOVE}),
+  outbox AS (${outboxRowOf('moved', { id: '$10', eventType: '$11', at: '$5' })} WHERE moved.webhook_url IS NOT NULL RETURNING 1)
+  SELECT account_id, webhook_url, (SELECT count(*) FROM outbox) AS outbox_rows FROM moved`;
+
+function finishValues(
+  taskId: string,
+  attempt: number,
+  finish: TaskFinish,
+  now: Date,
+  details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } },
+): unknown[] {
+  return [
+    finish.to,
+    details.generated ? JSON.stringify(details.generated) : null,
+    details.error?.code ?? null,
+    details.error?.message ?? null,
+    now,
+    taskId,
+    finish.from,
+    TaskSignals.payload({ kind: 'changed', taskId }),
+    finish.fencedByAttempt ? attempt : null,
+  ];
+}
+
 /**
  * Applies `finish` (core taskFinish) to the task if it is still where the finish may start from:
  * the move, the refund and the webhook event, in the caller's transaction. Only a refund takes the
@@ -437,31 +486,23 @@ async function finishTaskIn(
   now: Date,
   details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } } = {},
 ): Promise<{ accountId: string } | null> {
-  // The change's NOTIFY is raised by the move itself (in RETURNING, once for the one row moved):
-  // a round trip less per finish, delivered at commit as before.
-  const fence = finish.fencedByAttempt ? 'AND attempt = $9' : '';
-  const { rows } = await tx.query<{ account_id: string; webhook_url: string | null }>(
-    `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3, error_message = $4,
-       completed_at = $5, lease_expires_at = NULL
-     WHERE id = $6 AND status = ANY($7::text[]) ${fence}
-     RETURNING account_id, webhook_url, pg_notify(${CHANNEL_SQL}, $8::text) AS notified`,
-    [
-      finish.to,
-      details.generated ? JSON.stringify(details.generated) : null,
-      details.error?.code ?? null,
-      details.error?.message ?? null,
-      now,
-      taskId,
-      finish.from,
-      TaskSignals.payload({ kind: 'changed', taskId }),
-      ...(finish.fencedByAttempt ? [attempt] : []),
-    ],
+  // One statement (prepared): the move, its NOTIFY (raised in RETURNING, delivered at commit)
+  // and, for a move that emits an event, the outbox row of a task with a webhook URL, which is
+  // finishEffects' rule (checked below) applied where the URL is read.
+  const { rows } = await tx.query<{ account_id: string; webhook_url: string | null; outbox_rows: number }>(
+    finish.webhookEvent
+      ? prepared('finish-with-outbox', FINISH_WITH_OUTBOX, [
+          ...finishValues(taskId, attempt, finish, now, details),
+          newIdAt(now),
+          finish.webhookEvent,
+        ])
+      : prepared('finish', FINISH, finishValues(taskId, attempt, finish, now, details)),
   );
   const updated = rows[0];
   if (!updated) return null;
   const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
+  if (Boolean(effects.webhook) !== updated.outbox_rows > 0)
+    throw new Error(`The finish of task ${taskId} wrote ${updated.outbox_rows} outbox rows against finishEffects`);
   if (effects.refund) await refundTaskIn(tx, taskId, now);
-  if (effects.webhook)
-    await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, ...effects.webhook, now });
   return { accountId: updated.account_id };
 }
