@@ -17,9 +17,13 @@ export interface ReferencedMedia {
   expiresAt: Date;
 }
 
-/** The account's row, as read under its lock; null when there is no such account. */
+/** The account as read under its row's lock; null when there is no such account. */
 export interface AdmittingAccount {
   balance: number;
+  /**
+   * The account's tasks in ACTIVE_STATUSES, counted from the tasks after the lock was taken (so
+   * that every admission before it is seen) and only up to activeTasksCountLimit.
+   */
   activeTasks: number;
 }
 
@@ -43,7 +47,7 @@ export interface Admission {
   debits: { taskId: string; amount: number; balanceAfter: number; at: Date }[];
   /** The account's balance after every debit. */
   balanceAfter: number;
-  /** The change to the account's count of active tasks. */
+  /** The active tasks the admission adds (what the cap was checked for). */
   activeTasksDelta: number;
   /** Whether a task joins the queue (the workers are woken). */
   joinsQueue: boolean;
@@ -120,9 +124,12 @@ function insufficientTokensDetail(tasks: readonly TaskRecord[]): string {
     : `These ${tasks.length} tasks cost ${cost} tokens; the balance is lower.`;
 }
 
-/** What finishing a task writes besides its row: taskFinish's effects for the task as it was found. */
+/**
+ * What finishing a task writes besides its row: taskFinish's effects for the task as it was found.
+ * The account's row is written only for a refund: the cap counts the tasks themselves, so that
+ * the finishes of one account's tasks do not queue on its row's lock (decision 0030).
+ */
 export interface FinishEffects {
-  activeTasksDelta: number;
   refund: boolean;
   /** The outbox row to insert, or null (no webhook URL, or a move that emits no event). */
   webhook: { type: NonNullable<TaskFinish['webhookEvent']>; url: string } | null;
@@ -131,7 +138,6 @@ export interface FinishEffects {
 /** The effects of `finish` on a task that was moved and has `webhookUrl` (null: none). */
 export function finishEffects(finish: TaskFinish, task: { webhookUrl: string | null }): FinishEffects {
   return {
-    activeTasksDelta: finish.activeTasksDelta,
     refund: finish.refund,
     webhook: task.webhookUrl && finish.webhookEvent ? { type: finish.webhookEvent, url: task.webhookUrl } : null,
   };

@@ -1,3 +1,4 @@
+import { TASK_STATUSES } from '../../schemas/resources.js';
 import type { WebhookEventType } from '../../schemas/webhooks.js';
 import { isTerminal, nextStatus, refundsOnEntry, statusesAllowing, type TaskEvent, type TaskStatus } from './task.js';
 
@@ -57,6 +58,17 @@ export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): 
 }
 
 /**
+ * When a store next looks for lost leases (afterLostLease), as an epoch millisecond: a lease
+ * cannot run out before the earliest one live at the last look, nor before a lease granted since
+ * has (`leaseMs` from its claim), so looking once per lease interval finds every lost lease, at
+ * most one interval late for a lease another process grants for less than `leaseMs`.
+ */
+export function nextLostLeaseLook(lookedAt: Date, leaseMs: number, earliestLiveLease: Date | null): number {
+  const intervalLater = lookedAt.getTime() + leaseMs;
+  return earliestLiveLease ? Math.min(intervalLater, earliestLiveLease.getTime()) : intervalLater;
+}
+
+/**
  * A task whose attempt met a dependency that is away (the store, the blob store, the disk): not
  * the task's failure, so no attempt is spent on it; it waits (deferred) until its deadline, which
  * alone fails it (docs/design.md §3.5).
@@ -97,6 +109,17 @@ export function admitsActiveTasks(active: number, adding: number, maxActiveTasks
 /** Whether a task in `status` counts against the active-task cap. */
 export function countsAsActive(status: TaskStatus): boolean {
   return !isTerminal(status);
+}
+
+/** The statuses that count against the cap: the stores count an account's tasks in these (activeTasksCountLimit). */
+export const ACTIVE_STATUSES: readonly TaskStatus[] = TASK_STATUSES.filter(countsAsActive);
+
+/**
+ * How far an admission counts the account's active tasks: one past the cap is enough to refuse,
+ * so that the count costs at most that many index entries however many tasks an account has.
+ */
+export function activeTasksCountLimit(maxActiveTasks: number): number {
+  return maxActiveTasks + 1;
 }
 
 /** The webhook event a move into `status` emits (docs/design.md §3.6), or null: only terminal states emit one. */
@@ -152,7 +175,10 @@ export interface TaskFinish {
   to: TaskStatus;
   /** Whether the update only applies to the attempt named (the worker's fencing token). */
   fencedByAttempt: boolean;
-  /** The change to the account's count of active tasks (the cap on active tasks). */
+  /**
+   * How the move changes the account's active tasks (-1: it frees room under the cap). Nothing
+   * writes it: the admission counts the active tasks from the tasks themselves.
+   */
   activeTasksDelta: number;
   /** Whether the task's cost goes back to the account. */
   refund: boolean;

@@ -1,5 +1,13 @@
 import t from 'tap';
-import { CLAIM, deferredAttemptsAdded, RELEASE, taskFinish } from '../../src/core/task-execution.js';
+import {
+  ACTIVE_STATUSES,
+  activeTasksCountLimit,
+  CLAIM,
+  deferredAttemptsAdded,
+  nextLostLeaseLook,
+  RELEASE,
+  taskFinish,
+} from '../../src/core/task-execution.js';
 import { nextStatus } from '../../src/core/task.js';
 
 t.test('a claim moves a queued task into the running status, a release moves it back', async (t) => {
@@ -58,4 +66,24 @@ t.test('a cancel moves a task from any active status, whichever attempt holds it
 
 t.test('a finish the state table does not allow is refused', async (t) => {
   t.throws(() => taskFinish('complete', 'queued'), { code: 'invalid_state' }, 'a queued task cannot complete');
+});
+
+t.test('lost leases are looked for a lease interval later, or when the earliest live lease runs out', async (t) => {
+  const at = new Date('2026-11-27T00:00:00Z');
+  t.equal(nextLostLeaseLook(at, 30_000, null), at.getTime() + 30_000, 'no lease live: one interval later');
+  t.equal(
+    nextLostLeaseLook(at, 30_000, new Date(at.getTime() + 5_000)),
+    at.getTime() + 5_000,
+    'a live lease that runs out sooner brings the look forward',
+  );
+  t.equal(
+    nextLostLeaseLook(at, 30_000, new Date(at.getTime() + 60_000)),
+    at.getTime() + 30_000,
+    'a longer lease does not put it off: one granted later may be shorter',
+  );
+});
+
+t.test('the cap counts the non-terminal statuses, and an admission counts one past the cap at most', async (t) => {
+  t.same([...ACTIVE_STATUSES].sort(), ['CREATED', 'IN_PROGRESS']);
+  t.equal(activeTasksCountLimit(100), 101);
 });

@@ -533,6 +533,54 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await atCap();
       await assertLedgerInvariant(t, store, accountId);
     });
+
+    t.test('holds while tasks finish beside the creates, and the room they free is taken once', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 10_000);
+      const cap = { maxActiveTasks: 3 };
+      const first = [newTask(accountId), newTask(accountId), newTask(accountId)];
+      for (const task of first) await store.tasks.insertTaskWithDebit(task, cap);
+      const running = [(await store.tasks.claimNextTask(policy()))!, (await store.tasks.claimNextTask(policy()))!];
+      const queued = first.find((task) => !running.some((r) => r.id === task.id))!;
+      const activeNow = async () =>
+        (await store.tasks.listTasks(accountId, { limit: 100, status: 'CREATED' })).items.length +
+        (await store.tasks.listTasks(accountId, { limit: 100, status: 'IN_PROGRESS' })).items.length;
+      const creates = (n: number) =>
+        Array.from({ length: n }, () => store.tasks.insertTaskWithDebit(newTask(accountId), cap));
+      const settled = await Promise.allSettled([
+        ...creates(10),
+        store.tasks.completeTask({ taskId: running[0].id, attempt: running[0].attempt, media: [], now: new Date() }),
+        store.tasks.failTask({
+          taskId: running[1].id,
+          attempt: running[1].attempt,
+          error: { code: 'x', message: 'x' },
+          now: new Date(),
+        }),
+        store.tasks.cancelTask(accountId, queued.id, new Date()),
+        ...creates(10),
+      ]);
+      t.same(
+        settled.slice(10, 13).map((r) => r.status),
+        ['fulfilled', 'fulfilled', 'fulfilled'],
+        'the finishes all went through',
+      );
+      const refusals = settled
+        .filter((r): r is PromiseRejectedResult => r.status === 'rejected')
+        .map((r) => codeOf(r.reason));
+      t.same([...new Set(refusals)], refusals.length > 0 ? ['too_many_active_tasks'] : []);
+      const admittedDuring = settled.length - 3 - refusals.length;
+      t.ok(admittedDuring <= 3, `at most the freed room was taken (${admittedDuring})`);
+      t.equal(await activeNow(), admittedDuring, 'the first three finished; the admitted ones are active');
+      const after = await Promise.allSettled(creates(10));
+      t.equal(after.filter((r) => r.status === 'fulfilled').length, 3 - admittedDuring, 'the rest of the room, once');
+      t.equal(await activeNow(), 3, 'the cap, exactly');
+      t.equal(
+        (await store.accounts.getAccount(accountId))!.balance,
+        10_000 - 25 * 6 + 2 * 25,
+        'six tasks charged; the failed and the canceled refunded',
+      );
+      await assertLedgerInvariant(t, store, accountId);
+    });
   });
 
   t.test('image references are checked in the create transaction', async (t) => {

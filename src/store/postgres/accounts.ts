@@ -1,5 +1,6 @@
 import { balanceChange, ledgerTotals } from '../../core/ledger.js';
 import { notFound } from '../../core/errors.js';
+import { ACTIVE_STATUSES, activeTasksCountLimit } from '../../core/task-execution.js';
 import { refundOf, type Admission, type AdmittingAccount } from '../../core/task-admission.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
@@ -203,33 +204,37 @@ export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<b
 }
 
 /**
- * The account's row as an admission reads it (core admitTasks), locked: the lock orders the
- * account's concurrent creates, so that each sees the last one's balance and count. null for a
- * missing account.
+ * The account as an admission reads it (core admitTasks): its row locked, then its active tasks
+ * counted, in a statement of their own, so that the count sees every admission that held the lock
+ * before (a statement sees what committed before it began). The lock orders the account's
+ * concurrent creates, so that each sees the last one's balance and tasks; finishes take no lock
+ * of the account (a finish only lowers the count). null for a missing account.
  */
-export async function lockAdmittingAccountIn(tx: Tx, accountId: string): Promise<AdmittingAccount | null> {
-  const { rows } = await tx.query<{ balance: number; active_tasks: number }>(
-    'SELECT balance, active_tasks FROM accounts WHERE id = $1 FOR UPDATE',
-    [accountId],
-  );
-  return rows[0] ? { balance: Number(rows[0].balance), activeTasks: rows[0].active_tasks } : null;
-}
-
-/** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */
-export async function chargeAdmissionIn(tx: Tx, accountId: string, admission: Admission): Promise<void> {
-  await tx.query('UPDATE accounts SET balance = $1, active_tasks = active_tasks + $2 WHERE id = $3', [
-    admission.balanceAfter,
-    admission.activeTasksDelta,
+export async function lockAdmittingAccountIn(
+  tx: Tx,
+  accountId: string,
+  limits: { maxActiveTasks: number },
+): Promise<AdmittingAccount | null> {
+  const { rows } = await tx.query<{ balance: number }>('SELECT balance FROM accounts WHERE id = $1 FOR UPDATE', [
     accountId,
   ]);
+  if (!rows[0]) return null;
+  // One index range per active status (tasks_account_status), read only up to the limit.
+  const counted = await tx.query<{ active: number }>(
+    `SELECT count(*) AS active FROM (
+       SELECT 1 FROM tasks WHERE account_id = $1 AND status = ANY($2::text[]) LIMIT $3
+     ) AS active`,
+    [accountId, ACTIVE_STATUSES, activeTasksCountLimit(limits.maxActiveTasks)],
+  );
+  return { balance: Number(rows[0].balance), activeTasks: counted.rows[0].active };
+}
+
+/** Writes an admission's charge (core admitTasks): the balance it decided, a debit row per task. */
+export async function chargeAdmissionIn(tx: Tx, accountId: string, admission: Admission): Promise<void> {
+  await tx.query('UPDATE accounts SET balance = $1 WHERE id = $2', [admission.balanceAfter, accountId]);
   await insertLedgerRows(
     tx,
     accountId,
     admission.debits.map((debit) => ({ kind: 'debit', ...debit, note: null })),
   );
-}
-
-/** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
-export async function countActiveTask(tx: Tx, accountId: string, delta: number): Promise<void> {
-  await tx.query('UPDATE accounts SET active_tasks = greatest(active_tasks + $1, 0) WHERE id = $2', [delta, accountId]);
 }

@@ -1,7 +1,7 @@
 import type { ReferencedMedia } from '../../core/task-admission.js';
 import { withoutGeneratedMedia, type GeneratedMediaRef } from '../../core/task.js';
 import type { MediaRecord, MediaSource, MediaStore } from '../port.js';
-import type { PostgresDatabase, Queryable, Tx } from './postgres-database.js';
+import { prepared, type PostgresDatabase, type Queryable, type Tx } from './postgres-database.js';
 import { mediaValues, toMedia, type MediaRow } from './rows.js';
 
 /** Media rows and the blob-deletion queue on PostgreSQL. */
@@ -91,9 +91,13 @@ async function forgetDeleted(tx: Tx, mediaId: string, blobKey: string, taskId: s
 }
 
 async function queueBlobDeletion(db: Queryable, blobKey: string, dueAt: Date): Promise<void> {
+  // Prepared: a worker reserves every result's blob with it.
   await db.query(
-    'INSERT INTO blob_deletions (blob_key, due_at) VALUES ($1, $2) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at',
-    [blobKey, dueAt],
+    prepared(
+      'queue-blob-deletion',
+      'INSERT INTO blob_deletions (blob_key, due_at) VALUES ($1, $2) ON CONFLICT (blob_key) DO UPDATE SET due_at = excluded.due_at',
+      [blobKey, dueAt],
+    ),
   );
 }
 
@@ -101,10 +105,13 @@ async function queueBlobDeletion(db: Queryable, blobKey: string, dueAt: Date): P
 export async function insertMediaIn(tx: Tx, media: MediaRecord, now: Date): Promise<boolean> {
   // One statement: the reservation taken (deleted) and the row written only if it was there.
   const inserted = await tx.query(
-    `WITH reserved AS (DELETE FROM blob_deletions WHERE blob_key = $9 AND due_at > $13 RETURNING 1)
-     INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
-     SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 WHERE EXISTS (SELECT 1 FROM reserved)`,
-    [...mediaValues(media), now],
+    prepared(
+      'insert-reserved-media',
+      `WITH reserved AS (DELETE FROM blob_deletions WHERE blob_key = $9 AND due_at > $13 RETURNING 1)
+       INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 WHERE EXISTS (SELECT 1 FROM reserved)`,
+      [...mediaValues(media), now],
+    ),
   );
   return inserted.rowCount === 1;
 }

@@ -6,7 +6,25 @@ import { CHANNEL_SQL, TaskSignals, type TaskSignal } from './task-signals.js';
 export type Tx = pg.PoolClient;
 /** The database or a transaction's connection: for statements that run either way. */
 export interface Queryable {
-  query<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+  query<R extends pg.QueryResultRow>(sql: string | pg.QueryConfig, params?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/**
+ * A statement of the queue's hot path, prepared by name on each connection the first time it
+ * runs there: parsed and planned once per connection instead of on every call (a claim's read of
+ * the turn order took longer to plan than to run). Its text must never vary under one name.
+ */
+export function prepared(name: string, text: string, values: unknown[]): pg.QueryConfig {
+  return { name, text, values };
+}
+
+/**
+ * A task status written into a prepared statement's text, where a partial index on that status
+ * must serve it: a generic plan cannot prove a bound value matches an index's predicate.
+ */
+export function statusLiteral(status: string): string {
+  if (!/^[A-Z_]+$/.test(status)) throw new Error(`Not a task status: ${status}`);
+  return `'${status}'`;
 }
 
 export interface PostgresStoreOptions {
@@ -38,6 +56,12 @@ const types = {
  */
 export class PostgresDatabase {
   private readonly pool: pg.Pool;
+  /**
+   * Connections whose commits do not wait for the WAL flush (synchronous_commit off for the
+   * session): a statement on its own there is an unsynced transaction in one round trip, where
+   * BEGIN, SET LOCAL and COMMIT would cost three more. Opened on first use.
+   */
+  private readonly unsyncedPool: pg.Pool;
   private readonly inFlight = new Set<Promise<unknown>>();
   private readonly schema: string | undefined;
   /** Cross-process signals (LISTEN/NOTIFY); started by listen(). */
@@ -48,14 +72,19 @@ export class PostgresDatabase {
     this.schema = options.schema;
     if (this.schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(this.schema))
       throw new Error(`Invalid schema name ${this.schema}`);
-    this.pool = new pg.Pool({
-      connectionString: options.connectionString,
-      max: options.poolSize ?? 10,
-      types,
-      ...(this.schema ? { options: `-c search_path=${this.schema}` } : {}),
-    });
+    const searchPath = this.schema ? `-c search_path=${this.schema}` : '';
+    const pool = (settings: string) =>
+      new pg.Pool({
+        connectionString: options.connectionString,
+        max: options.poolSize ?? 10,
+        types,
+        ...(settings ? { options: settings } : {}),
+      });
+    this.pool = pool(searchPath);
+    this.unsyncedPool = pool(`${searchPath} -c synchronous_commit=off`.trim());
     // An idle connection that the server drops is replaced on next use; it must not crash the process.
     this.pool.on('error', () => {});
+    this.unsyncedPool.on('error', () => {});
   }
 
   /** Runs op, counted so that close() waits for it. */
@@ -67,8 +96,19 @@ export class PostgresDatabase {
   }
 
   /** One statement on its own (autocommit). */
-  query<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<pg.QueryResult<R>> {
+  query<R extends pg.QueryResultRow>(sql: string | pg.QueryConfig, params?: unknown[]): Promise<pg.QueryResult<R>> {
     return this.track(this.pool.query<R>(sql, params));
+  }
+
+  /**
+   * One statement on its own whose commit does not wait for the WAL flush: for bookkeeping no
+   * client is told about (a claim), as transaction()'s unsynced; a crash of the server may undo it.
+   */
+  queryUnsynced<R extends pg.QueryResultRow>(
+    sql: string | pg.QueryConfig,
+    params?: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    return this.track(this.unsyncedPool.query<R>(sql, params));
   }
 
   /**
@@ -169,7 +209,7 @@ export class PostgresDatabase {
     // Work already started (a create whose 202 is on its way) is committed, not cut off.
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     await this.signals?.close();
-    await this.pool.end();
+    await Promise.all([this.pool.end(), this.unsyncedPool.end()]);
   }
 }
 

@@ -8,6 +8,7 @@ import {
   DEADLINE_EXCEEDED,
   deferredAttemptsAdded,
   isPastDeadline,
+  nextLostLeaseLook,
   RELEASE,
   taskFinish,
   type TaskFinish,
@@ -33,13 +34,22 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
-import { chargeAdmissionIn, countActiveTask, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
+import { chargeAdmissionIn, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
 import { insertMediaIn, referencedMediaIn } from './media.js';
-import { notify, numbered, type PostgresDatabase, type Tx } from './postgres-database.js';
+import {
+  notify,
+  numbered,
+  prepared,
+  statusLiteral,
+  type PostgresDatabase,
+  type Queryable,
+  type Tx,
+} from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
 import { CHANNEL_SQL, TaskSignals } from './task-signals.js';
-import { enqueueWebhookEvent } from './webhooks.js';
+import { outboxRowOf } from './webhooks.js';
+import { newIdAt } from '../../ids.js';
 import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 
 /**
@@ -103,25 +113,104 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     return this.db.transaction((tx) => refundTaskIn(tx, taskId, now));
   }
 
+  /**
+   * A claim in one round trip when it can be (see claimInOneStatement); in one transaction, as
+   * every claim was before, when a task in turn is past its deadline (it is failed on the way),
+   * when every task in the read was held, or for a backend with a shared limit (its row is locked
+   * until the claim commits). Lost leases are looked for first, when one may have run out.
+   */
   async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+    await this.lookForLostLeases(policy);
+    const claimed = policy.sharedLimit ? undefined : await this.claimInOneStatement(policy);
+    const task = claimed !== undefined ? claimed : await this.claimInTransaction(policy);
+    // The lease just granted runs out no sooner than this.
+    if (task) this.nextLostLeaseLookAt = Math.min(this.nextLostLeaseLookAt, policy.now.getTime() + policy.leaseMs);
+    return task;
+  }
+
+  /** Epoch ms at which lost leases are next looked for (core nextLostLeaseLook); 0: at the next claim. */
+  private nextLostLeaseLookAt = 0;
+  private lastLostLeaseLookAt = 0;
+  private lostLeaseLook: Promise<void> | null = null;
+
+  /**
+   * Requeues or fails the tasks whose lease ran out (core afterLostLease), when one may have: once
+   * per lease interval rather than in every claim. Concurrent claims share one look.
+   */
+  private async lookForLostLeases(policy: ClaimPolicy): Promise<void> {
+    const now = policy.now.getTime();
+    // A clock set back looks again rather than wait out the interval it measured.
+    if (now < this.nextLostLeaseLookAt && now >= this.lastLostLeaseLookAt) return;
+    this.lostLeaseLook ??= this.db
+      .transaction(
+        async (tx) => {
+          // SKIP LOCKED leaves those another claimer is handling to it.
+          const lost = await tx.query<{ id: string; attempt: number; deferred_attempts: number }>(
+            `SELECT id, attempt, deferred_attempts FROM tasks WHERE status = $1 AND lease_expires_at < $2
+             FOR UPDATE SKIP LOCKED`,
+            [RELEASE.from, policy.now],
+          );
+          for (const task of lost.rows) {
+            const outcome = afterLostLease(
+              { attempt: task.attempt, deferredAttempts: task.deferred_attempts },
+              policy.maxAttempts,
+            );
+            if (outcome.action === 'fail')
+              await finishTaskIn(tx, task.id, task.attempt, taskFinish('fail', 'attempt'), policy.now, {
+                error: outcome.error,
+              });
+            else await requeueTaskIn(tx, task.id, task.attempt, policy.now, { deferred: false });
+          }
+          const { rows } = await tx.query<{ earliest: Date | null }>(
+            'SELECT min(lease_expires_at) AS earliest FROM tasks WHERE status = $1 AND lease_expires_at >= $2',
+            [RELEASE.from, policy.now],
+          );
+          return rows[0].earliest;
+        },
+        { unsynced: true },
+      )
+      .then((earliest) => {
+        this.lastLostLeaseLookAt = now;
+        this.nextLostLeaseLookAt = nextLostLeaseLook(policy.now, policy.leaseMs, earliest);
+      })
+      .finally(() => {
+        this.lostLeaseLook = null;
+      });
+    await this.lostLeaseLook;
+  }
+
+  /**
+   * The claim as two statements and no transaction: the tasks in turn are read (core claimOrder
+   * over each account's next task; after them each account's next few, oldest first, for claimers
+   * that meet each other), and one statement, unsynced, locks the first of them nobody holds and
+   * moves it. undefined when that cannot decide (a task past its deadline among them, or all held).
+   */
+  private async claimInOneStatement(policy: ClaimPolicy): Promise<TaskRecord | null | undefined> {
+    const { now } = policy;
+    const read = await queuedInTurn(this.db, policy.models, now, CLAIMS_PER_ACCOUNT_READ);
+    if (read.length === 0) return null;
+    if (read.some((task) => isPastDeadline(task.created_at, now, policy.deadlineMs))) return undefined;
+    const heads = claimOrder(
+      read.filter((r) => r.rank === 1).map((r) => ({ id: r.id, accountId: r.account_id, inProgress: r.in_progress })),
+    );
+    const rest = read.filter((r) => r.rank > 1).sort((a, b) => (a.id < b.id ? -1 : 1));
+    const { rows } = await this.db.queryUnsynced<TaskRow>(
+      prepared('claim-first-free', CLAIM_FIRST_FREE, [
+        [...heads, ...rest].map((task) => task.id),
+        CLAIM.from,
+        now,
+        CLAIM.to,
+        new Date(now.getTime() + policy.leaseMs),
+      ]),
+    );
+    return rows[0] ? toTask(rows[0]) : undefined;
+  }
+
+  /** The claim in one transaction: the shared limit, deadlines, the turn, the lock and the move. */
+  private claimInTransaction(policy: ClaimPolicy): Promise<TaskRecord | null> {
     const { now } = policy;
     return this.db.transaction(
       async (tx) => {
-        // Lost leases first; SKIP LOCKED leaves those another claimer is handling to it.
-        const lost = await tx.query<{ id: string; attempt: number; deferred_attempts: number }>(
-          `SELECT id, attempt, deferred_attempts FROM tasks WHERE status = $1 AND lease_expires_at < $2
-           FOR UPDATE SKIP LOCKED`,
-          [RELEASE.from, now],
-        );
-        for (const task of lost.rows) {
-          const outcome = afterLostLease(
-            { attempt: task.attempt, deferredAttempts: task.deferred_attempts },
-            policy.maxAttempts,
-          );
-          if (outcome.action === 'fail')
-            await finishTaskIn(tx, task.id, task.attempt, taskFinish('fail', 'attempt'), now, { error: outcome.error });
-          else await requeueTaskIn(tx, task.id, task.attempt, now, { deferred: false });
-        }
         if (policy.sharedLimit && !(await backendAdmitsCallIn(tx, policy.sharedLimit, policy.models ?? [], now)))
           return null;
         for (;;) {
@@ -240,7 +329,7 @@ async function admitTasksIn(
   const admission = admitTasks({
     tasks,
     referencedMedia: await referencedMediaIn(tx, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
-    account: await lockAdmittingAccountIn(tx, accountId),
+    account: await lockAdmittingAccountIn(tx, accountId, limits),
     limits,
     keyStillHeld: completesKey && (await lockIdempotencyKeyHeldIn(tx, completesKey)),
   });
@@ -255,33 +344,69 @@ async function admitTasksIn(
   if (admission.joinsQueue) await notify(tx, { kind: 'created' });
 }
 
+/** How many of each account's next runnable tasks the one-statement claim reads. */
+const CLAIMS_PER_ACCOUNT_READ = 4;
+
+const QUEUED = statusLiteral(CLAIM.from);
+const RUNNING = statusLiteral(CLAIM.to);
+/** queuedInTurn's statement: the statuses are in its text, so that its plan, made once, uses the partial indexes. */
+const QUEUED_IN_TURN = `WITH RECURSIVE queued(account_id) AS (
+    (SELECT account_id FROM tasks WHERE status = ${QUEUED} ORDER BY account_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT t.account_id FROM tasks t WHERE t.status = ${QUEUED} AND t.account_id > q.account_id
+            ORDER BY t.account_id LIMIT 1)
+    FROM queued q WHERE q.account_id IS NOT NULL
+  )
+  SELECT n.id, n.created_at, n.rank, q.account_id,
+    (SELECT count(*) FROM tasks p WHERE p.status = ${RUNNING} AND p.account_id = q.account_id) AS in_progress
+  FROM queued q CROSS JOIN LATERAL (
+    SELECT id, created_at, row_number() OVER (ORDER BY id) AS rank FROM (
+      SELECT id, created_at FROM tasks WHERE status = ${QUEUED} AND account_id = q.account_id AND run_after <= $1
+        AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT $3
+    ) AS next_ones
+  ) n`;
+
+/** The first of $1 (ids in the order tried) nobody holds, still queued and due, locked and claimed. */
+const CLAIM_FIRST_FREE = `WITH next AS (
+    SELECT id AS next_id FROM tasks WHERE id = ANY($1::text[]) AND status = $2 AND run_after <= $3
+    ORDER BY array_position($1::text[], id) LIMIT 1 FOR UPDATE SKIP LOCKED
+  )
+  UPDATE tasks SET status = $4, attempt = attempt + 1, calling = true, lease_expires_at = $5,
+    started_at = coalesce(started_at, $3)
+  FROM next WHERE id = next.next_id RETURNING ${TASK_COLUMNS}`;
+
 /**
- * The next task in turn (core claimOrder), locked: each account's oldest runnable task (of
- * `models`) with the account's tasks in progress, one index seek per account with queued tasks
- * (a skip scan of tasks_queued_by_account). A candidate another claimer holds is skipped; when
- * all are held, the oldest runnable task nobody holds, so that claimers never idle on contention.
+ * Each account's next `perAccount` runnable tasks (of `models`), ranked oldest first, with the
+ * account's tasks in progress: one index seek per account with queued tasks (a skip scan of
+ * tasks_queued_by_account). A read without locks: the claim that follows checks each again.
+ */
+async function queuedInTurn(
+  db: Queryable,
+  models: readonly string[] | undefined,
+  now: Date,
+  perAccount: number,
+): Promise<{ id: string; account_id: string; in_progress: number; created_at: Date; rank: number }[]> {
+  const { rows } = await db.query<{
+    id: string;
+    account_id: string;
+    in_progress: number;
+    created_at: Date;
+    rank: number;
+  }>(prepared('queued-in-turn', QUEUED_IN_TURN, [now, models ?? null, perAccount]));
+  return rows;
+}
+
+/**
+ * The next task in turn (core claimOrder), locked: each account's oldest runnable task (queuedInTurn).
+ * A candidate another claimer holds is skipped; when all are held, the oldest runnable task
+ * nobody holds, so that claimers never idle on contention.
  */
 async function lockNextInTurn(
   tx: Tx,
   models: readonly string[] | undefined,
   now: Date,
 ): Promise<{ id: string; attempt: number; created_at: Date } | null> {
-  const { rows } = await tx.query<{ id: string; account_id: string; in_progress: number }>(
-    `WITH RECURSIVE queued(account_id) AS (
-       (SELECT account_id FROM tasks WHERE status = $3 ORDER BY account_id LIMIT 1)
-       UNION ALL
-       SELECT (SELECT t.account_id FROM tasks t WHERE t.status = $3 AND t.account_id > q.account_id
-               ORDER BY t.account_id LIMIT 1)
-       FROM queued q WHERE q.account_id IS NOT NULL
-     )
-     SELECT n.id, q.account_id,
-       (SELECT count(*) FROM tasks p WHERE p.status = $4 AND p.account_id = q.account_id) AS in_progress
-     FROM queued q CROSS JOIN LATERAL (
-       SELECT id FROM tasks WHERE status = $3 AND account_id = q.account_id AND run_after <= $1
-         AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT 1
-     ) n`,
-    [now, models ?? null, CLAIM.from, CLAIM.to],
-  );
+  const rows = await queuedInTurn(tx, models, now, 1);
   const inTurn = claimOrder(rows.map((r) => ({ id: r.id, accountId: r.account_id, inProgress: r.in_progress })));
   for (const candidate of inTurn) {
     const locked = await tx.query<{ id: string; attempt: number; created_at: Date }>(
@@ -317,9 +442,40 @@ async function requeueTaskIn(
   return true;
 }
 
+/** A finish's move: fenced by attempt ($9) when the finish is, NOTIFY raised once for the row moved. */
+const FINISH_MOVE = `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3,
+    error_message = $4, completed_at = $5, lease_expires_at = NULL
+  WHERE id = $6 AND status = ANY($7::text[]) AND ($9::integer IS NULL OR attempt = $9)
+  RETURNING id, account_id, webhook_url, pg_notify(${CHANNEL_SQL}, $8::text) AS notified`;
+const FINISH = `WITH moved AS (${FINISH_MOVE}) SELECT account_id, webhook_url, 0 AS outbox_rows FROM moved`;
+const FINISH_WITH_OUTBOX = `WITH moved AS (${FINISH_MOVE}),
+  outbox AS (${outboxRowOf('moved', { id: '$10', eventType: '$11', at: '$5' })} WHERE moved.webhook_url IS NOT NULL RETURNING 1)
+  SELECT account_id, webhook_url, (SELECT count(*) FROM outbox) AS outbox_rows FROM moved`;
+
+function finishValues(
+  taskId: string,
+  attempt: number,
+  finish: TaskFinish,
+  now: Date,
+  details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } },
+): unknown[] {
+  return [
+    finish.to,
+    details.generated ? JSON.stringify(details.generated) : null,
+    details.error?.code ?? null,
+    details.error?.message ?? null,
+    now,
+    taskId,
+    finish.from,
+    TaskSignals.payload({ kind: 'changed', taskId }),
+    finish.fencedByAttempt ? attempt : null,
+  ];
+}
+
 /**
  * Applies `finish` (core taskFinish) to the task if it is still where the finish may start from:
- * the move, the active-task count, the refund and the webhook event, in the caller's transaction.
+ * the move, the refund and the webhook event, in the caller's transaction. Only a refund takes the
+ * account's row: the cap counts the tasks themselves (decision 0030).
  * Returns the task's account, or null when the task was not there to move (fenced out).
  */
 async function finishTaskIn(
@@ -330,34 +486,23 @@ async function finishTaskIn(
   now: Date,
   details: { generated?: GeneratedMediaRef[]; error?: { code: string; message: string } } = {},
 ): Promise<{ accountId: string } | null> {
-  // The change's NOTIFY is raised by the move itself (in RETURNING, once for the one row moved):
-  // a round trip less per finish, delivered at commit as before.
-  const fence = finish.fencedByAttempt ? 'AND attempt = $9' : '';
-  const { rows } = await tx.query<{ account_id: string; webhook_url: string | null }>(
-    `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3, error_message = $4,
-       completed_at = $5, lease_expires_at = NULL
-     WHERE id = $6 AND status = ANY($7::text[]) ${fence}
-     RETURNING account_id, webhook_url, pg_notify(${CHANNEL_SQL}, $8::text) AS notified`,
-    [
-      finish.to,
-      details.generated ? JSON.stringify(details.generated) : null,
-      details.error?.code ?? null,
-      details.error?.message ?? null,
-      now,
-      taskId,
-      finish.from,
-      TaskSignals.payload({ kind: 'changed', taskId }),
-      ...(finish.fencedByAttempt ? [attempt] : []),
-    ],
+  // One statement (prepared): the move, its NOTIFY (raised in RETURNING, delivered at commit)
+  // and, for a move that emits an event, the outbox row of a task with a webhook URL, which is
+  // finishEffects' rule (checked below) applied where the URL is read.
+  const { rows } = await tx.query<{ account_id: string; webhook_url: string | null; outbox_rows: number }>(
+    finish.webhookEvent
+      ? prepared('finish-with-outbox', FINISH_WITH_OUTBOX, [
+          ...finishValues(taskId, attempt, finish, now, details),
+          newIdAt(now),
+          finish.webhookEvent,
+        ])
+      : prepared('finish', FINISH, finishValues(taskId, attempt, finish, now, details)),
   );
   const updated = rows[0];
   if (!updated) return null;
   const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
+  if (Boolean(effects.webhook) !== updated.outbox_rows > 0)
+    throw new Error(`The finish of task ${taskId} wrote ${updated.outbox_rows} outbox rows against finishEffects`);
   if (effects.refund) await refundTaskIn(tx, taskId, now);
-  if (effects.webhook)
-    await enqueueWebhookEvent(tx, { accountId: updated.account_id, taskId, ...effects.webhook, now });
-  // The account's row last: every finish of the account's tasks waits for its lock until this
-  // transaction commits, so it is taken as late as the transaction allows.
-  if (effects.activeTasksDelta !== 0) await countActiveTask(tx, updated.account_id, effects.activeTasksDelta);
   return { accountId: updated.account_id };
 }

@@ -1,8 +1,7 @@
-import { MAX_LISTED_ATTEMPTS, type WebhookEventType } from '../../../schemas/webhooks.js';
+import { MAX_LISTED_ATTEMPTS } from '../../../schemas/webhooks.js';
 import { manualReplayOf, replayWindowStart, type WebhookReplayBudget } from '../../core/webhook-replay-budget.js';
 import { scheduledAttemptsAdded } from '../../core/webhook-retry-schedule.js';
 import { notFound } from '../../core/errors.js';
-import { newIdAt } from '../../ids.js';
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
   Page,
@@ -13,7 +12,7 @@ import type {
   WebhookSecrets,
   WebhookStore,
 } from '../port.js';
-import { numbered, type PostgresDatabase, type Queryable, type Tx } from './postgres-database.js';
+import { numbered, type PostgresDatabase, type Queryable } from './postgres-database.js';
 import { toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
 import { webhookSecretsOf } from '../webhook-secrets.js';
 
@@ -206,14 +205,13 @@ export class PostgresWebhooks implements WebhookStore {
   }
 }
 
-/** Queues a task's event for delivery (the outbox), in the caller's transaction. */
-export async function enqueueWebhookEvent(
-  tx: Tx,
-  event: { accountId: string; taskId: string; type: WebhookEventType; url: string; now: Date },
-): Promise<void> {
-  await tx.query(
-    `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6, $6, $6)`,
-    [newIdAt(event.now), event.accountId, event.taskId, event.type, event.url, event.now],
-  );
+/**
+ * The INSERT of a task's event into the outbox, one row for each row of `source` (a CTE of moved
+ * tasks: id, account_id, webhook_url), due at once; the finish statement appends its condition.
+ */
+export function outboxRowOf(source: string, params: { id: string; eventType: string; at: string }): string {
+  return `INSERT INTO webhook_deliveries (id, account_id, task_id, event_type, url, status, next_attempt_at, event_at, created_at, updated_at)
+    SELECT ${params.id}, ${source}.account_id, ${source}.id, ${params.eventType}, ${source}.webhook_url, 'pending',
+      ${params.at}, ${params.at}, ${params.at}, ${params.at}
+    FROM ${source}`;
 }
