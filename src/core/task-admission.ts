@@ -126,10 +126,17 @@ function insufficientTokensDetail(tasks: readonly TaskRecord[]): string {
 
 /**
  * What finishing a task writes besides its row: taskFinish's effects for the task as it was found.
- * The account's row is written only for a refund: the cap counts the tasks themselves, so that
- * the finishes of one account's tasks do not queue on its row's lock (decision 0030).
+ * On PostgreSQL the account's row is written only for a refund: the cap counts the tasks
+ * themselves there, so that the finishes of one account's tasks do not queue on its row's lock
+ * (decision 0030).
  */
 export interface FinishEffects {
+  /**
+   * The change to the account's count of active tasks, for a store that keeps one on the
+   * account's row (SQLite, whose one writer makes that row no point of contention); PostgreSQL
+   * counts the tasks at admission instead and writes nothing here.
+   */
+  activeTasksDelta: number;
   refund: boolean;
   /** The outbox row to insert, or null (no webhook URL, or a move that emits no event). */
   webhook: { type: NonNullable<TaskFinish['webhookEvent']>; url: string } | null;
@@ -138,6 +145,7 @@ export interface FinishEffects {
 /** The effects of `finish` on a task that was moved and has `webhookUrl` (null: none). */
 export function finishEffects(finish: TaskFinish, task: { webhookUrl: string | null }): FinishEffects {
   return {
+    activeTasksDelta: finish.activeTasksDelta,
     refund: finish.refund,
     webhook: task.webhookUrl && finish.webhookEvent ? { type: finish.webhookEvent, url: task.webhookUrl } : null,
   };

@@ -183,11 +183,13 @@ t.test('a reference must be an upload of the account, unexpired when the task is
 t.test('finishing: the outbox row only for a task with a webhook URL and a move that emits one', async (t) => {
   const fail = taskFinish('fail', 'attempt');
   t.same(finishEffects(fail, { webhookUrl: 'https://hooks.example/x' }), {
+    activeTasksDelta: -1,
     refund: true,
     webhook: { type: 'image.generation.failed', url: 'https://hooks.example/x' },
   });
   t.same(finishEffects(fail, { webhookUrl: null }).webhook, null);
   t.same(finishEffects(taskFinish('complete', 'attempt'), { webhookUrl: null }), {
+    activeTasksDelta: -1,
     refund: false,
     webhook: null,
   });

@@ -230,11 +230,4 @@ export const POSTGRES_MIGRATIONS: string[] = [
   ALTER TABLE tasks ADD COLUMN output_compression integer;
   ALTER TABLE tasks ADD COLUMN end_user_id text;
   `,
-  `
-  -- The active-task cap counts an account's tasks in CREATED and IN_PROGRESS (tasks_account_status,
-  -- at most one past the cap) while the admission holds the account's row, instead of a counter
-  -- on that row that every finish of the account's tasks had to lock until its commit, which put
-  -- one account's finishes in single file (decision 0030).
-  ALTER TABLE accounts DROP COLUMN active_tasks;
-  `,
 ];

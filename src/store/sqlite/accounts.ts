@@ -1,6 +1,5 @@
 import { balanceChange, ledgerTotals } from '../../core/ledger.js';
 import { notFound } from '../../core/errors.js';
-import { ACTIVE_STATUSES, activeTasksCountLimit } from '../../core/task-execution.js';
 import { refundOf, type Admission, type AdmittingAccount } from '../../core/task-admission.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
@@ -167,35 +166,31 @@ function insertLedgerRow(db: SqliteDatabase, accountId: string, entry: NewLedger
 }
 
 /**
- * The account as an admission reads it (core admitTasks): its balance and its active tasks,
- * counted from the tasks (the write transaction holds both still until commit). null for a
- * missing account.
+ * The account's row as an admission reads it (core admitTasks); null for a missing account. SQLite
+ * keeps the active-task count on the row: its one writer makes the row no point of contention, and
+ * an admission then reads one row however many tasks the account has (PostgreSQL, whose finishes
+ * run side by side, counts the tasks instead: decision 0030).
  */
-export function admittingAccountIn(
-  db: SqliteDatabase,
-  accountId: string,
-  limits: { maxActiveTasks: number },
-): AdmittingAccount | null {
-  const row = db.statement('SELECT balance FROM accounts WHERE id = ?').get(accountId) as
-    | { balance: number }
+export function admittingAccountIn(db: SqliteDatabase, accountId: string): AdmittingAccount | null {
+  const row = db.statement('SELECT balance, active_tasks FROM accounts WHERE id = ?').get(accountId) as
+    | { balance: number; active_tasks: number }
     | undefined;
-  if (!row) return null;
-  // One range of tasks_queue (status, account_id, id) per active status, read only up to the limit.
-  const active = db
-    .statement(
-      `SELECT count(*) FROM (
-         SELECT 1 FROM tasks WHERE status IN (${ACTIVE_STATUSES.map(() => '?').join(', ')}) AND account_id = ? LIMIT ?
-       )`,
-    )
-    .pluck()
-    .get(...ACTIVE_STATUSES, accountId, activeTasksCountLimit(limits.maxActiveTasks)) as number;
-  return { balance: row.balance, activeTasks: active };
+  return row ? { balance: row.balance, activeTasks: row.active_tasks } : null;
 }
 
-/** Writes an admission's charge (core admitTasks): the balance it decided, a debit row per task. */
+/** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */
 export function chargeAdmissionIn(db: SqliteDatabase, accountId: string, admission: Admission): void {
-  db.statement('UPDATE accounts SET balance = ? WHERE id = ?').run(admission.balanceAfter, accountId);
+  db.statement('UPDATE accounts SET balance = ?, active_tasks = active_tasks + ? WHERE id = ?').run(
+    admission.balanceAfter,
+    admission.activeTasksDelta,
+    accountId,
+  );
   for (const debit of admission.debits) insertLedgerRow(db, accountId, { kind: 'debit', ...debit, note: null });
+}
+
+/** One active task more (created) or fewer (finished); floored at 0 so that no drift could stop a task finishing. */
+export function countActiveTask(db: SqliteDatabase, accountId: string, delta: number): void {
+  db.statement('UPDATE accounts SET active_tasks = max(active_tasks + ?, 0) WHERE id = ?').run(delta, accountId);
 }
 
 /** Gives a task's cost back in the caller's transaction, unless it was already refunded (core refundOf). */

@@ -279,10 +279,4 @@ export const SQLITE_MIGRATIONS: string[] = [
   ALTER TABLE tasks ADD COLUMN output_compression INTEGER;
   ALTER TABLE tasks ADD COLUMN end_user_id TEXT;
   `,
-  `
-  -- The active-task cap counts an account's tasks in CREATED and IN_PROGRESS (ranges of
-  -- tasks_queue, at most one past the cap) in the admission's write transaction, as on PostgreSQL,
-  -- where the counter's row serialised one account's finishes (decision 0030).
-  ALTER TABLE accounts DROP COLUMN active_tasks;
-  `,
 ];

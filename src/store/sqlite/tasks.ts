@@ -34,7 +34,7 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
-import { admittingAccountIn, chargeAdmissionIn, refundTaskIn } from './accounts.js';
+import { admittingAccountIn, chargeAdmissionIn, countActiveTask, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn, idempotencyKeyHeldIn } from './idempotency-keys.js';
 import { insertMediaIn, referencedMediaIn } from './media.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
@@ -96,7 +96,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     const admission = admitTasks({
       tasks,
       referencedMedia: referencedMediaIn(this.db, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
-      account: admittingAccountIn(this.db, accountId, limits),
+      account: admittingAccountIn(this.db, accountId),
       limits,
       keyStillHeld: completesKey && idempotencyKeyHeldIn(this.db, completesKey),
     });
@@ -348,7 +348,7 @@ function requeueTaskIn(
 
 /**
  * Applies `finish` (core taskFinish) to the task if it is still where the finish may start from:
- * the move, the refund and the webhook event, in the caller's transaction.
+ * the move, the active-task count, the refund and the webhook event, in the caller's transaction.
  * Returns the task's account, or null when the task was not there to move (fenced out).
  */
 function finishTaskIn(
@@ -378,6 +378,7 @@ function finishTaskIn(
     ) as { account_id: string; webhook_url: string | null } | undefined;
   if (!updated) return null;
   const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
+  if (effects.activeTasksDelta !== 0) countActiveTask(db, updated.account_id, effects.activeTasksDelta);
   if (effects.refund) refundTaskIn(db, taskId, now);
   if (effects.webhook) enqueueWebhookEvent(db, { accountId: updated.account_id, taskId, ...effects.webhook, now });
   return { accountId: updated.account_id };
