@@ -22,7 +22,7 @@
  * (the service writes it when it holds the stream), and the completions measured are those after
  * every stream was open: a request written to its socket may wait seconds in the service's backlog
  * of 5 000 opens, and a task that completed meanwhile says how long the open took, not how fast an
- * open stream learns of a completion (issue 40: that backlog was the p99 of seconds).
+ * open stream learns of a completion (decision 0029: that backlog was the p99 of seconds).
  */
 import { availableParallelism } from 'node:os';
 import { createParser } from 'eventsource-parser';
