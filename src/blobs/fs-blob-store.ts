@@ -14,6 +14,13 @@ const DEFAULT_STALE_TEMP_AGE_MS = 60 * 60 * 1000;
 /** Blobs as plain files under rootDir; a key maps to the same relative path. */
 export class FsBlobStore implements BlobStore {
   private readonly tempDir: string;
+  /**
+   * Directories this store has made or found: each put would otherwise ask for them again, one
+   * thread-pool round trip each. A directory removed behind the store's back is made again on the
+   * ENOENT that follows.
+   */
+  private readonly knownDirectories = new Set<string>();
+  private readonly directorySyncs = new Map<string, DirectorySync>();
 
   constructor(private readonly rootDir: string) {
     this.tempDir = join(rootDir, TEMP_DIR_NAME);
@@ -24,27 +31,31 @@ export class FsBlobStore implements BlobStore {
     let file: FileHandle | undefined;
     try {
       const finalPath = this.pathOf(key);
-      await mkdir(this.tempDir, { recursive: true });
-      file = await open(tempPath, 'wx');
+      file = await this.inDirectory(this.tempDir, () => open(tempPath, 'wx'));
       const target = file;
+      let size = 0;
       if (Buffer.isBuffer(body)) {
         await writeFully(target, body);
+        size = body.length;
       } else {
         // A sink function rather than file.createWriteStream(): the handle must stay open for
         // the sync below, and a write stream that does not close itself never settles pipeline.
         await pipeline(body, async (chunks: AsyncIterable<Buffer | string>) => {
-          for await (const chunk of chunks) await writeFully(target, Buffer.from(chunk));
+          for await (const chunk of chunks) {
+            const bytes = Buffer.from(chunk);
+            await writeFully(target, bytes);
+            size += bytes.length;
+          }
         });
       }
       // Data must be on disk before the rename makes it visible, or a crash could expose a
       // complete-looking name with missing content.
       await file.sync();
-      const { size } = await file.stat();
       await file.close();
       file = undefined;
-      await mkdir(dirname(finalPath), { recursive: true });
-      await rename(tempPath, finalPath);
-      await syncDirectory(dirname(finalPath));
+      const directory = dirname(finalPath);
+      await this.inDirectory(directory, () => rename(tempPath, finalPath));
+      await this.directorySync(directory).sync();
       return { sizeBytes: size };
     } catch (error) {
       if (!Buffer.isBuffer(body)) body.destroy();
@@ -52,6 +63,30 @@ export class FsBlobStore implements BlobStore {
       await rm(tempPath, { force: true });
       throw error;
     }
+  }
+
+  /** Runs op, which needs `directory` to exist: made first if this store has not seen it, or again on ENOENT. */
+  private async inDirectory<T>(directory: string, op: () => Promise<T>): Promise<T> {
+    if (!this.knownDirectories.has(directory)) {
+      await mkdir(directory, { recursive: true });
+      this.knownDirectories.add(directory);
+      return op();
+    }
+    try {
+      return await op();
+    } catch (error) {
+      if (!hasCode(error, 'ENOENT')) throw error;
+      this.knownDirectories.delete(directory);
+      return this.inDirectory(directory, op);
+    }
+  }
+
+  private directorySync(directory: string): DirectorySync {
+    const known = this.directorySyncs.get(directory);
+    if (known) return known;
+    const sync = new DirectorySync(directory);
+    this.directorySyncs.set(directory, sync);
+    return sync;
   }
 
   async get(key: string, range?: ByteRange): Promise<{ body: Readable; sizeBytes: number } | null> {
@@ -146,7 +181,40 @@ async function writeFully(file: FileHandle, bytes: Buffer): Promise<void> {
   }
 }
 
-/** Makes a rename durable: the new directory entry survives a power loss. */
+/**
+ * Makes renames into one directory durable (the new entries survive a power loss), with one fsync
+ * for the puts that wait at the same time: a sync that begins after a rename covers it, so a put
+ * that arrives while one runs waits for the next, shared by every put that arrives meanwhile.
+ */
+class DirectorySync {
+  private running: Promise<void> | null = null;
+  private queued: Promise<void> | null = null;
+
+  constructor(private readonly path: string) {}
+
+  /** Resolves once a sync of the directory that began after this call has finished. */
+  sync(): Promise<void> {
+    if (this.queued) return this.queued;
+    if (!this.running) return this.start();
+    const queued = this.running
+      .catch(() => {})
+      .then(() => {
+        this.queued = null;
+        return this.start();
+      });
+    this.queued = queued;
+    return queued;
+  }
+
+  private start(): Promise<void> {
+    const run = syncDirectory(this.path).finally(() => {
+      if (this.running === run) this.running = null;
+    });
+    this.running = run;
+    return run;
+  }
+}
+
 async function syncDirectory(path: string): Promise<void> {
   const directory = await open(path, 'r');
   try {

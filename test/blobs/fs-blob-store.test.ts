@@ -1,4 +1,4 @@
-import { chmod, mkdir, readdir, readFile, utimes, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import t from 'tap';
 import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
@@ -37,6 +37,32 @@ t.test('a put that cannot create its directory fails cleanly', async (t) => {
   await t.rejects(store.put('media/abc', patternStream(1024)));
   t.same(await readdir(join(root, '.tmp')), []);
   t.equal(await store.get('media/abc'), null);
+});
+
+t.test('directories removed behind the store are made again by the next put', async (t) => {
+  const root = t.testdir();
+  const store = new FsBlobStore(root);
+  await store.put('media/a', Buffer.from('first'));
+  await rm(join(root, 'media'), { recursive: true });
+  await store.put('media/b', Buffer.from('after its directory went'));
+  t.equal(await readFile(join(root, 'media', 'b'), 'utf8'), 'after its directory went');
+  await rm(root, { recursive: true });
+  await store.put('media/c', patternStream(1024));
+  t.equal((await readFile(join(root, 'media', 'c'))).length, 1024, 'and after the root went');
+  t.same(await readdir(join(root, '.tmp')), []);
+});
+
+t.test('concurrent puts into one directory all land, whole (their directory syncs shared)', async (t) => {
+  const root = t.testdir();
+  const store = new FsBlobStore(root);
+  const keys = Array.from({ length: 40 }, (_, i) => `media/${String(i).padStart(2, '0')}`);
+  const sizes = await Promise.all(keys.map((key, i) => store.put(key, Buffer.alloc(100 + i, i))));
+  t.same(
+    sizes.map((s) => s.sizeBytes),
+    keys.map((_, i) => 100 + i),
+  );
+  for (const [i, key] of keys.entries()) t.same(await store.getBuffer(key), Buffer.alloc(100 + i, i));
+  t.same((await readdir(join(root, 'media'))).sort(), keys.map((key) => key.slice('media/'.length)));
 });
 
 t.test('sweepTemp removes stale temp files and keeps fresh ones', async (t) => {

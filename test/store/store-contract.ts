@@ -1517,6 +1517,21 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(await store.webhooks.claimDueWebhookDelivery(now, 60_000), null, 'no event');
     });
 
+    t.test("a stale attempt's completion writes nothing and leaves its blobs reserved, for the sweeper", async (t) => {
+      const { store, accountId, task } = await running(t, 'https://example.com/hook');
+      const now = new Date();
+      const result = await reservedResult(store, now);
+      t.notOk(await store.tasks.completeTask({ taskId: task.id, attempt: task.attempt + 1, media: [result], now }));
+      t.match(await store.tasks.getTask(accountId, task.id), { status: 'IN_PROGRESS', generated: [] });
+      t.equal(await store.media.getMedia(accountId, result.id, now), null, 'no media row');
+      t.strictSame(
+        await store.media.listDueBlobDeletions(new Date(now.getTime() + 120_000), 10),
+        [result.blobKey],
+        'the reservation stays, so the orphan blob is swept once it is due',
+      );
+      t.equal(await store.webhooks.claimDueWebhookDelivery(now, 60_000), null, 'no event');
+    });
+
     t.test(
       'a failure refunds once and enqueues the failed event; a task without webhook_url enqueues nothing',
       async (t) => {

@@ -23,6 +23,7 @@ import {
 import { newestFirstKeyset, pageFetchSize, pageOf } from '../paging.js';
 import type {
   ClaimPolicy,
+  GeneratedMediaInput,
   IdempotencyCompletion,
   Page,
   TaskCompletion,
@@ -36,7 +37,7 @@ import type {
 import { backendAdmitsCallIn } from './backend-limits.js';
 import { chargeAdmissionIn, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
 import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
-import { insertMediaIn, referencedMediaIn } from './media.js';
+import { referencedMediaIn } from './media.js';
 import {
   notify,
   numbered,
@@ -50,7 +51,6 @@ import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
 import { CHANNEL_SQL, TaskSignals } from './task-signals.js';
 import { outboxRowOf } from './webhooks.js';
 import { newIdAt } from '../../ids.js';
-import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 
 /**
  * Tasks on PostgreSQL: their creation with its debit, their listing, and the tasks table as a queue
@@ -243,21 +243,25 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   }
 
   async completeTask(input: TaskCompletion): Promise<boolean> {
-    try {
-      return await this.db.transaction(async (tx) => {
-        const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
-        const finish = taskFinish('complete', 'attempt');
-        const finished = await finishTaskIn(tx, input.taskId, input.attempt, finish, input.now, { generated });
-        if (!finished) return false;
-        for (const media of generatedMediaRecords(input, finished.accountId)) {
-          if (!(await insertMediaIn(tx, media, input.now))) throw new BlobReservationLapsedError(media.blobKey);
-        }
-        return true;
-      });
-    } catch (error) {
-      if (error instanceof BlobReservationLapsedError) return false;
-      throw error;
-    }
+    // One statement in autocommit (COMPLETE): a completion never refunds, so nothing else joins it.
+    const finish = taskFinish('complete', 'attempt');
+    const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
+    const { rows } = await this.db.query<FinishedRow & { media_rows: number }>(
+      prepared(finish.webhookEvent ? 'complete-with-outbox' : 'complete', completeStatement(finish), [
+        ...finishValues(input.taskId, input.attempt, finish, input.now, { generated }),
+        newIdAt(input.now),
+        finish.webhookEvent,
+        JSON.stringify(input.media.map(completedMediaColumns)),
+      ]),
+    );
+    // No row: fenced out, or an image's reservation lapsed (its blob may already be swept); either
+    // way nothing was written and the task stays where it was, for a later attempt.
+    const finished = checkedFinish(rows[0], finish, input.taskId);
+    if (finished && finished.media_rows !== input.media.length)
+      throw new Error(
+        `The completion of task ${input.taskId} wrote ${finished.media_rows} of ${input.media.length} media rows`,
+      );
+    return finished !== null;
   }
 
   async failTask(input: TaskFailureReport): Promise<boolean> {
@@ -442,15 +446,79 @@ async function requeueTaskIn(
   return true;
 }
 
-/** A finish's move: fenced by attempt ($9) when the finish is, NOTIFY raised once for the row moved. */
-const FINISH_MOVE = `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3,
+/**
+ * A finish's move: fenced by attempt ($9) when the finish is, NOTIFY raised once for the row moved;
+ * `condition` is one more requirement of the move.
+ */
+const finishMove = (
+  condition = '',
+) => `UPDATE tasks SET status = $1, generated = coalesce($2::json, generated), error_code = $3,
     error_message = $4, completed_at = $5, lease_expires_at = NULL
-  WHERE id = $6 AND status = ANY($7::text[]) AND ($9::integer IS NULL OR attempt = $9)
+  WHERE id = $6 AND status = ANY($7::text[]) AND ($9::integer IS NULL OR attempt = $9)${condition}
   RETURNING id, account_id, webhook_url, pg_notify(${CHANNEL_SQL}, $8::text) AS notified`;
-const FINISH = `WITH moved AS (${FINISH_MOVE}) SELECT account_id, webhook_url, 0 AS outbox_rows FROM moved`;
-const FINISH_WITH_OUTBOX = `WITH moved AS (${FINISH_MOVE}),
-  outbox AS (${outboxRowOf('moved', { id: '$10', eventType: '$11', at: '$5' })} WHERE moved.webhook_url IS NOT NULL RETURNING 1)
+/** The outbox row ($10 its id, $11 its event) of a moved task with a webhook URL. */
+const FINISH_OUTBOX = `outbox AS (${outboxRowOf('moved', { id: '$10', eventType: '$11', at: '$5' })} WHERE moved.webhook_url IS NOT NULL RETURNING 1)`;
+const FINISH = `WITH moved AS (${finishMove()}) SELECT account_id, webhook_url, 0 AS outbox_rows FROM moved`;
+const FINISH_WITH_OUTBOX = `WITH moved AS (${finishMove()}), ${FINISH_OUTBOX}
   SELECT account_id, webhook_url, (SELECT count(*) FROM outbox) AS outbox_rows FROM moved`;
+
+/**
+ * A completion's whole write ($12: its images' media columns, a JSON array): each image's blob
+ * reservation locked and seen live (held), the move made only when every one is, then the
+ * reservations taken back, the media rows and the outbox row written. The lock makes a sweeper that
+ * deletes a lapsed reservation wait for this statement, or this statement see it gone.
+ */
+function completeStatement(finish: TaskFinish): string {
+  return `WITH images AS (
+      SELECT * FROM json_to_recordset($12::json) AS image(id text, blob_key text, content_type text, width integer,
+        height integer, size_bytes bigint, sha256 text, expires_at timestamptz)
+    ),
+    held AS (
+      SELECT blob_key FROM blob_deletions WHERE blob_key IN (SELECT blob_key FROM images) AND due_at > $5 FOR UPDATE
+    ),
+    moved AS (${finishMove(' AND (SELECT count(*) FROM held) = json_array_length($12::json)')}),
+    taken AS (DELETE FROM blob_deletions WHERE blob_key IN (SELECT blob_key FROM held) AND EXISTS (SELECT 1 FROM moved)),
+    media AS (
+      INSERT INTO media (id, account_id, source, content_type, width, height, size_bytes, sha256, blob_key, task_id, created_at, expires_at)
+      SELECT images.id, moved.account_id, 'generated', images.content_type, images.width, images.height,
+        images.size_bytes, images.sha256, images.blob_key, moved.id, $5, images.expires_at
+      FROM moved CROSS JOIN images RETURNING 1
+    )${finish.webhookEvent ? `, ${FINISH_OUTBOX}` : ''}
+    SELECT account_id, webhook_url, ${finish.webhookEvent ? '(SELECT count(*) FROM outbox)' : '0'} AS outbox_rows,
+      (SELECT count(*) FROM media) AS media_rows FROM moved`;
+}
+
+/** The columns of a generated image's media row that COMPLETE takes from the completion. */
+function completedMediaColumns(media: GeneratedMediaInput) {
+  return {
+    id: media.id,
+    blob_key: media.blobKey,
+    content_type: media.contentType,
+    width: media.width,
+    height: media.height,
+    size_bytes: media.sizeBytes,
+    sha256: media.sha256,
+    expires_at: media.expiresAt.toISOString(),
+  };
+}
+
+interface FinishedRow {
+  account_id: string;
+  webhook_url: string | null;
+  outbox_rows: number;
+}
+
+/**
+ * The finish statement's row checked against finishEffects (the core decides which moves emit an
+ * event; the statement applied that rule where the URL is read). null when nothing moved.
+ */
+function checkedFinish<Row extends FinishedRow>(row: Row | undefined, finish: TaskFinish, taskId: string): Row | null {
+  if (!row) return null;
+  const effects = finishEffects(finish, { webhookUrl: row.webhook_url });
+  if (Boolean(effects.webhook) !== row.outbox_rows > 0)
+    throw new Error(`The finish of task ${taskId} wrote ${row.outbox_rows} outbox rows against finishEffects`);
+  return row;
+}
 
 function finishValues(
   taskId: string,
@@ -489,7 +557,7 @@ async function finishTaskIn(
   // One statement (prepared): the move, its NOTIFY (raised in RETURNING, delivered at commit)
   // and, for a move that emits an event, the outbox row of a task with a webhook URL, which is
   // finishEffects' rule (checked below) applied where the URL is read.
-  const { rows } = await tx.query<{ account_id: string; webhook_url: string | null; outbox_rows: number }>(
+  const { rows } = await tx.query<FinishedRow>(
     finish.webhookEvent
       ? prepared('finish-with-outbox', FINISH_WITH_OUTBOX, [
           ...finishValues(taskId, attempt, finish, now, details),
@@ -498,11 +566,9 @@ async function finishTaskIn(
         ])
       : prepared('finish', FINISH, finishValues(taskId, attempt, finish, now, details)),
   );
-  const updated = rows[0];
+  const updated = checkedFinish(rows[0], finish, taskId);
   if (!updated) return null;
   const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
-  if (Boolean(effects.webhook) !== updated.outbox_rows > 0)
-    throw new Error(`The finish of task ${taskId} wrote ${updated.outbox_rows} outbox rows against finishEffects`);
   if (effects.refund) await refundTaskIn(tx, taskId, now);
   return { accountId: updated.account_id };
 }
