@@ -168,23 +168,34 @@ export async function addLedgerEntry(
  * account's row lock, so the positions (account_seq) follow the order of its balances.
  */
 async function insertLedgerRows(tx: Tx, accountId: string, entries: NewLedgerEntry[]): Promise<void> {
-  await tx.query(
-    `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
-     SELECT $1, (SELECT coalesce(max(account_seq), 0) FROM ledger WHERE account_id = $1) + e.n, e.entry_id, e.kind, e.amount,
-       e.balance_after, e.task_id, e.note, e.created_at
-     FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::timestamptz[])
-       WITH ORDINALITY AS e(entry_id, kind, amount, balance_after, task_id, note, created_at, n)`,
-    [
-      accountId,
-      entries.map((e) => newIdAt(e.at)),
-      entries.map((e) => e.kind),
-      entries.map((e) => e.amount),
-      entries.map((e) => e.balanceAfter),
-      entries.map((e) => e.taskId),
-      entries.map((e) => e.note),
-      entries.map((e) => e.at),
-    ],
-  );
+  await tx.query(ledgerRowsInsert('$1', 2), [accountId, ...ledgerRowsValues(entries)]);
+}
+
+/**
+ * The INSERT of ledger rows of one account, next in its own sequence: `account` is the account
+ * id's placeholder, and the entries' seven arrays (ledgerRowsValues) are bound from $`from` on.
+ */
+export function ledgerRowsInsert(account: string, from: number): string {
+  const entry = (i: number) => `$${from + i}`;
+  return `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
+     SELECT ${account}, (SELECT coalesce(max(account_seq), 0) FROM ledger WHERE account_id = ${account}) + e.n, e.entry_id,
+       e.kind, e.amount, e.balance_after, e.task_id, e.note, e.created_at
+     FROM unnest(${entry(0)}::text[], ${entry(1)}::text[], ${entry(2)}::bigint[], ${entry(3)}::bigint[], ${entry(4)}::text[],
+       ${entry(5)}::text[], ${entry(6)}::timestamptz[])
+       WITH ORDINALITY AS e(entry_id, kind, amount, balance_after, task_id, note, created_at, n)`;
+}
+
+/** ledgerRowsInsert's seven arrays, column by column. */
+export function ledgerRowsValues(entries: readonly NewLedgerEntry[]): unknown[] {
+  return [
+    entries.map((e) => newIdAt(e.at)),
+    entries.map((e) => e.kind),
+    entries.map((e) => e.amount),
+    entries.map((e) => e.balanceAfter),
+    entries.map((e) => e.taskId),
+    entries.map((e) => e.note),
+    entries.map((e) => e.at),
+  ];
 }
 
 /** Gives a task's cost back in the caller's transaction, unless it was already refunded (core refundOf). */
@@ -229,12 +240,7 @@ export async function lockAdmittingAccountIn(
   return { balance: Number(rows[0].balance), activeTasks: counted.rows[0].active };
 }
 
-/** Writes an admission's charge (core admitTasks): the balance it decided, a debit row per task. */
-export async function chargeAdmissionIn(tx: Tx, accountId: string, admission: Admission): Promise<void> {
-  await tx.query('UPDATE accounts SET balance = $1 WHERE id = $2', [admission.balanceAfter, accountId]);
-  await insertLedgerRows(
-    tx,
-    accountId,
-    admission.debits.map((debit) => ({ kind: 'debit', ...debit, note: null })),
-  );
+/** An admission's debit rows (core admitTasks), as the ledger writes them. */
+export function admissionDebits(admission: Admission): NewLedgerEntry[] {
+  return admission.debits.map((debit) => ({ kind: 'debit', ...debit, note: null }));
 }

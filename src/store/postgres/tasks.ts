@@ -35,7 +35,13 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
-import { chargeAdmissionIn, lockAdmittingAccountIn, refundTaskIn } from './accounts.js';
+import {
+  admissionDebits,
+  ledgerRowsInsert,
+  ledgerRowsValues,
+  lockAdmittingAccountIn,
+  refundTaskIn,
+} from './accounts.js';
 import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
 import { referencedMediaIn } from './media.js';
 import {
@@ -337,15 +343,44 @@ async function admitTasksIn(
     limits,
     keyStillHeld: completesKey && (await lockIdempotencyKeyHeldIn(tx, completesKey)),
   });
-  await chargeAdmissionIn(tx, accountId, admission);
-  for (const task of tasks)
-    await tx.query(
-      `INSERT INTO tasks (${TASK_COLUMNS}, run_after)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $18)`,
-      taskValues(task),
-    );
+  await tx.query(
+    prepared(`admit-${tasks.length}`, admissionWrite(tasks.length), [
+      admission.balanceAfter,
+      accountId,
+      ...ledgerRowsValues(admissionDebits(admission)),
+      admission.joinsQueue ? TaskSignals.payload({ kind: 'created' }) : null,
+      ...tasks.flatMap(taskValues),
+    ]),
+  );
   if (completesKey && admission.completesKey) await completeIdempotencyKeyIn(tx, completesKey);
-  if (admission.joinsQueue) await notify(tx, { kind: 'created' });
+}
+
+/**
+ * An admission's writes in one statement: the balance it decided ($1 of account $2), its debit
+ * rows ($3–$9), the NOTIFY that wakes the workers ($10, null when no task joins the queue) and the
+ * tasks' rows (from $11, TASK_COLUMNS then run_after, their created_at).
+ */
+function admissionWrite(taskCount: number): string {
+  const known = admissionWrites.get(taskCount);
+  if (known !== undefined) return known;
+  const text = admissionWriteText(taskCount);
+  admissionWrites.set(taskCount, text);
+  return text;
+}
+const admissionWrites = new Map<number, string>();
+
+function admissionWriteText(taskCount: number): string {
+  const width = TASK_COLUMNS.split(',').length;
+  const createdAt = TASK_COLUMNS.split(',').findIndex((column) => column.trim() === 'created_at');
+  const rows = Array.from({ length: taskCount }, (_, row) => {
+    const first = 11 + row * width;
+    const values = Array.from({ length: width }, (_, column) => `$${first + column}`);
+    return `(${values.join(', ')}, $${first + createdAt})`;
+  });
+  return `WITH charged AS (UPDATE accounts SET balance = $1 WHERE id = $2),
+    debits AS (${ledgerRowsInsert('$2', 3)}),
+    admitted AS (INSERT INTO tasks (${TASK_COLUMNS}, run_after) VALUES ${rows.join(', ')})
+  SELECT pg_notify(${CHANNEL_SQL}, $10) WHERE $10::text IS NOT NULL`;
 }
 
 /** How many of each account's next runnable tasks the one-statement claim reads. */
