@@ -70,9 +70,10 @@ async function ourWorker(schema: string, concurrency: number, generator: NoopGen
   await store.listen((signal) =>
     signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId),
   );
+  const blobs = new FsBlobStore(join(dir, 'blobs'));
   const worker = new TaskWorker({
     store,
-    blobs: new FsBlobStore(join(dir, 'blobs')),
+    blobs,
     backends: [{ name: 'local', generator, slots: concurrency }],
     events,
     leaseMs: 30_000,
@@ -83,7 +84,7 @@ async function ourWorker(schema: string, concurrency: number, generator: NoopGen
     pollMs: 2000,
     resultRetentionMs: 3_600_000,
   });
-  return { store, worker };
+  return { store, worker, blobs };
 }
 
 async function freePort(): Promise<number> {
@@ -201,12 +202,19 @@ async function graphileDispatchLatency(): Promise<number[]> {
   });
 }
 
-/** NOOP_TASKS queued tasks run to completion by `slots` worker slots: tasks per second. */
-async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
+/**
+ * NOOP_TASKS queued tasks run to completion by `slots` worker slots: tasks per second.
+ * `beforeStart` sees the worker's store and blob store once the tasks are queued (a tool's timing wrappers).
+ */
+export async function ourNoopThroughput(
+  png: Buffer,
+  slots: number,
+  beforeStart: (parts: { store: PostgresStore; blobs: FsBlobStore }) => void = () => {},
+): Promise<number> {
   return withSchema(async (schema) => {
     const dir = mkdtempSync(join(tmpdir(), 'bench-noop-'));
     const generator = new NoopGenerator(png);
-    const { store, worker } = await ourWorker(schema, slots, generator, dir);
+    const { store, worker, blobs } = await ourWorker(schema, slots, generator, dir);
     try {
       const now = new Date();
       const account = await store.accounts.createAccount({ id: newIdAt(now), name: 'bench', initialTokens: 1e9, now });
@@ -229,6 +237,7 @@ async function ourNoopThroughput(png: Buffer, slots: number): Promise<number> {
         if (ok && ++completed === NOOP_TASKS) done.resolve();
         return ok;
       };
+      beforeStart({ store, blobs });
       const start = performance.now();
       worker.start();
       await done.promise;
