@@ -27,6 +27,8 @@ export function serviceEnv(dataDir: string, overrides: Record<string, string> = 
     RATE_LIMIT_REQUESTS_PER_MIN: '1000000000',
     RATE_LIMIT_AUTH_FAILURES_PER_MIN: '1000000000',
     MAX_ACTIVE_TASKS: '1000000000',
+    MALLOC_MMAP_THRESHOLD_: '131072',
+    MALLOC_ARENA_MAX: '2',
     ...overrides,
   };
 }

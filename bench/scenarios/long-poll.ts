@@ -23,6 +23,12 @@
  * every stream was open: a request written to its socket may wait seconds in the service's backlog
  * of 5 000 opens, and a task that completed meanwhile says how long the open took, not how fast an
  * open stream learns of a completion (decision 0029: that backlog was the p99 of seconds).
+ *
+ * The memory the budget judges is measured first, apart (heldMemory): the same number of waits on
+ * a `serve` without workers, so that nothing but the waits grows it. In the run above the workers
+ * render meanwhile, and rendering alone grows the process by tens of MiB over those seconds (its
+ * V8 heap and libvips' buffers, before they are collected or reused); that growth is reported
+ * beside it, not charged to the waits.
  */
 import { availableParallelism } from 'node:os';
 import { createParser } from 'eventsource-parser';
@@ -46,6 +52,7 @@ export async function longPollScenario(
   const margin = ctx.quick ? 200 : 600;
   const completingMs = ctx.quick ? 3000 : 10_000;
   const workers = availableParallelism();
+  const heldWaits = await heldMemory(ctx, via, polls);
   const { server, auth } = await ctx.launchService(
     via === 'long-poll' ? 'service-long-poll' : 'service-event-streams',
     {
@@ -166,6 +173,7 @@ export async function longPollScenario(
       return { count: latencies.length, p50Ms: p50, p99Ms: p99, maxMs: max };
     };
     const result: LongPollResult = {
+      held: heldWaits,
       requests: ids.length,
       workers,
       heldAtOnce,
@@ -184,6 +192,67 @@ export async function longPollScenario(
     return result;
   } finally {
     await waiting.destroy();
+    await small.close();
+    await ctx.stop(server);
+  }
+}
+
+/**
+ * What `count` waits hold: a `serve` without workers, `count` tasks created, then one wait per task
+ * on a socket of its own (a long-poll, or an event stream counted once its head arrived); RSS
+ * before (after 2 s for the creates' garbage) and at peak until 2 s after every one is waiting
+ * (VmHWM, reset before, and 10 ms VmRSS samples).
+ */
+async function heldMemory(
+  ctx: ScenarioContext,
+  via: 'long-poll' | 'event-stream',
+  count: number,
+): Promise<LongPollResult['held']> {
+  const { server, auth } = await ctx.launchService(`service-${via}-held`, {
+    WORKER_CONCURRENCY: '0',
+    SSE_MAX_STREAMS_PER_KEY: String(2 * count),
+  });
+  const small = new Pool(server.url, { connections: 50 });
+  const waiting = new Pool(server.url, {
+    connections: count,
+    pipelining: 1,
+    connectTimeout: 60_000,
+    headersTimeout: 120_000,
+    bodyTimeout: 120_000,
+  });
+  try {
+    ctx.log(`  memory held: ${count} ${via}s on a service without workers`);
+    const created = await inParallel(count, 50, (i) => createTask(small, auth, textToImage('1K', 100 + i)));
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const baseline = memoryOf(server.pid).rss;
+    const hwmReset = resetPeak(server.pid);
+    const sampler = sampleRss(server.pid, 10);
+    let open = 0;
+    const all = created.map(async ({ task_id: id }) => {
+      const path = via === 'event-stream' ? `${CREATE_PATH}/${id}/events` : `${CREATE_PATH}/${id}?wait=60`;
+      try {
+        const res = await waiting.request({ method: 'GET', path, headers: auth });
+        open++;
+        await res.body.dump();
+      } catch {
+        // Ended by the pool's destroy below.
+      }
+    });
+    const waitingNow = () => (via === 'event-stream' ? open : waiting.stats.running);
+    await until(() => waiting.stats.queued === 0 && waiting.stats.pending === 0 && waitingNow() >= count, 60_000);
+    const waitingAtOnce = waitingNow();
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    const peak = Math.max(sampler.stop().peak, hwmReset ? memoryOf(server.pid).hwm : 0);
+    await waiting.destroy();
+    await Promise.all(all);
+    return {
+      waiting: waitingAtOnce,
+      rssBaselineMiB: mib(baseline),
+      rssPeakMiB: mib(peak),
+      rssGrowthMiB: mib(peak - baseline),
+    };
+  } finally {
+    if (!waiting.destroyed) await waiting.destroy();
     await small.close();
     await ctx.stop(server);
   }

@@ -128,22 +128,44 @@ t.test('dispatch latency gives both ends of its range and is judged on p50 and p
   t.match(dispatch(0.6, 4, 1), { met: false }, 'a task that did not complete');
 });
 
-t.test('the long-poll budgets need 5 000 waiting at once, < 200 MiB RSS, and a p99 wake-up within 20 ms', async (t) => {
-  const wake = { count: 400, p50Ms: 3, p99Ms: 12, maxMs: 30 };
-  const longPoll = longPollResult;
-  const rows = (changes: Partial<LongPollResult>) =>
-    checkBudgets(report({ longPoll: longPoll(changes) })).filter((c) => c.budget.startsWith('Long-poll'));
-  t.match(rows({}), [
-    { met: true, measured: /^\+100 MiB \(150 → 250 MiB\), 5400 waiting at once$/ },
-    { met: true, measured: /^p99 12 ms/ },
-  ]);
-  t.match(rows({ heldAtOnce: 4999 }), [{ met: false }, { met: false }], 'fewer than 5 000 waited at once');
-  t.match(rows({ rssGrowthMiB: 200 }), [{ met: false }, { met: true }]);
-  t.match(rows({ rssGrowthMiB: 199 }), [{ met: true }, { met: true }]);
-  t.match(rows({ completed: { ...wake, p99Ms: 20.5 } }), [{ met: true }, { met: false }]);
-  t.match(rows({ notTerminal: 1 }), [{ met: false, measured: /1 answers without an ended task/ }, { met: false }]);
-  t.match(renderGenerated(report({ longPoll: longPoll({}) })), /\*\*5400 waiting at once\*\*/);
-});
+t.test(
+  'the long-poll budgets: < 200 MiB RSS held by 5 000 waiting on a service without workers, and a p99 wake-up within 20 ms with 5 000 waiting',
+  async (t) => {
+    const wake = { count: 400, p50Ms: 3, p99Ms: 12, maxMs: 30 };
+    const held = { waiting: 5400, rssBaselineMiB: 150, rssPeakMiB: 250, rssGrowthMiB: 100 };
+    const longPoll = longPollResult;
+    const rows = (changes: Partial<LongPollResult>) =>
+      checkBudgets(report({ longPoll: longPoll(changes) })).filter((c) => c.budget.startsWith('Long-poll'));
+    t.match(rows({}), [
+      {
+        met: true,
+        measured:
+          /^\+100 MiB \(150 → 250 MiB\) with 5400 waiting at once on a service without workers; \+250 MiB in the run with 2 workers rendering meanwhile$/,
+      },
+      { met: true, measured: /^p99 12 ms/ },
+    ]);
+    t.match(
+      rows({ heldAtOnce: 4999 }),
+      [{ met: true }, { met: false }],
+      'fewer than 5 000 waited at once for the wake-ups',
+    );
+    t.match(rows({ held: { ...held, waiting: 4999 } }), [{ met: false }, { met: true }], 'fewer held for the memory');
+    t.match(rows({ held: { ...held, rssGrowthMiB: 200 } }), [{ met: false }, { met: true }]);
+    t.match(rows({ held: { ...held, rssGrowthMiB: 199 } }), [{ met: true }, { met: true }]);
+    t.match(
+      rows({ rssGrowthMiB: 400 }),
+      [{ met: true }, { met: true }],
+      "the run's growth with workers rendering is shown, not judged",
+    );
+    t.match(rows({ completed: { ...wake, p99Ms: 20.5 } }), [{ met: true }, { met: false }]);
+    t.match(rows({ notTerminal: 1 }), [{ met: false, measured: /1 answers without an ended task/ }, { met: false }]);
+    t.match(renderGenerated(report({ longPoll: longPoll({}) })), /\*\*5400 waiting at once\*\*/);
+    t.match(
+      renderGenerated(report({ longPoll: longPoll({}) })),
+      /5400 long-polls waiting at once on a service without workers/,
+    );
+  },
+);
 
 t.test('the result download is judged against @fastify/static at 70 %', async (t) => {
   const download = (ratio: number) =>

@@ -62,7 +62,10 @@ t.test('concurrent puts into one directory all land, whole (their directory sync
     keys.map((_, i) => 100 + i),
   );
   for (const [i, key] of keys.entries()) t.same(await store.getBuffer(key), Buffer.alloc(100 + i, i));
-  t.same((await readdir(join(root, 'media'))).sort(), keys.map((key) => key.slice('media/'.length)));
+  t.same(
+    (await readdir(join(root, 'media'))).sort(),
+    keys.map((key) => key.slice('media/'.length)),
+  );
 });
 
 t.test('sweepTemp removes stale temp files and keeps fresh ones', async (t) => {

@@ -4,13 +4,14 @@ import type { LongPollResult } from '../../bench/lib/report.js';
 export function longPollResult(changes: Partial<LongPollResult> = {}): LongPollResult {
   const wake = { count: 400, p50Ms: 3, p99Ms: 12, maxMs: 30 };
   return {
+    held: { waiting: 5400, rssBaselineMiB: 150, rssPeakMiB: 250, rssGrowthMiB: 100 },
     requests: 5600,
     workers: 2,
     heldAtOnce: 5400,
     sendingSec: 2,
     rssBaselineMiB: 150,
-    rssPeakMiB: 250,
-    rssGrowthMiB: 100,
+    rssPeakMiB: 400,
+    rssGrowthMiB: 250,
     rssPeakWithCancelsMiB: 300,
     peakFrom: 'test',
     completed: wake,
