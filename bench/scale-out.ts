@@ -487,7 +487,7 @@ async function noopRows(png: Buffer, rows: ScaleOutRow[], log: (line: string) =>
       reference: round(r, 0),
       unit: 'tasks/s',
       ratio: round(o / r, 2),
-      budget: slots === 4 ? '≥ graphile-worker at concurrency 4' : '',
+      budget: slots === 4 ? '≥ 0.5 × graphile-worker at concurrency 4' : '',
     });
   }
 }

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { notFound } from '../../core/errors.js';
 import { admitTasks, finishEffects } from '../../core/task-admission.js';
 import {
@@ -201,13 +202,10 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     );
     const rest = read.filter((r) => r.rank > 1).sort((a, b) => (a.id < b.id ? -1 : 1));
     const { rows } = await this.db.queryUnsynced<TaskRow>(
-      prepared('claim-first-free', CLAIM_FIRST_FREE, [
+      claimFirstFree(
         [...heads, ...rest].map((task) => task.id),
-        CLAIM.from,
-        now,
-        CLAIM.to,
-        new Date(now.getTime() + policy.leaseMs),
-      ]),
+        policy,
+      ),
     );
     return rows[0] ? toTask(rows[0]) : undefined;
   }
@@ -228,11 +226,9 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
             });
             continue;
           }
-          const claimed = await tx.query<TaskRow>(
-            `UPDATE tasks SET status = $4, attempt = attempt + 1, calling = true, lease_expires_at = $2, started_at = coalesce(started_at, $3)
-           WHERE id = $1 RETURNING ${TASK_COLUMNS}`,
-            [next.id, new Date(now.getTime() + policy.leaseMs), now, CLAIM.to],
-          );
+          // The one-statement claim's move, on the task this transaction holds already (SKIP
+          // LOCKED never skips a row of its own transaction).
+          const claimed = await tx.query<TaskRow>(claimFirstFree([next.id], policy));
           return toTask(claimed.rows[0]);
         }
       },
@@ -406,6 +402,17 @@ const QUEUED_IN_TURN = `WITH RECURSIVE queued(account_id) AS (
   ) n`;
 
 /** The first of $1 (ids in the order tried) nobody holds, still queued and due, locked and claimed. */
+/** The claim of the first of `candidates` (in their order) that is runnable and nobody holds. */
+function claimFirstFree(candidates: string[], policy: ClaimPolicy): pg.QueryConfig {
+  return prepared('claim-first-free', CLAIM_FIRST_FREE, [
+    candidates,
+    CLAIM.from,
+    policy.now,
+    CLAIM.to,
+    new Date(policy.now.getTime() + policy.leaseMs),
+  ]);
+}
+
 const CLAIM_FIRST_FREE = `WITH next AS (
     SELECT id AS next_id FROM tasks WHERE id = ANY($1::text[]) AND status = $2 AND run_after <= $3
     ORDER BY array_position($1::text[], id) LIMIT 1 FOR UPDATE SKIP LOCKED
