@@ -40,12 +40,28 @@ export function waitForOutput(child: ChildProcessByStdio<null, Readable, null>, 
 }
 
 /** A loopback port nothing listens on right now. */
+/**
+ * A loopback port nothing listens on, for a child process to listen on. Chosen below Linux's
+ * ephemeral range (32768–60999), not by listen(0): a port from that range can be taken by any
+ * outgoing connection of the parallel test files between this check and the child's listen, and
+ * a worker once failed to start that way (EADDRINUSE). Here only another file's pick of the same
+ * random port in the same instant could.
+ */
 export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListenOn(port)) return port;
+  }
+}
+
+async function canListenOn(port: number): Promise<boolean> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  const listening = await new Promise<boolean>((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => resolve(true));
+  });
+  if (listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+  return listening;
 }
 
 const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));

@@ -11,6 +11,7 @@ import { buildTestApp } from '../helpers/app.js';
 import { startCuttingProxy } from '../helpers/cutting-proxy.js';
 import { FakeUpstream } from '../helpers/fake-upstream.js';
 import { encodedImage } from '../helpers/images.js';
+import { freePort } from '../helpers/processes.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { geminiReply } from '../helpers/provider-replies.js';
 import { ScriptedGenerator, testWorker } from '../helpers/worker.js';
@@ -21,15 +22,6 @@ import { GenerationError, type ImageGenerator } from '../../src/generators/port.
  * URL and a key: the official `openai` SDK and the AI SDK's `generateImage` through
  * `@ai-sdk/openai-compatible`. The app listens on loopback with an in-process worker.
  */
-
-/** A port free now, so that PUBLIC_BASE_URL (the origin of signed URLs) can name the one the app listens on. */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 interface SetupOptions {
   env?: Record<string, string>;
