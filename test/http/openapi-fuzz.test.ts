@@ -323,8 +323,11 @@ function buildRequest(
     else query.push([m.name, asText(m.value)]);
   }
   const path = pathTemplate.replace(/\{(\w+)\}/g, (_, name: string) => {
-    if (!pathValues[name]) otherRoute = true;
-    return pathValues[name] ?? '';
+    const value = pathValues[name];
+    // Missing, or a dot segment ('.', '..', or with %2e for a dot, as URLs read them): the URL
+    // resolves to another path (…/generations/./cancel is …/generations/cancel).
+    if (!value || /^(?:\.|%2e){1,2}$/i.test(value)) otherRoute = true;
+    return value ?? '';
   });
   const search = query.map(([k, v]) => `${percentEncode(k)}=${percentEncode(v)}`).join('&') + rawQueryTail;
   const url = search ? `${path}?${search.replace(/^&/, '')}` : path;
