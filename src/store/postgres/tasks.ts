@@ -246,10 +246,10 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
 
   async completeTask(input: TaskCompletion): Promise<boolean> {
     // One statement in autocommit (COMPLETE): a completion never refunds, so nothing else joins it.
-    const finish = taskFinish('complete', 'attempt');
+    const finish = COMPLETION;
     const generated: GeneratedMediaRef[] = input.media.map(generatedMediaRef);
     const { rows } = await this.db.query<FinishedRow & { media_rows: number }>(
-      prepared(finish.webhookEvent ? 'complete-with-outbox' : 'complete', completeStatement(finish), [
+      prepared('complete', COMPLETE, [
         ...finishValues(input.taskId, input.attempt, finish, input.now, { generated }),
         newIdAt(input.now),
         finish.webhookEvent,
@@ -529,6 +529,10 @@ function completeStatement(finish: TaskFinish): string {
     SELECT account_id, webhook_url, ${finish.webhookEvent ? '(SELECT count(*) FROM outbox)' : '0'} AS outbox_rows,
       (SELECT count(*) FROM media) AS media_rows FROM moved`;
 }
+
+/** The completion's finish (core taskFinish) and its statement, made once: neither varies per task. */
+const COMPLETION = taskFinish('complete', 'attempt');
+const COMPLETE = completeStatement(COMPLETION);
 
 /** The columns of a generated image's media row that COMPLETE takes from the completion. */
 function completedMediaColumns(media: GeneratedMediaInput) {
