@@ -17,6 +17,7 @@ import type {
 } from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { textParameter } from './unplanned-parameters.js';
 
 /** Accounts, their ledger and their API keys on the embedded store. */
 export class SqliteAccounts implements AccountStore, ApiKeyStore {
@@ -151,7 +152,7 @@ export function addLedgerEntry(
 function insertLedgerRow(db: SqliteDatabase, accountId: string, entry: NewLedgerEntry): void {
   db.statement(
     `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
-       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ${textParameter('?')}), ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     accountId,
     accountId,
