@@ -83,7 +83,7 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
       .statement(
         `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id
-         WHERE k.hash = ? AND k.revoked_at IS NULL`,
+         WHERE k.hash = ${textParameter('?')} AND k.revoked_at IS NULL`,
       )
       .get(hash) as
       | (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number })
