@@ -159,8 +159,8 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
       }
     }
     if (ranges.length === 0) return { items: [], nextCursor: null };
-    // The limit is written into the SQL: as a bound parameter it cost SQLite 2.5 times the whole
-    // query (docs/performance-history.md, "Optimisations").
+    // The limit is written into the SQL: the planner reads a bound LIMIT, and the statement would
+    // be compiled again on every run (unplanned-parameters.ts; docs/performance-history.md).
     const rows = this.db
       .listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`)
       .all(params) as TaskRecordRow[];
