@@ -17,6 +17,7 @@ import type {
 } from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { textParameter } from './unplanned-parameters.js';
 
 /** Accounts, their ledger and their API keys on the embedded store. */
 export class SqliteAccounts implements AccountStore, ApiKeyStore {
@@ -82,7 +83,7 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
       .statement(
         `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id
-         WHERE k.hash = ? AND k.revoked_at IS NULL`,
+         WHERE k.hash = ${textParameter('?')} AND k.revoked_at IS NULL`,
       )
       .get(hash) as
       | (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number })
@@ -151,7 +152,7 @@ export function addLedgerEntry(
 function insertLedgerRow(db: SqliteDatabase, accountId: string, entry: NewLedgerEntry): void {
   db.statement(
     `INSERT INTO ledger (account_id, account_seq, entry_id, kind, amount, balance_after, task_id, note, created_at)
-       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ?), ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, (SELECT coalesce(max(account_seq), 0) + 1 FROM ledger WHERE account_id = ${textParameter('?')}), ?, ?, ?, ?, ?, ?, ?)`,
   ).run(
     accountId,
     accountId,

@@ -10,11 +10,15 @@ import type { BackendLimitStore } from '../port.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 import { CLAIM } from '../../core/task-execution.js';
 
-/** The `model IN (…)` condition over a list of models, with its parameters. */
-export function modelsCondition(models: readonly string[], column = 'model'): { sql: string; params: string[] } {
+/** The `model IN (…)` condition over a list of models, with its parameters (placeholder: see unplanned-parameters). */
+export function modelsCondition(
+  models: readonly string[],
+  column = 'model',
+  placeholder: (positional: string) => string = (positional) => positional,
+): { sql: string; params: string[] } {
   return models.length === 0
     ? { sql: '0', params: [] }
-    : { sql: `${column} IN (${models.map(() => '?').join(', ')})`, params: [...models] };
+    : { sql: `${column} IN (${models.map(() => placeholder('?')).join(', ')})`, params: [...models] };
 }
 
 function stateOf(db: SqliteDatabase, backend: string, settings: BackendLimitSettings): BackendLimitState {

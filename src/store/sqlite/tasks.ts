@@ -39,6 +39,7 @@ import { completeIdempotencyKeyIn, idempotencyKeyHeldIn } from './idempotency-ke
 import { insertMediaIn, referencedMediaIn } from './media.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { integerParameter, namedTextParameter, textParameter } from './unplanned-parameters.js';
 import { BlobReservationLapsedError, generatedMediaRecords } from '../task-completion.js';
 import { enqueueWebhookEvent } from './webhooks.js';
 
@@ -50,9 +51,9 @@ const TASK_SELECT = `SELECT ${TASK_COLUMNS.join(', ')} FROM tasks`;
  */
 const MODELS_OF_ACCOUNT = `
   WITH RECURSIVE listed(model) AS (
-    SELECT (SELECT model FROM tasks WHERE account_id = @accountId ORDER BY model LIMIT 1)
+    SELECT (SELECT model FROM tasks WHERE account_id = ${namedTextParameter('accountId')} ORDER BY model LIMIT 1)
     UNION ALL
-    SELECT (SELECT model FROM tasks WHERE account_id = @accountId AND model > listed.model ORDER BY model LIMIT 1)
+    SELECT (SELECT model FROM tasks WHERE account_id = ${namedTextParameter('accountId')} AND model > listed.model ORDER BY model LIMIT 1)
     FROM listed WHERE listed.model IS NOT NULL
   )
   SELECT model FROM listed WHERE model IS NOT NULL`;
@@ -137,6 +138,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
       query.cursor,
       {},
       { after: query.createdAfter, before: query.createdBefore },
+      namedTextParameter,
     );
     // Models are read from the index, not the catalog, so that a model the catalog no longer
     // offers still lists its tasks.
@@ -151,12 +153,14 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
         const n = ranges.length;
         params[`model${n}`] = model;
         params[`status${n}`] = status;
-        ranges.push(`${TASK_SELECT} WHERE ${where} AND model = @model${n} AND status = @status${n}`);
+        ranges.push(
+          `${TASK_SELECT} WHERE ${where} AND model = ${namedTextParameter(`model${n}`)} AND status = ${namedTextParameter(`status${n}`)}`,
+        );
       }
     }
     if (ranges.length === 0) return { items: [], nextCursor: null };
-    // The limit is written into the SQL: as a bound parameter it cost SQLite 2.5 times the whole
-    // query (docs/performance-history.md, "Optimisations").
+    // The limit is written into the SQL: the planner reads a bound LIMIT, and the statement would
+    // be compiled again on every run (unplanned-parameters.ts; docs/performance-history.md).
     const rows = this.db
       .listStatement(`${ranges.join(' UNION ALL ')} ORDER BY id DESC LIMIT ${pageFetchSize(query.limit)}`)
       .all(params) as TaskRecordRow[];
@@ -212,23 +216,25 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
    * seek per account with queued tasks (a skip scan of tasks_queue), one range each for the rest.
    */
   private claimCandidates(models: readonly string[] | undefined, now: number) {
-    const ofModels = models ? modelsCondition(models) : { sql: '1', params: [] };
+    const ofModels = models ? modelsCondition(models, 'model', textParameter) : { sql: '1', params: [] };
+    const queuedStatus = namedTextParameter('queued');
+    const runningStatus = namedTextParameter('running');
     const rows = this.db
       .statement(
         `WITH RECURSIVE queued(account_id) AS (
-           SELECT (SELECT account_id FROM tasks WHERE status = @queued ORDER BY account_id LIMIT 1)
+           SELECT (SELECT account_id FROM tasks WHERE status = ${queuedStatus} ORDER BY account_id LIMIT 1)
            UNION ALL
-           SELECT (SELECT account_id FROM tasks WHERE status = @queued AND account_id > queued.account_id
+           SELECT (SELECT account_id FROM tasks WHERE status = ${queuedStatus} AND account_id > queued.account_id
                    ORDER BY account_id LIMIT 1)
            FROM queued WHERE queued.account_id IS NOT NULL
          )
          SELECT t.id, t.account_id, t.attempt, t.created_at,
-           (SELECT count(*) FROM tasks p WHERE p.status = @running AND p.account_id = queued.account_id) AS in_progress
+           (SELECT count(*) FROM tasks p WHERE p.status = ${runningStatus} AND p.account_id = queued.account_id) AS in_progress
          FROM queued JOIN tasks t ON t.id = (
-           SELECT id FROM tasks WHERE status = @queued AND account_id = queued.account_id AND run_after <= ?
+           SELECT id FROM tasks WHERE status = ${queuedStatus} AND account_id = queued.account_id AND run_after <= ${integerParameter('@now')}
              AND ${ofModels.sql} ORDER BY id LIMIT 1)`,
       )
-      .all({ queued: CLAIM.from, running: CLAIM.to }, now, ...ofModels.params) as {
+      .all({ queued: CLAIM.from, running: CLAIM.to, now }, ...ofModels.params) as {
       id: string;
       account_id: string;
       attempt: number;

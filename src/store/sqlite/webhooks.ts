@@ -15,6 +15,7 @@ import type {
 } from '../port.js';
 import { dateOrNull, msOrNull, toWebhookDelivery, type WebhookDeliveryRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { integerParameter, namedTextParameter } from './unplanned-parameters.js';
 import { webhookSecretsOf } from '../webhook-secrets.js';
 
 /** Webhook secrets, deliveries (the outbox) and their attempts on the embedded store. */
@@ -122,12 +123,17 @@ export class SqliteWebhooks implements WebhookStore {
     accountId: string,
     query: { limit: number; cursor?: string; taskId?: string; status?: WebhookDeliveryStatus },
   ): Promise<Page<WebhookDeliveryWithAttempts>> {
-    const { conditions, params } = newestFirstKeyset(accountId, query.cursor, {
-      task_id: query.taskId,
-      status: query.status,
-    });
+    const { conditions, params } = newestFirstKeyset(
+      accountId,
+      query.cursor,
+      { task_id: query.taskId, status: query.status },
+      {},
+      namedTextParameter,
+    );
     const rows = this.db
-      .statement(`SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT @limit`)
+      .statement(
+        `SELECT * FROM webhook_deliveries WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT ${integerParameter('@limit')}`,
+      )
       .all({ ...params, limit: pageFetchSize(query.limit) }) as WebhookDeliveryRow[];
     const page = pageOf(rows, query.limit, (r) => r.id);
     return { items: page.items.map((r) => this.withAttempts(r)), nextCursor: page.nextCursor };
