@@ -48,7 +48,11 @@ t.test(
       WORKER_METRICS_PORT: String(workerPort),
       HOST: '127.0.0.1',
     });
-    await Promise.all([api.printed('"msg":"ready"'), worker.printed('"msg":"worker metrics listening"')]);
+    await Promise.all([
+      api.printed('"msg":"ready"'),
+      // A worker whose metrics port is taken logs it and works on without /readyz, which this test reads.
+      worker.printed('"msg":"worker metrics listening"', { failOn: '"msg":"worker metrics not served' }),
+    ]);
     const base = `http://127.0.0.1:${port}`;
     const workerBase = `http://127.0.0.1:${workerPort}`;
     const workerReadyz = async () => {

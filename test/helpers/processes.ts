@@ -69,8 +69,11 @@ const CLI = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 export type CliProcess = ChildProcess & {
   /** Everything it printed (stdout and stderr), once it has exited. */
   output: Promise<string>;
-  /** Resolves once marker has been printed; rejects if the process exits first. */
-  printed(marker: string): Promise<void>;
+  /**
+   * Resolves once marker has been printed; rejects if the process exits first, or prints failOn
+   * first (a failure it logs and lives on after, which would otherwise leave the wait hanging).
+   */
+  printed(marker: string, options?: { failOn?: string }): Promise<void>;
 };
 
 /** The CLI (src/cli.ts through tsx) as a real process with env added to this one's; SIGKILLed when the test ends. */
@@ -92,10 +95,13 @@ export function startCli(t: Test, args: string[], env: Record<string, string>): 
     });
   }
   const output = new Promise<string>((resolve) => child.once('exit', () => resolve(text)));
-  const printed = (marker: string) =>
+  const printed = (marker: string, { failOn }: { failOn?: string } = {}) =>
     new Promise<void>((resolve, reject) => {
+      const failed = () => reject(new Error(`${args.join(' ')} printed ${failOn} before ${marker}:\n${text}`));
       if (text.includes(marker)) return resolve();
+      if (failOn && text.includes(failOn)) return failed();
       waiters.push({ marker, resolve });
+      if (failOn) waiters.push({ marker: failOn, resolve: failed });
       child.once('exit', () => reject(new Error(`${args.join(' ')} exited before printing ${marker}:\n${text}`)));
     });
   return Object.assign(child, { output, printed });
