@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { notFound } from '../../core/errors.js';
-import { admitTasks, finishEffects } from '../../core/task-admission.js';
+import { admitTasks, finishEffects, type FinishEffects } from '../../core/task-admission.js';
 import {
   afterLostLease,
   CLAIM,
@@ -259,9 +259,9 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     // No row: fenced out, or an image's reservation lapsed (its blob may already be swept); either
     // way nothing was written and the task stays where it was, for a later attempt.
     const finished = checkedFinish(rows[0], finish, input.taskId);
-    if (finished && finished.media_rows !== input.media.length)
+    if (finished && finished.row.media_rows !== input.media.length)
       throw new Error(
-        `The completion of task ${input.taskId} wrote ${finished.media_rows} of ${input.media.length} media rows`,
+        `The completion of task ${input.taskId} wrote ${finished.row.media_rows} of ${input.media.length} media rows`,
       );
     return finished !== null;
   }
@@ -559,14 +559,19 @@ interface FinishedRow {
 
 /**
  * The finish statement's row checked against finishEffects (the core decides which moves emit an
- * event; the statement applied that rule where the URL is read). null when nothing moved.
+ * event; the statement applied that rule where the URL is read), with those effects. null when
+ * nothing moved.
  */
-function checkedFinish<Row extends FinishedRow>(row: Row | undefined, finish: TaskFinish, taskId: string): Row | null {
+function checkedFinish<Row extends FinishedRow>(
+  row: Row | undefined,
+  finish: TaskFinish,
+  taskId: string,
+): { row: Row; effects: FinishEffects } | null {
   if (!row) return null;
   const effects = finishEffects(finish, { webhookUrl: row.webhook_url });
   if (Boolean(effects.webhook) !== row.outbox_rows > 0)
     throw new Error(`The finish of task ${taskId} wrote ${row.outbox_rows} outbox rows against finishEffects`);
-  return row;
+  return { row, effects };
 }
 
 function finishValues(
@@ -615,9 +620,8 @@ async function finishTaskIn(
         ])
       : prepared('finish', FINISH, finishValues(taskId, attempt, finish, now, details)),
   );
-  const updated = checkedFinish(rows[0], finish, taskId);
-  if (!updated) return null;
-  const effects = finishEffects(finish, { webhookUrl: updated.webhook_url });
-  if (effects.refund) await refundTaskIn(tx, taskId, now);
-  return { accountId: updated.account_id };
+  const finished = checkedFinish(rows[0], finish, taskId);
+  if (!finished) return null;
+  if (finished.effects.refund) await refundTaskIn(tx, taskId, now);
+  return { accountId: finished.row.account_id };
 }
