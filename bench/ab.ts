@@ -7,6 +7,8 @@
  *   npm run bench:ab                  against `git merge-base HEAD main`
  *   npm run bench:ab -- --base <rev>  against another commit
  *   npm run bench:ab -- --rounds 5    more rounds (default 3, 3 s each after a 1 s warm-up)
+ *   npm run bench:ab -- --with-list   the task list at 10 k too (first page and deep cursor), for a
+ *                                     change to the store's reads: about a minute more
  *
  * The base is checked out in a temporary worktree (git worktree add), installed with `npm ci` and
  * built once per commit; later runs against the same commit reuse it. Not a timed test in CI: on
@@ -25,6 +27,7 @@ const { values: flags } = parseArgs({
     base: { type: 'string' },
     rounds: { type: 'string', default: '3' },
     duration: { type: 'string', default: '3' },
+    'with-list': { type: 'boolean', default: false },
   },
 });
 
@@ -52,7 +55,9 @@ run(
     'tsx',
     join(REPO_ROOT, 'bench/run.ts'),
     '--only',
-    'create,read',
+    flags['with-list'] ? 'create,read,list' : 'create,read',
+    // The list's large store is not compared (only 10 k is): kept small so that seeding it is quick.
+    ...(flags['with-list'] ? ['--list-size', '20000'] : []),
     '--rounds',
     flags.rounds,
     '--duration',
@@ -67,12 +72,12 @@ const report = JSON.parse(readFileSync(join(REPO_ROOT, 'bench/results/latest.jso
 const baseName = `imagegen-ab-${base.slice(0, 12)}`;
 const pct = (ratio: number | null) => (ratio === null ? '–' : `${Math.round(ratio * 100)} %`);
 const lines = [`\nworking tree against ${base.slice(0, 12)} (merge base), same rounds:`];
-for (const scenario of ['create', 'read']) {
+for (const scenario of ['create', 'read', 'list-first-10k', 'list-deep-10k']) {
   const mine = report.http.find((row) => row.id === scenario);
   const theirs = report.http.find((row) => row.id === `${scenario}@${baseName}`);
   if (!mine || !theirs) continue;
   lines.push(
-    `  ${scenario.padEnd(7)} ratio ${pct(theirs.service.ratio)} → ${pct(mine.service.ratio)} of the reference` +
+    `  ${scenario.padEnd(14)} ratio ${pct(theirs.service.ratio)} → ${pct(mine.service.ratio)} of the reference` +
       ` (rounds: ${theirs.service.ratios.map(pct).join(', ')} → ${mine.service.ratios.map(pct).join(', ')});` +
       ` CPU ${theirs.service.cpuUsPerRequest} → ${mine.service.cpuUsPerRequest} µs/req;` +
       ` p99 ${theirs.service.p99} → ${mine.service.p99} ms`,
