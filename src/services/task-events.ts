@@ -23,6 +23,14 @@ export class TaskEvents {
     this.emitter.emit('changed');
   }
 
+  /**
+   * A worker of this process claimed the task: its waiters (long-polls, event streams) read it
+   * again. Not an "any change": a claim writes no outbox row, so the webhook dispatcher need not look.
+   */
+  taskClaimed(taskId: string): void {
+    this.emitter.emit(`changed:${taskId}`);
+  }
+
   /** Any task changed; e.g. the webhook dispatcher looks for a new outbox entry at once. */
   onAnyChange(listener: () => void): () => void {
     this.emitter.on('changed', listener);

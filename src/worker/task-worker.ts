@@ -174,6 +174,8 @@ export class TaskWorker {
 
   /** One attempt: generate under the lease, store and complete (retried while storage is away), or settle its failure. */
   private async runTask(lane: BackendLane, task: TaskRecord): Promise<void> {
+    // Before the lease listens: the attempt must not take its own claim for a change that ended it.
+    this.options.events?.taskClaimed(task.id);
     const lease = holdAttempt(task, this.leases);
     this.inFlight.set(task.id, lease);
     try {

@@ -78,6 +78,26 @@ t.test('a stream sends CREATED, IN_PROGRESS, COMPLETED as GET returns them, then
   t.equal(await stream.next(), null, 'the server closes after done');
 });
 
+t.test("a worker's claim reaches the stream at once, not at the fallback re-read", async (t) => {
+  const gate = new GatedGenerator();
+  // A fallback re-read far beyond the test's patience: only the claim's signal can bring IN_PROGRESS.
+  const h = await setup(t, { LONG_POLL_FALLBACK_MS: '120000' }, gate);
+  const task = await h.create();
+  const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
+  t.equal((await nextEvent(stream)).data.status, 'CREATED');
+  h.startWorker();
+  await gate.started;
+  const next = await Promise.race([
+    nextEvent(stream),
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error('no IN_PROGRESS event within 10 s of the claim')), 10_000).unref(),
+    ),
+  ]);
+  t.same([next.event, next.data.status], ['task', 'IN_PROGRESS']);
+  gate.open();
+  t.equal((await nextEvent(stream)).data.status, 'COMPLETED', 'the attempt went on: its own claim did not abort it');
+});
+
 t.test('a canceled task ends the stream', async (t) => {
   const h = await setup(t);
   const task = await h.create();
