@@ -162,7 +162,10 @@ export function readOpenAiImageRequest(body: Record<string, unknown>, options: R
   if (enumField(body.moderation, OPENAI_MODERATIONS, 'auto') === null)
     refuse('moderation', `moderation must be one of ${OPENAI_MODERATIONS.join(', ')}.`);
 
-  if (body.stream === true || body.stream === 'true')
+  const stream = booleanField(body.stream, false);
+  if (stream === null)
+    refuse('stream', 'stream must be a boolean (false: this service answers once the images are done).');
+  else if (stream)
     refuse(
       'stream',
       'stream is not offered: the answer comes once the images are done. Omit stream, or follow the task in /api/v1 (its events stream).',
@@ -239,6 +242,14 @@ function integerField(value: unknown, fallback: number | null): number | null {
   if (value === undefined || value === null) return fallback;
   if (typeof value === 'number') return Number.isInteger(value) ? value : null;
   if (typeof value === 'string' && /^[0-9]{1,4}$/.test(value)) return Number(value);
+  return null;
+}
+
+/** A JSON boolean, or a multipart field's `true`/`false`; `fallback` when absent; null when neither. */
+function booleanField(value: unknown, fallback: boolean): boolean | null {
+  if (value === undefined || value === null) return fallback;
+  if (typeof value === 'boolean') return value;
+  if (value === 'true' || value === 'false') return value === 'true';
   return null;
 }
 

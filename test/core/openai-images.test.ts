@@ -113,6 +113,21 @@ t.test('every wrong field is reported, each by its param', async (t) => {
   t.match(reading.errors.find((e) => e.param === 'size')?.message, /auto, 1024x1024, 1536x1024, 1024x1536/);
 });
 
+t.test('stream is a boolean: false is read, true is not offered, anything else is refused', async (t) => {
+  for (const stream of [false, 'false', null, undefined])
+    t.equal(readOpenAiImageRequest({ ...base, stream }).outcome, 'ok', `stream ${JSON.stringify(stream)}`);
+  t.match(readOpenAiImageRequest({ ...base, stream: true }), {
+    outcome: 'invalid',
+    errors: [{ param: 'stream', message: /not offered/ }],
+  });
+  for (const stream of [1, 'yes', [[true]], {}])
+    t.match(
+      readOpenAiImageRequest({ ...base, stream }),
+      { outcome: 'invalid', errors: [{ param: 'stream', message: /must be a boolean/ }] },
+      `stream ${JSON.stringify(stream)}`,
+    );
+});
+
 t.test('the prompt length is the model’s, in code points', async (t) => {
   t.match(readOpenAiImageRequest({ ...base, prompt: 'ab' }), { outcome: 'invalid', errors: [{ param: 'prompt' }] });
   t.equal(readOpenAiImageRequest({ ...base, prompt: '😀😀😀' }).outcome, 'ok', 'three code points suffice');

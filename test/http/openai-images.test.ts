@@ -237,6 +237,43 @@ t.test('stream: true is refused naming stream; a mask naming mask', async (t) =>
   await assertLedgerInvariant(t, h.store, h.accountId);
 });
 
+t.test('a stream that is no boolean is a BadRequestError naming stream; nothing charged', async (t) => {
+  const h = await setup(t);
+  const refused = await h.openai.images
+    .generate({ model: 'beta-v5-pro', prompt: 'two gulls over the harbour', stream: [[true]] } as never, {
+      idempotencyKey: 'stream-array-1',
+    })
+    .catch((e: unknown) => e);
+  t.ok(refused instanceof OpenAI.BadRequestError);
+  t.match(refused, { status: 400, param: 'stream', message: /stream must be a boolean/ });
+  t.equal((await tasksOf(h)).length, 0);
+  t.equal(await debitsOf(h), 0);
+});
+
+t.test('a field nested thousands deep under an Idempotency-Key: answered and replayed, not a 500', async (t) => {
+  // Found by the OpenAPI fuzz test: the key's fingerprint walked the body by recursion, and a few
+  // KiB of nested arrays overflowed the stack. An unknown field is ignored, so the request is valid
+  // and is fingerprinted. Sent with fetch: the openai SDK overflows its own stack on such a body.
+  const h = await setup(t);
+  const depth = 20_000;
+  const send = () =>
+    fetch(`${h.baseURL}/images/generations`, {
+      method: 'POST',
+      headers: { ...h.auth, 'content-type': 'application/json', 'idempotency-key': 'deep-field-1' },
+      body: `{"model":"alpha-pro","prompt":"two gulls over the harbour","extra":${'['.repeat(depth)}${']'.repeat(depth)}}`,
+    });
+  const first = await send();
+  t.equal(first.status, 200);
+  const { data } = (await first.json()) as { data: { b64_json: string }[] };
+  t.equal(data.length, 1);
+  const replay = await send();
+  t.equal(replay.status, 200);
+  t.same(((await replay.json()) as { data: unknown }).data, data, 'the same body under the same key replays');
+  t.equal((await tasksOf(h)).length, 1);
+  t.equal(await debitsOf(h), 25, 'one debit');
+  await assertLedgerInvariant(t, h.store, h.accountId);
+});
+
 t.test('an unknown model is a NotFoundError model_not_found naming the models there are', async (t) => {
   const h = await setup(t);
   const error = await h.openai.images
