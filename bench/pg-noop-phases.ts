@@ -6,7 +6,11 @@
  * the machine's (PostgreSQL, mostly). Not part of `npm run bench`: a tool for finding what a task
  * costs, beside bench/pg-round-trips.ts.
  *
- *   tsx bench/pg-noop-phases.ts [slots ...]
+ * --without-blob-put: the result's bytes are not written (the blob store's put answers at once),
+ * so that what the queue's statements cost can be told from what the result's durable write does
+ * (temp file, fsync, rename, directory fsync, on the same disk as PostgreSQL's WAL).
+ *
+ *   tsx bench/pg-noop-phases.ts [--without-blob-put] [slots ...]
  */
 import { readFileSync } from 'node:fs';
 import sharp from 'sharp';
@@ -38,12 +42,17 @@ function timed<T extends object>(target: T, method: keyof T & string, into: numb
 const png = await sharp({ create: { width: 1, height: 1, channels: 3, background: '#000' } })
   .png()
   .toBuffer();
-const slotCounts = process.argv.slice(2).map(Number);
+const withoutBlobPut = process.argv.includes('--without-blob-put');
+const slotCounts = process.argv
+  .slice(2)
+  .filter((arg) => !arg.startsWith('--'))
+  .map(Number);
 for (const slots of slotCounts.length > 0 ? slotCounts : [1, 4]) {
   const phases: Record<string, number[]> = { claim: [], reservation: [], 'blob put': [], completion: [] };
   let cpuBefore = process.cpuUsage();
   let machineBefore = machineJiffies();
   const perSecond = await ourNoopThroughput(png, slots, ({ store, blobs }) => {
+    if (withoutBlobPut) blobs.put = async (_key, body) => ({ sizeBytes: Buffer.isBuffer(body) ? body.length : 0 });
     timed(store.tasks, 'claimNextTask', phases.claim);
     timed(store.media, 'scheduleBlobDeletion', phases.reservation);
     timed(blobs, 'put', phases['blob put']);
@@ -63,7 +72,7 @@ for (const slots of slotCounts.length > 0 ? slotCounts : [1, 4]) {
     return `${name} ${mean.toFixed(2)} (p90 ${(sorted[Math.floor(sorted.length * 0.9)] ?? 0).toFixed(2)})`;
   });
   process.stdout.write(
-    `${slots} slot${slots > 1 ? 's' : ''}: ${perSecond.toFixed(0)} tasks/s; ms per call: ${summary.join(', ')}; ` +
+    `${slots} slot${slots > 1 ? 's' : ''}${withoutBlobPut ? ', without the blob put' : ''}: ${perSecond.toFixed(0)} tasks/s; ms per call: ${summary.join(', ')}; ` +
       `CPU per task: this process ${((ownMs / tasks) * 1000).toFixed(0)} µs, ` +
       `the rest of the machine ${(((machineMs - ownMs) / tasks) * 1000).toFixed(0)} µs\n`,
   );
