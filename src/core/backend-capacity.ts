@@ -6,18 +6,22 @@
  *
  * - slow start: until the provider first refuses a call, each successful call made while the
  *   limit was full adds one (the limit doubles per round trip), so a large quota is found fast;
- * - multiplicative decrease: a capacity refusal cuts the limit by a quarter (and by one at least:
- *   the refused call was beyond what the provider takes), and to no more than the calls the
- *   provider was holding for us then (a slow start that doubled past the provider's capacity in
- *   one round trip lands on it, not on three quarters of its overshoot); at most once per
- *   typical call duration, since the refusals of one overshoot arrive together. A provider
- *   refuses at once the first call beyond its capacity, so the limit at a refusal is about one
- *   above it: no deeper cut is needed, even out of slow start;
+ * - decrease: a capacity refusal brings the limit down to the calls the provider was holding for
+ *   us then (and by one at least: the refused call was beyond what the provider takes), at most
+ *   once per typical call duration, since the refusals of one overshoot arrive together. A
+ *   provider refuses at once the first call beyond its capacity, so what it held is its capacity:
+ *   a slow start that doubled past it in one round trip lands on it, and so does one that passed
+ *   it by one call; a refused probe above a known ceiling puts the limit back on it;
+ * - multiplicative decrease: when the provider held fewer of our calls than at the last refusal
+ *   (its capacity fell, e.g. to another client of the same quota, and may fall further), or none,
+ *   the limit is cut by a quarter as well;
  * - additive increase: after a refusal, each successful call made while the limit was full adds
  *   1/limit (one per round trip) back up to just below the limit that was refused, then only a
  *   thirtieth of that around it: each probe of a known ceiling costs a refusal and, when the
  *   provider asks for one, a pause of the whole backend, so it is made rarely; and
- *   1/limit again once past it (the provider takes more than it did);
+ *   1/limit again once past it (the provider takes more than it did). Not more rarely: what the
+ *   provider held at a refusal is read a moment after it, and a call that ended meanwhile is
+ *   missed, so a ceiling can be found one too low, and only a probe finds that out;
  * - a provider's Retry-After (or RetryInfo retryDelay) pauses the backend's new calls that long.
  *
  * The state is shared by every worker process (kept in the store, updated atomically with these
@@ -174,13 +178,15 @@ export function afterUpstreamCall(
           refusedAt: Math.min(state.refusedAt ?? state.limit, taken + 1),
         };
       }
+      const capacityHeld = load.inFlight >= 1 && (state.refusedAt === null || taken + 1 >= state.refusedAt);
+      const cut = capacityHeld ? state.limit - 1 : Math.min(state.limit * DECREASE, state.limit - 1);
       return {
         ...state,
         pausedUntil,
         slowStart: false,
         decreasedAt: now,
         refusedAt: Math.min(state.limit, taken + 1),
-        limit: Math.max(MIN_LIMIT, Math.min(state.limit * DECREASE, state.limit - 1, taken)),
+        limit: Math.max(MIN_LIMIT, Math.min(cut, taken)),
       };
     }
     case 'unavailable': {

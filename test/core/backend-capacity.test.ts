@@ -41,16 +41,37 @@ t.test('slow start adds one per successful call that found the limit full, until
   t.equal(callsAllowed(state), 8, 'nor one with nothing waiting for the backend');
 });
 
-t.test('a capacity refusal cuts the limit by a quarter, once per overshoot, and ends slow start', async (t) => {
+t.test('a capacity refusal lands the limit on what the provider held, once per overshoot, and ends slow start', async (t) => {
   let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 16, typicalCallMs: 500 };
-  state = step(state, { kind: 'rate_limited' }, 10_000);
-  t.equal(state.limit, 12);
-  t.equal(state.refusedAt, 16);
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_000, settings);
+  t.equal(state.limit, 12, 'twelve others were in flight');
+  t.equal(state.refusedAt, 13);
   t.equal(state.slowStart, false);
-  state = step(state, { kind: 'rate_limited' }, 10_100);
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_100, settings);
   t.equal(state.limit, 12, 'refusals of the same overshoot (within one typical call) cut once');
-  state = step(state, { kind: 'rate_limited' }, 10_600);
-  t.equal(state.limit, 9);
+  // Slow start that passed the provider's capacity by one call lands on it too, not a quarter below.
+  const byOne = afterUpstreamCall(
+    { ...initialBackendLimit(settings), limit: 9, typicalCallMs: 500 },
+    { kind: 'rate_limited' },
+    { inFlight: 9, waiting: true },
+    10_000,
+    settings,
+  );
+  t.equal(byOne.limit, 8);
+});
+
+t.test('a capacity refusal cuts by a quarter when the provider held fewer of our calls than before, or none', async (t) => {
+  let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 12, slowStart: false, refusedAt: 13 };
+  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 11, waiting: true }, 10_000, settings);
+  t.equal(state.limit, 9, 'ten held where twelve were: three quarters of twelve');
+  const none = afterUpstreamCall(
+    { ...initialBackendLimit(settings), limit: 8 },
+    { kind: 'rate_limited' },
+    { inFlight: 0, waiting: true },
+    10_000,
+    settings,
+  );
+  t.equal(none.limit, 6, 'refused with none of ours in flight: a quarter off');
 });
 
 t.test('after a refusal the limit grows one per round of calls, slowly near the refused limit', async (t) => {
@@ -96,6 +117,32 @@ t.test('a refusal brings the limit down to the calls the provider was holding fo
   t.equal(state.decreasedAt, 1000, 'without counting as a new cut');
 });
 
+t.test('a refused probe of a known ceiling puts the limit back on it, without a cut', async (t) => {
+  // Refused at 9 with 8 others in flight: the provider takes 8.
+  const atCeiling: BackendLimitState = {
+    ...initialBackendLimit(settings),
+    limit: 9,
+    slowStart: false,
+    refusedAt: 9,
+    decreasedAt: 0,
+    typicalCallMs: 500,
+  };
+  const probed = afterUpstreamCall(atCeiling, { kind: 'rate_limited' }, { inFlight: 9, waiting: true }, 60_000, settings);
+  t.equal(probed.limit, 8, 'back to the eight the provider still held');
+  t.equal(probed.refusedAt, 9);
+  // The provider took fewer than before: its capacity moved, and the cut is multiplicative again.
+  const shrunk = afterUpstreamCall(atCeiling, { kind: 'rate_limited' }, { inFlight: 7, waiting: true }, 60_000, settings);
+  t.equal(shrunk.limit, 6, 'the six it held, below three quarters of nine');
+  const lower = afterUpstreamCall(
+    { ...atCeiling, limit: 12, refusedAt: 14 },
+    { kind: 'rate_limited' },
+    { inFlight: 12, waiting: true },
+    60_000,
+    settings,
+  );
+  t.equal(lower.limit, 9, 'a quarter off when it held eleven, where it held thirteen before');
+});
+
 t.test('other failures say nothing about capacity', async (t) => {
   const state = initialBackendLimit(settings);
   t.same(step(state, { kind: 'transient' }, 1), state);
@@ -103,24 +150,25 @@ t.test('other failures say nothing about capacity', async (t) => {
 });
 
 /**
- * A provider that takes C calls at once, each lasting L, and refuses any beyond them at once; a
- * backlog of work always waiting. Event-driven, deterministic.
+ * A provider that takes C calls at once, each lasting L, and refuses any beyond them at once (with
+ * a Retry-After of `retryAfterMs` when given); a backlog of work always waiting. Event-driven,
+ * deterministic.
  */
-function simulate(capacity: number, latencyMs: number, calls: number) {
+function simulate(capacity: number, latencyMs: number, calls: number, retryAfterMs?: number) {
   const settings = { initial: 4, max: 1024 };
   let state = initialBackendLimit(settings);
   const running: number[] = []; // end times of accepted calls
+  const refusedAt: number[] = [];
   let now = 0;
   let done = 0;
-  let refused = 0;
   while (done < calls) {
     // Start calls while the limit admits them.
     while (admitsCall(state, running.length, now) && done + running.length < calls) {
       if (running.length >= capacity) {
-        refused += 1;
+        refusedAt.push(now);
         state = afterUpstreamCall(
           state,
-          { kind: 'rate_limited' },
+          { kind: 'rate_limited', retryAfterMs },
           { inFlight: running.length + 1, waiting: true },
           now,
           settings,
@@ -130,12 +178,17 @@ function simulate(capacity: number, latencyMs: number, calls: number) {
       running.push(now + latencyMs);
     }
     running.sort((a, b) => a - b);
+    if (running.length === 0) {
+      // Paused with nothing in flight: the next event is the pause's end.
+      now = state.pausedUntil!;
+      continue;
+    }
     now = running.shift()!;
     done += 1;
     // The backlog always waits; the ending call is still in flight when its outcome is recorded.
     state = afterUpstreamCall(state, ok, { inFlight: running.length + 1, waiting: true }, now, settings);
   }
-  return { makespan: now, refused };
+  return { makespan: now, refused: refusedAt.length, refusedAt };
 }
 
 t.test('against a provider of fixed capacity the limit converges: near its throughput, few refusals', async (t) => {
@@ -147,6 +200,18 @@ t.test('against a provider of fixed capacity the limit converges: near its throu
     t.ok(makespan <= ideal * 1.15, `C=${capacity}: makespan ${makespan} ms vs ideal ${ideal}`);
     t.ok(refused <= calls * 0.1, `C=${capacity}: ${refused} refusals for ${calls} calls`);
   }
+});
+
+t.test('against a provider that asks for a pause with each refusal, a refused probe costs only the pause', async (t) => {
+  // docs/design.md §5's capacity scenario: C = 8, L = 500 ms, a 1 s RetryInfo with every refusal.
+  // Slow start's overshoot lands on 8 and the probes of 9 (one per 30 round trips) put it back on
+  // 8, where a cut by a quarter (to 6) took two more round trips to climb back.
+  const { makespan, refusedAt } = simulate(8, 500, 400, 1000);
+  const ideal = (400 * 500) / 8;
+  t.ok(makespan <= ideal * 1.07, `makespan ${makespan} ms vs ideal ${ideal}, refusals at ${refusedAt.join(', ')} ms`);
+  const long = simulate(8, 500, 8 * 2 * 300, 1000); // 300 s of work
+  t.ok(long.refused <= 300 / 15 + 1, `${long.refused} refusals in 300 s: one per probe`);
+  t.ok(long.makespan <= 300_000 * 1.06, `makespan ${long.makespan} ms vs ideal 300000`);
 });
 
 t.test('circuit breaker: an unavailable backend takes no call until its cool-down, then one probe', async (t) => {
