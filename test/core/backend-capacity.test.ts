@@ -41,38 +41,44 @@ t.test('slow start adds one per successful call that found the limit full, until
   t.equal(callsAllowed(state), 8, 'nor one with nothing waiting for the backend');
 });
 
-t.test('a capacity refusal lands the limit on what the provider held, once per overshoot, and ends slow start', async (t) => {
-  let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 16, typicalCallMs: 500 };
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_000, settings);
-  t.equal(state.limit, 12, 'twelve others were in flight');
-  t.equal(state.refusedAt, 13);
-  t.equal(state.slowStart, false);
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_100, settings);
-  t.equal(state.limit, 12, 'refusals of the same overshoot (within one typical call) cut once');
-  // Slow start that passed the provider's capacity by one call lands on it too, not a quarter below.
-  const byOne = afterUpstreamCall(
-    { ...initialBackendLimit(settings), limit: 9, typicalCallMs: 500 },
-    { kind: 'rate_limited' },
-    { inFlight: 9, waiting: true },
-    10_000,
-    settings,
-  );
-  t.equal(byOne.limit, 8);
-});
+t.test(
+  'a capacity refusal lands the limit on what the provider held, once per overshoot, and ends slow start',
+  async (t) => {
+    let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 16, typicalCallMs: 500 };
+    state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_000, settings);
+    t.equal(state.limit, 12, 'twelve others were in flight');
+    t.equal(state.refusedAt, 13);
+    t.equal(state.slowStart, false);
+    state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_100, settings);
+    t.equal(state.limit, 12, 'refusals of the same overshoot (within one typical call) cut once');
+    // Slow start that passed the provider's capacity by one call lands on it too, not a quarter below.
+    const byOne = afterUpstreamCall(
+      { ...initialBackendLimit(settings), limit: 9, typicalCallMs: 500 },
+      { kind: 'rate_limited' },
+      { inFlight: 9, waiting: true },
+      10_000,
+      settings,
+    );
+    t.equal(byOne.limit, 8);
+  },
+);
 
-t.test('a capacity refusal cuts by a quarter when the provider held fewer of our calls than before, or none', async (t) => {
-  let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 12, slowStart: false, refusedAt: 13 };
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 11, waiting: true }, 10_000, settings);
-  t.equal(state.limit, 9, 'ten held where twelve were: three quarters of twelve');
-  const none = afterUpstreamCall(
-    { ...initialBackendLimit(settings), limit: 8 },
-    { kind: 'rate_limited' },
-    { inFlight: 0, waiting: true },
-    10_000,
-    settings,
-  );
-  t.equal(none.limit, 6, 'refused with none of ours in flight: a quarter off');
-});
+t.test(
+  'a capacity refusal cuts by a quarter when the provider held fewer of our calls than before, or none',
+  async (t) => {
+    let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 12, slowStart: false, refusedAt: 13 };
+    state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 11, waiting: true }, 10_000, settings);
+    t.equal(state.limit, 9, 'ten held where twelve were: three quarters of twelve');
+    const none = afterUpstreamCall(
+      { ...initialBackendLimit(settings), limit: 8 },
+      { kind: 'rate_limited' },
+      { inFlight: 0, waiting: true },
+      10_000,
+      settings,
+    );
+    t.equal(none.limit, 6, 'refused with none of ours in flight: a quarter off');
+  },
+);
 
 t.test('after a refusal the limit grows one per round of calls, slowly near the refused limit', async (t) => {
   const after = (limit: number, refusedAt: number) => {
@@ -127,11 +133,23 @@ t.test('a refused probe of a known ceiling puts the limit back on it, without a 
     decreasedAt: 0,
     typicalCallMs: 500,
   };
-  const probed = afterUpstreamCall(atCeiling, { kind: 'rate_limited' }, { inFlight: 9, waiting: true }, 60_000, settings);
+  const probed = afterUpstreamCall(
+    atCeiling,
+    { kind: 'rate_limited' },
+    { inFlight: 9, waiting: true },
+    60_000,
+    settings,
+  );
   t.equal(probed.limit, 8, 'back to the eight the provider still held');
   t.equal(probed.refusedAt, 9);
   // The provider took fewer than before: its capacity moved, and the cut is multiplicative again.
-  const shrunk = afterUpstreamCall(atCeiling, { kind: 'rate_limited' }, { inFlight: 7, waiting: true }, 60_000, settings);
+  const shrunk = afterUpstreamCall(
+    atCeiling,
+    { kind: 'rate_limited' },
+    { inFlight: 7, waiting: true },
+    60_000,
+    settings,
+  );
   t.equal(shrunk.limit, 6, 'the six it held, below three quarters of nine');
   const lower = afterUpstreamCall(
     { ...atCeiling, limit: 12, refusedAt: 14 },
@@ -202,17 +220,20 @@ t.test('against a provider of fixed capacity the limit converges: near its throu
   }
 });
 
-t.test('against a provider that asks for a pause with each refusal, a refused probe costs only the pause', async (t) => {
-  // docs/design.md §5's capacity scenario: C = 8, L = 500 ms, a 1 s RetryInfo with every refusal.
-  // Slow start's overshoot lands on 8 and the probes of 9 (one per 30 round trips) put it back on
-  // 8, where a cut by a quarter (to 6) took two more round trips to climb back.
-  const { makespan, refusedAt } = simulate(8, 500, 400, 1000);
-  const ideal = (400 * 500) / 8;
-  t.ok(makespan <= ideal * 1.07, `makespan ${makespan} ms vs ideal ${ideal}, refusals at ${refusedAt.join(', ')} ms`);
-  const long = simulate(8, 500, 8 * 2 * 300, 1000); // 300 s of work
-  t.ok(long.refused <= 300 / 15 + 1, `${long.refused} refusals in 300 s: one per probe`);
-  t.ok(long.makespan <= 300_000 * 1.06, `makespan ${long.makespan} ms vs ideal 300000`);
-});
+t.test(
+  'against a provider that asks for a pause with each refusal, a refused probe costs only the pause',
+  async (t) => {
+    // docs/design.md §5's capacity scenario: C = 8, L = 500 ms, a 1 s RetryInfo with every refusal.
+    // Slow start's overshoot lands on 8 and the probes of 9 (one per 30 round trips) put it back on
+    // 8, where a cut by a quarter (to 6) took two more round trips to climb back.
+    const { makespan, refusedAt } = simulate(8, 500, 400, 1000);
+    const ideal = (400 * 500) / 8;
+    t.ok(makespan <= ideal * 1.07, `makespan ${makespan} ms vs ideal ${ideal}, refusals at ${refusedAt.join(', ')} ms`);
+    const long = simulate(8, 500, 8 * 2 * 300, 1000); // 300 s of work
+    t.ok(long.refused <= 300 / 15 + 1, `${long.refused} refusals in 300 s: one per probe`);
+    t.ok(long.makespan <= 300_000 * 1.06, `makespan ${long.makespan} ms vs ideal 300000`);
+  },
+);
 
 t.test('circuit breaker: an unavailable backend takes no call until its cool-down, then one probe', async (t) => {
   const cooling = { ...settings, unavailableCooldownMs: 60_000 };
