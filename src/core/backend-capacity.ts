@@ -19,9 +19,14 @@
  *   1/limit (one per round trip) back up to just below the limit that was refused, then only a
  *   thirtieth of that around it: each probe of a known ceiling costs a refusal and, when the
  *   provider asks for one, a pause of the whole backend, so it is made rarely; and
- *   1/limit again once past it (the provider takes more than it did). Not more rarely: what the
- *   provider held at a refusal is read a moment after it, and a call that ended meanwhile is
- *   missed, so a ceiling can be found one too low, and only a probe finds that out;
+ *   1/limit again once past it (the provider takes more than it did);
+ * - a confirmed ceiling is probed more rarely still: once two refusals in a row found the provider
+ *   holding the same number of our calls, the next probe waits for PROBE_PAUSES times the pause
+ *   the last refusal asked for (if that is longer than PROBE_SLOWDOWN round trips), so that
+ *   probing costs about 1/PROBE_PAUSES of the backend's time even when the provider asks for
+ *   pauses longer than its calls. Not after one refusal: what the provider held is read a
+ *   moment after the refusal, a call that ended meanwhile is missed, and a ceiling found one too
+ *   low is only found out by the next probe;
  * - a provider's Retry-After (or RetryInfo retryDelay) pauses the backend's new calls that long.
  *
  * The state is shared by every worker process (kept in the store, updated atomically with these
@@ -55,6 +60,13 @@ export interface BackendLimitState {
   decreasedAt: number | null;
   /** The limit at the last capacity refusal: about the provider's capacity, plus one. */
   refusedAt: number | null;
+  /**
+   * Refusals in a row (apart from the first) that found the provider holding as many of our calls
+   * as the one before: at least 1 = the ceiling is confirmed. Absent in states stored before it = 0.
+   */
+  ceilingConfirmations?: number;
+  /** The pause (Retry-After, ms) the last capacity refusal asked for: what a probe costs. Absent = 0. */
+  refusalPauseMs?: number;
   /** A moving average of successful calls' durations, in ms; null before the first. */
   typicalCallMs: number | null;
   /**
@@ -107,8 +119,10 @@ export function backendAvailability(state: BackendLimitState, now: number): Back
 
 const MIN_LIMIT = 1;
 const DECREASE = 0.75;
-/** How much slower the limit grows near the limit last refused. */
+/** How much slower the limit grows near the limit last refused: one probe per this many round trips. */
 const PROBE_SLOWDOWN = 30;
+/** A confirmed ceiling is probed at most once per this many of the pauses a refusal asks for. */
+const PROBE_PAUSES = 50;
 /** Weight of the newest call in the moving average of call durations. */
 const DURATION_WEIGHT = 0.2;
 
@@ -180,6 +194,7 @@ export function afterUpstreamCall(
       }
       const capacityHeld = load.inFlight >= 1 && (state.refusedAt === null || taken + 1 >= state.refusedAt);
       const cut = capacityHeld ? state.limit - 1 : Math.min(state.limit * DECREASE, state.limit - 1);
+      const sameCeiling = capacityHeld && state.refusedAt !== null && taken + 1 < state.refusedAt + 1;
       return {
         ...state,
         pausedUntil,
@@ -187,6 +202,8 @@ export function afterUpstreamCall(
         decreasedAt: now,
         refusedAt: Math.min(state.limit, taken + 1),
         limit: Math.max(MIN_LIMIT, Math.min(cut, taken)),
+        ceilingConfirmations: sameCeiling ? (state.ceilingConfirmations ?? 0) + 1 : 0,
+        refusalPauseMs: outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0 ? outcome.retryAfterMs : 0,
       };
     }
     case 'unavailable': {
@@ -203,5 +220,13 @@ export function afterUpstreamCall(
 function increaseStep(state: BackendLimitState): number {
   if (state.slowStart || state.refusedAt === null) return 1;
   const nearRefused = state.limit >= state.refusedAt - 1 && state.limit < state.refusedAt + 1;
-  return nearRefused ? 1 / (PROBE_SLOWDOWN * state.limit) : 1 / state.limit;
+  if (!nearRefused) return 1 / state.limit;
+  return 1 / (probeRounds(state) * state.limit);
+}
+
+/** Round trips between two probes of the ceiling last refused. */
+function probeRounds(state: BackendLimitState): number {
+  const confirmed = (state.ceilingConfirmations ?? 0) >= 1;
+  if (!confirmed || !state.typicalCallMs || !state.refusalPauseMs) return PROBE_SLOWDOWN;
+  return Math.max(PROBE_SLOWDOWN, (PROBE_PAUSES * state.refusalPauseMs) / state.typicalCallMs);
 }

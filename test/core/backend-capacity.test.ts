@@ -161,6 +161,66 @@ t.test('a refused probe of a known ceiling puts the limit back on it, without a 
   t.equal(lower.limit, 9, 'a quarter off when it held eleven, where it held thirteen before');
 });
 
+t.test('two refusals in a row at the same held count confirm the ceiling; another count does not', async (t) => {
+  const refuse = (state: BackendLimitState, inFlight: number, now: number) =>
+    afterUpstreamCall(
+      state,
+      { kind: 'rate_limited', retryAfterMs: 60_000 },
+      { inFlight, waiting: true },
+      now,
+      settings,
+    );
+  const base: BackendLimitState = { ...initialBackendLimit(settings), limit: 9, typicalCallMs: 20_000 };
+  const first = refuse(base, 9, 0);
+  t.equal(first.ceilingConfirmations, 0, 'slow start ends: one refusal confirms nothing');
+  t.equal(first.refusalPauseMs, 60_000, 'the pause it asked for is kept: what a probe costs');
+  const probed = refuse({ ...first, limit: 9 }, 9, 600_000);
+  t.equal(probed.ceilingConfirmations, 1, 'the probe of 9 refused with 8 held again: confirmed');
+  t.equal(probed.limit, 8);
+  // A ceiling found one too low (a call that ended just before the refusal was recorded was missed):
+  // the probe above it is refused with more held, which confirms nothing.
+  const tooLow = refuse(base, 8, 0);
+  t.equal(tooLow.refusedAt, 8);
+  const above = refuse({ ...tooLow, limit: 9 }, 9, 600_000);
+  t.equal(above.ceilingConfirmations, 0, 'eight held where seven were: not the same ceiling');
+  t.equal(above.limit, 8);
+  const fewer = refuse({ ...probed, limit: 9 }, 8, 1_200_000);
+  t.equal(fewer.ceilingConfirmations, 0, 'fewer held than before: the capacity moved');
+});
+
+t.test(
+  'a confirmed ceiling is probed once per 50 of the pauses a refusal asks for, at least 30 round trips',
+  async (t) => {
+    const roundsToProbe = (start: BackendLimitState) => {
+      let state = start;
+      let calls = 0;
+      while (callsAllowed(state) < 9) {
+        state = step(state, { kind: 'ok', durationMs: 20_000 }, calls);
+        calls += 1;
+      }
+      return calls / 8;
+    };
+    const nearCeiling: BackendLimitState = {
+      ...initialBackendLimit(settings),
+      limit: 8,
+      slowStart: false,
+      refusedAt: 9,
+      typicalCallMs: 20_000,
+      refusalPauseMs: 60_000,
+    };
+    // Round trips of eight calls; the step is per call over the limit, which grows from 8 to 9 meanwhile.
+    const within = (value: number, low: number) => value >= low && value <= low * (9 / 8);
+    const unconfirmed = roundsToProbe({ ...nearCeiling, ceilingConfirmations: 0 });
+    t.ok(within(unconfirmed, 30), `not confirmed: 30 round trips (${unconfirmed})`);
+    const confirmed = roundsToProbe({ ...nearCeiling, ceilingConfirmations: 1 });
+    t.ok(within(confirmed, 150), `confirmed, 60 s pauses of 20 s calls: 50 pauses, 150 round trips (${confirmed})`);
+    const shortPause = roundsToProbe({ ...nearCeiling, ceilingConfirmations: 1, refusalPauseMs: 1_000 });
+    t.ok(within(shortPause, 30), `confirmed, 1 s pauses: still 30 round trips (${shortPause})`);
+    const stored = roundsToProbe({ ...nearCeiling, ceilingConfirmations: undefined, refusalPauseMs: undefined });
+    t.ok(within(stored, 30), `a state stored before confirmations: 30 round trips (${stored})`);
+  },
+);
+
 t.test('other failures say nothing about capacity', async (t) => {
   const state = initialBackendLimit(settings);
   t.same(step(state, { kind: 'transient' }, 1), state);
@@ -204,7 +264,8 @@ function simulate(capacity: number, latencyMs: number, calls: number, retryAfter
     now = running.shift()!;
     done += 1;
     // The backlog always waits; the ending call is still in flight when its outcome is recorded.
-    state = afterUpstreamCall(state, ok, { inFlight: running.length + 1, waiting: true }, now, settings);
+    const answered = { kind: 'ok' as const, durationMs: latencyMs };
+    state = afterUpstreamCall(state, answered, { inFlight: running.length + 1, waiting: true }, now, settings);
   }
   return { makespan: now, refused: refusedAt.length, refusedAt };
 }
@@ -221,17 +282,33 @@ t.test('against a provider of fixed capacity the limit converges: near its throu
 });
 
 t.test(
-  'against a provider that asks for a pause with each refusal, a refused probe costs only the pause',
+  'against a provider that asks for a pause with each refusal, its ceiling is probed rarely once confirmed',
   async (t) => {
     // docs/design.md §5's capacity scenario: C = 8, L = 500 ms, a 1 s RetryInfo with every refusal.
-    // Slow start's overshoot lands on 8 and the probes of 9 (one per 30 round trips) put it back on
-    // 8, where a cut by a quarter (to 6) took two more round trips to climb back.
+    // Slow start's overshoot lands on 8; the first probe of 9 (after 30 round trips) confirms the
+    // ceiling and puts the limit back on 8; the next comes 50 pauses (100 round trips) later.
     const { makespan, refusedAt } = simulate(8, 500, 400, 1000);
     const ideal = (400 * 500) / 8;
-    t.ok(makespan <= ideal * 1.07, `makespan ${makespan} ms vs ideal ${ideal}, refusals at ${refusedAt.join(', ')} ms`);
+    t.ok(makespan <= ideal * 1.08, `makespan ${makespan} ms vs ideal ${ideal}, refusals at ${refusedAt.join(', ')} ms`);
+    t.ok(refusedAt.length <= 2, 'the overshoot and one probe');
     const long = simulate(8, 500, 8 * 2 * 300, 1000); // 300 s of work
-    t.ok(long.refused <= 300 / 15 + 1, `${long.refused} refusals in 300 s: one per probe`);
-    t.ok(long.makespan <= 300_000 * 1.06, `makespan ${long.makespan} ms vs ideal 300000`);
+    const probes = long.refusedAt.filter((at) => at > 20_000);
+    t.ok(probes.length >= 4 && probes.length <= 6, `probes after the first, one per 50 s: ${probes.join(', ')}`);
+    t.ok(long.makespan <= 300_000 * 1.03, `makespan ${long.makespan} ms vs ideal 300000`);
+  },
+);
+
+t.test(
+  'a provider whose pauses are longer than its calls is probed rarely once its ceiling is confirmed',
+  async (t) => {
+    // 20 s calls, 60 s RetryInfo, four hours of work: a probe every 30 round trips (10 min) would
+    // idle every slot for up to a minute each time, about 7 % of the provider's capacity.
+    for (const capacity of [4, 8, 16]) {
+      const calls = ((4 * 3_600_000) / 20_000) * capacity;
+      const { makespan, refused } = simulate(capacity, 20_000, calls, 60_000);
+      t.ok(makespan <= 4 * 3_600_000 * 1.035, `C=${capacity}: makespan ${makespan} ms vs ideal ${4 * 3_600_000}`);
+      t.ok(refused <= 10, `C=${capacity}: ${refused} refusals in four hours`);
+    }
   },
 );
 
