@@ -231,8 +231,8 @@ export async function lockAdmittingAccountIn(
   accountId: string,
   limits: { maxActiveTasks: number },
 ): Promise<AdmittingAccount | null> {
-  // Prepared, as every statement of a create: parsing and planning them anew was a quarter of
-  // PostgreSQL's CPU per create.
+  // Named, so that PostgreSQL parses and plans them once per connection: sent unnamed, both were
+  // parsed and planned at every create (decision 0030, "Later").
   const { rows } = await tx.query<{ balance: number }>(prepared('lock-admitting-account', LOCK_ACCOUNT, [accountId]));
   if (!rows[0]) return null;
   // One index range per active status (tasks_account_status), read only up to the limit.
