@@ -174,10 +174,8 @@ export function afterUpstreamCall(
       return { ...available, limit: Math.min(settings.max, state.limit + increaseStep(state)) };
     }
     case 'rate_limited': {
-      const pausedUntil =
-        outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0
-          ? Math.max(state.pausedUntil ?? 0, now + outcome.retryAfterMs)
-          : state.pausedUntil;
+      const askedPauseMs = outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0 ? outcome.retryAfterMs : 0;
+      const pausedUntil = askedPauseMs > 0 ? Math.max(state.pausedUntil ?? 0, now + askedPauseMs) : state.pausedUntil;
       // The provider refused with our other calls in flight: it takes at most that many (it may
       // serve others too). The refused call is itself among load.inFlight.
       const taken = load.inFlight >= 1 ? Math.max(MIN_LIMIT, load.inFlight - 1) : Number.POSITIVE_INFINITY;
@@ -203,7 +201,7 @@ export function afterUpstreamCall(
         refusedAt: Math.min(state.limit, taken + 1),
         limit: Math.max(MIN_LIMIT, Math.min(cut, taken)),
         ceilingConfirmations: sameCeiling ? (state.ceilingConfirmations ?? 0) + 1 : 0,
-        refusalPauseMs: outcome.retryAfterMs !== undefined && outcome.retryAfterMs > 0 ? outcome.retryAfterMs : 0,
+        refusalPauseMs: askedPauseMs,
       };
     }
     case 'unavailable': {
