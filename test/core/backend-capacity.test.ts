@@ -26,6 +26,10 @@ const step = (state: BackendLimitState, outcome: UpstreamOutcome, now: number, s
     s,
   );
 
+/** A capacity refusal with `inFlight` of our calls in flight, the refused one included. */
+const refusal = (state: BackendLimitState, inFlight: number, now: number, retryAfterMs?: number) =>
+  afterUpstreamCall(state, { kind: 'rate_limited', retryAfterMs }, { inFlight, waiting: true }, now, settings);
+
 t.test('the limit starts at its initial value, never above the ceiling', async (t) => {
   t.equal(callsAllowed(initialBackendLimit(settings)), 4);
   t.equal(callsAllowed(initialBackendLimit({ initial: 4, max: 2 })), 2);
@@ -45,20 +49,14 @@ t.test(
   'a capacity refusal lands the limit on what the provider held, once per overshoot, and ends slow start',
   async (t) => {
     let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 16, typicalCallMs: 500 };
-    state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_000, settings);
+    state = refusal(state, 13, 10_000);
     t.equal(state.limit, 12, 'twelve others were in flight');
     t.equal(state.refusedAt, 13);
     t.equal(state.slowStart, false);
-    state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 13, waiting: true }, 10_100, settings);
+    state = refusal(state, 13, 10_100);
     t.equal(state.limit, 12, 'refusals of the same overshoot (within one typical call) cut once');
     // Slow start that passed the provider's capacity by one call lands on it too, not a quarter below.
-    const byOne = afterUpstreamCall(
-      { ...initialBackendLimit(settings), limit: 9, typicalCallMs: 500 },
-      { kind: 'rate_limited' },
-      { inFlight: 9, waiting: true },
-      10_000,
-      settings,
-    );
+    const byOne = refusal({ ...initialBackendLimit(settings), limit: 9, typicalCallMs: 500 }, 9, 10_000);
     t.equal(byOne.limit, 8);
   },
 );
@@ -67,15 +65,9 @@ t.test(
   'a capacity refusal cuts by a quarter when the provider held fewer of our calls than before, or none',
   async (t) => {
     let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 12, slowStart: false, refusedAt: 13 };
-    state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 11, waiting: true }, 10_000, settings);
+    state = refusal(state, 11, 10_000);
     t.equal(state.limit, 9, 'ten held where twelve were: three quarters of twelve');
-    const none = afterUpstreamCall(
-      { ...initialBackendLimit(settings), limit: 8 },
-      { kind: 'rate_limited' },
-      { inFlight: 0, waiting: true },
-      10_000,
-      settings,
-    );
+    const none = refusal({ ...initialBackendLimit(settings), limit: 8 }, 0, 10_000);
     t.equal(none.limit, 6, 'refused with none of ours in flight: a quarter off');
   },
 );
@@ -115,9 +107,9 @@ t.test("a provider's Retry-After pauses new calls, without shortening a longer p
 t.test('a refusal brings the limit down to the calls the provider was holding for us at most', async (t) => {
   // Slow start doubled to 12 in one round trip against a provider that holds 6.
   let state: BackendLimitState = { ...initialBackendLimit(settings), limit: 12, typicalCallMs: 500 };
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 9, waiting: true }, 1000, settings);
+  state = refusal(state, 9, 1000);
   t.equal(state.limit, 8, 'eight others were in flight');
-  state = afterUpstreamCall(state, { kind: 'rate_limited' }, { inFlight: 7, waiting: true }, 1001, settings);
+  state = refusal(state, 7, 1001);
   t.equal(state.limit, 6, 'a later refusal of the same overshoot narrows it');
   t.equal(state.refusedAt, 7);
   t.equal(state.decreasedAt, 1000, 'without counting as a new cut');
@@ -133,43 +125,18 @@ t.test('a refused probe of a known ceiling puts the limit back on it, without a 
     decreasedAt: 0,
     typicalCallMs: 500,
   };
-  const probed = afterUpstreamCall(
-    atCeiling,
-    { kind: 'rate_limited' },
-    { inFlight: 9, waiting: true },
-    60_000,
-    settings,
-  );
+  const probed = refusal(atCeiling, 9, 60_000);
   t.equal(probed.limit, 8, 'back to the eight the provider still held');
   t.equal(probed.refusedAt, 9);
   // The provider took fewer than before: its capacity moved, and the cut is multiplicative again.
-  const shrunk = afterUpstreamCall(
-    atCeiling,
-    { kind: 'rate_limited' },
-    { inFlight: 7, waiting: true },
-    60_000,
-    settings,
-  );
+  const shrunk = refusal(atCeiling, 7, 60_000);
   t.equal(shrunk.limit, 6, 'the six it held, below three quarters of nine');
-  const lower = afterUpstreamCall(
-    { ...atCeiling, limit: 12, refusedAt: 14 },
-    { kind: 'rate_limited' },
-    { inFlight: 12, waiting: true },
-    60_000,
-    settings,
-  );
+  const lower = refusal({ ...atCeiling, limit: 12, refusedAt: 14 }, 12, 60_000);
   t.equal(lower.limit, 9, 'a quarter off when it held eleven, where it held thirteen before');
 });
 
 t.test('two refusals in a row at the same held count confirm the ceiling; another count does not', async (t) => {
-  const refuse = (state: BackendLimitState, inFlight: number, now: number) =>
-    afterUpstreamCall(
-      state,
-      { kind: 'rate_limited', retryAfterMs: 60_000 },
-      { inFlight, waiting: true },
-      now,
-      settings,
-    );
+  const refuse = (state: BackendLimitState, inFlight: number, now: number) => refusal(state, inFlight, now, 60_000);
   const base: BackendLimitState = { ...initialBackendLimit(settings), limit: 9, typicalCallMs: 20_000 };
   const first = refuse(base, 9, 0);
   t.equal(first.ceilingConfirmations, 0, 'slow start ends: one refusal confirms nothing');
