@@ -53,7 +53,7 @@ for (const slots of slotCounts.length > 0 ? slotCounts : [1, 4]) {
   let machineBefore = machineJiffies();
   const perSecond = await ourNoopThroughput(png, slots, ({ store, blobs }) => {
     if (withoutBlobPut) blobs.put = async (_key, body) => ({ sizeBytes: Buffer.isBuffer(body) ? body.length : 0 });
-    timed(store.tasks, 'claimNextTask', phases.claim);
+    timed(store.tasks, 'claimTasks', phases.claim);
     timed(store.media, 'scheduleBlobDeletion', phases.reservation);
     timed(blobs, 'put', phases['blob put']);
     timed(store.tasks, 'completeTask', phases.completion);
@@ -63,6 +63,7 @@ for (const slots of slotCounts.length > 0 ? slotCounts : [1, 4]) {
   const cpu = process.cpuUsage(cpuBefore);
   const machine = machineJiffies();
   const tasks = phases.completion.length;
+  const tasksPerClaim = tasks / Math.max(1, phases.claim.length);
   const ownMs = (cpu.user + cpu.system) / 1000;
   // Jiffies are 10 ms here (USER_HZ 100).
   const machineMs = (machine.busy - machineBefore.busy) * 10;
@@ -72,7 +73,7 @@ for (const slots of slotCounts.length > 0 ? slotCounts : [1, 4]) {
     return `${name} ${mean.toFixed(2)} (p90 ${(sorted[Math.floor(sorted.length * 0.9)] ?? 0).toFixed(2)})`;
   });
   process.stdout.write(
-    `${slots} slot${slots > 1 ? 's' : ''}${withoutBlobPut ? ', without the blob put' : ''}: ${perSecond.toFixed(0)} tasks/s; ms per call: ${summary.join(', ')}; ` +
+    `${slots} slot${slots > 1 ? 's' : ''}${withoutBlobPut ? ', without the blob put' : ''}: ${perSecond.toFixed(0)} tasks/s; ${tasksPerClaim.toFixed(2)} tasks per claim; ms per call: ${summary.join(', ')}; ` +
       `CPU per task: this process ${((ownMs / tasks) * 1000).toFixed(0)} µs, ` +
       `the rest of the machine ${(((machineMs - ownMs) / tasks) * 1000).toFixed(0)} µs\n`,
   );

@@ -40,7 +40,7 @@ export function attemptsSpent(task: { attempt: number; deferredAttempts: number 
   return task.attempt - task.deferredAttempts;
 }
 
-/** One account's next runnable task, as a claim sees it. */
+/** One of an account's runnable tasks, as a claim sees it. */
 export interface ClaimCandidate {
   id: string;
   accountId: string;
@@ -49,12 +49,28 @@ export interface ClaimCandidate {
 }
 
 /**
- * The order in which a claim tries the accounts' next tasks (docs/design.md §3.5): accounts in turn, the
- * one with the fewest tasks in progress first, then the oldest task (UUIDv7 ids sort by creation).
- * One account's burst thus delays another account's task by at most its share of the slots.
+ * The order in which claims take the accounts' runnable tasks (docs/design.md §3.5): accounts in
+ * turn, the one with the fewest tasks in progress first, then the oldest task (UUIDv7 ids sort by
+ * creation). One account's burst thus delays another account's task by at most its share of the
+ * slots.
+ *
+ * Given several tasks of an account (a claim of several at once, or spares for claimers that meet
+ * each other), its n-th oldest is placed as if the n − 1 before it were already in progress:
+ * taking the first k of the order is what k claims one after another would take. (An account's
+ * places only grow with n, so the order is a sort, not a simulation.)
  */
 export function claimOrder<T extends ClaimCandidate>(candidates: readonly T[]): T[] {
-  return [...candidates].sort((a, b) => a.inProgress - b.inProgress || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const byId = (a: { id: string }, b: { id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  const olderOfAccount = new Map<string, number>();
+  return [...candidates]
+    .sort(byId)
+    .map((candidate) => {
+      const older = olderOfAccount.get(candidate.accountId) ?? 0;
+      olderOfAccount.set(candidate.accountId, older + 1);
+      return { candidate, turn: candidate.inProgress + older };
+    })
+    .sort((a, b) => a.turn - b.turn || byId(a.candidate, b.candidate))
+    .map(({ candidate }) => candidate);
 }
 
 /**

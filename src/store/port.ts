@@ -283,10 +283,13 @@ export interface BackendLimitStore {
  */
 export interface TaskExecutionStore {
   /**
-   * Requeues or fails tasks with expired leases, then claims a runnable CREATED task, serving
-   * accounts in turn: the account with the fewest tasks in progress first, then the oldest task
-   * (core/task-execution.ts claimOrder).
+   * Requeues or fails tasks with expired leases, then claims up to `limit` runnable CREATED tasks,
+   * serving accounts in turn: the account with the fewest tasks in progress first, then the oldest
+   * task (core/task-execution.ts claimOrder). The tasks claimed are those `limit` claims one after
+   * another would take; fewer when fewer are runnable (or, with a shared limit, admitted).
    */
+  claimTasks(policy: ClaimPolicy, limit: number): Promise<TaskRecord[]>;
+  /** claimTasks of one task: the task, or null when none was claimed. */
   claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null>;
   /** Fails (and refunds) the CREATED tasks past their deadline, whatever their model; returns their ids. */
   failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]>;

@@ -4,13 +4,12 @@ import type { BackendLane } from './backend-lane.js';
 import type { WorkerLog } from './worker-log.js';
 
 /**
- * Claims taken at once for a backend with free slots and no shared limit. One claim at a time
- * capped a PostgreSQL worker at one claim's round trip per task whatever its slots (232 / 279 / 293
- * no-op tasks/s at 1 / 2 / 4 slots, docs/performance-history.md); concurrent claims are separate short
- * transactions that SKIP LOCKED past each other. A shared limit claims one at a time: its claims
- * queue on the limit's row anyway.
+ * The most tasks one claim takes for a backend with free slots and no shared limit. A claim of
+ * several is one turn read and one move on PostgreSQL, however many it takes: slots that came free
+ * together are filled in one round trip, not one each (BENCHMARKS.md, "Claims for a set of free
+ * slots"). A shared limit claims one at a time: its claims queue on the limit's row anyway.
  */
-const CONCURRENT_CLAIMS = 8;
+const MAX_TASKS_PER_CLAIM = 8;
 
 export interface DispatchLoopOptions {
   lanes: readonly BackendLane[];
@@ -18,7 +17,8 @@ export interface DispatchLoopOptions {
   now: () => Date;
   /** Once per turn, before the claims (the deadline sweep). */
   beforeClaims(): Promise<void>;
-  claim(lane: BackendLane): Promise<TaskRecord | null>;
+  /** Claims up to `limit` tasks for the lane (fewer when fewer are runnable). */
+  claim(lane: BackendLane, limit: number): Promise<TaskRecord[]>;
   /** Runs a claimed task to its end; the lane counts it as running meanwhile. */
   run(lane: BackendLane, task: TaskRecord): Promise<void>;
   log: WorkerLog;
@@ -84,16 +84,12 @@ export class DispatchLoop {
     while (!this.stopping) {
       const room = Math.min(
         lane.freeSlots(this.options.now().getTime()),
-        lane.backend.sharedLimit ? 1 : CONCURRENT_CLAIMS,
+        lane.backend.sharedLimit ? 1 : MAX_TASKS_PER_CLAIM,
       );
       if (room === 0) break;
-      // Settled, not all: a task one claim took must run even when another claim failed.
-      const results = await Promise.allSettled(Array.from({ length: room }, () => this.options.claim(lane)));
-      const claimed = results.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+      const claimed = await this.options.claim(lane, room);
       for (const task of claimed) this.launch(lane, task);
       if (claimed.length > 0) started = true;
-      const failure = results.find((r) => r.status === 'rejected');
-      if (failure) throw failure.reason;
       if (claimed.length < room) break;
     }
     return started;

@@ -73,7 +73,7 @@ export class TaskWorker {
       pollMs: options.pollMs,
       now,
       beforeClaims: () => this.sweepDeadlines(),
-      claim: (lane) => this.claim(lane),
+      claim: (lane, limit) => this.claim(lane, limit),
       run: (lane, task) => this.runTask(lane, task),
       log,
       metrics,
@@ -134,7 +134,7 @@ export class TaskWorker {
   async runOnce(): Promise<boolean> {
     for (const lane of this.lanes) {
       if (!lane.hasRoom(this.now().getTime())) continue;
-      const task = await this.claim(lane);
+      const [task] = await this.claim(lane, 1);
       if (!task) continue;
       lane.running += 1;
       try {
@@ -147,16 +147,19 @@ export class TaskWorker {
     return false;
   }
 
-  private claim(lane: BackendLane): Promise<TaskRecord | null> {
+  private claim(lane: BackendLane, limit: number): Promise<TaskRecord[]> {
     const { backend } = lane;
-    return this.options.store.tasks.claimNextTask({
-      now: this.now(),
-      leaseMs: this.options.leaseMs,
-      maxAttempts: this.options.maxAttempts,
-      deadlineMs: this.options.deadlineMs,
-      models: backend.models,
-      sharedLimit: backend.sharedLimit ? { backend: backend.name, settings: backend.sharedLimit } : undefined,
-    });
+    return this.options.store.tasks.claimTasks(
+      {
+        now: this.now(),
+        leaseMs: this.options.leaseMs,
+        maxAttempts: this.options.maxAttempts,
+        deadlineMs: this.options.deadlineMs,
+        models: backend.models,
+        sharedLimit: backend.sharedLimit ? { backend: backend.name, settings: backend.sharedLimit } : undefined,
+      },
+      limit,
+    );
   }
 
   /**

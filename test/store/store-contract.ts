@@ -1296,6 +1296,62 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
     });
 
+    t.test('a claim of several takes what as many claims one after another would, in turn', async (t) => {
+      const { store, tasks: burstTasks } = await queued(t, 4);
+      const small = await newAccount(store, 1000, 'small');
+      const smallTasks = [newTask(small), newTask(small)];
+      for (const task of smallTasks) await store.tasks.insertTaskWithDebit(task, LIMITS);
+      const now = new Date();
+      const claimed = await store.tasks.claimTasks(policy(now), 5);
+      t.strictSame(
+        claimed.map((task) => task.id),
+        [burstTasks[0].id, smallTasks[0].id, burstTasks[1].id, smallTasks[1].id, burstTasks[2].id],
+        'the order of the one-by-one claims above',
+      );
+      t.ok(
+        claimed.every(
+          (task) => task.status === 'IN_PROGRESS' && task.attempt === 1 && task.startedAt?.getTime() === now.getTime(),
+        ),
+        'each claimed: IN_PROGRESS, attempt 1, started',
+      );
+      t.strictSame(
+        (await store.tasks.claimTasks(policy(), 5)).map((task) => task.id),
+        [burstTasks[3].id],
+        'fewer when fewer are runnable',
+      );
+      t.strictSame(await store.tasks.claimTasks(policy(), 5), [], 'none left');
+    });
+
+    t.test('concurrent claims of several take each task exactly once', async (t) => {
+      const { store, tasks } = await queued(t, 10);
+      const claims = await Promise.all(Array.from({ length: 5 }, () => store.tasks.claimTasks(policy(), 4)));
+      const ids = claims.flat().map((task) => task.id);
+      t.equal(ids.length, 10, 'every task claimed once (5 claims of up to 4)');
+      t.strictSame([...ids].sort(), tasks.map((task) => task.id).sort());
+    });
+
+    t.test('a claim of several fails the tasks past their deadline on the way and claims the rest', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 10_000);
+      const stale = newTask(accountId, { createdAt: new Date(Date.now() - 2 * HOUR) });
+      const fresh = [newTask(accountId), newTask(accountId)];
+      for (const task of [stale, ...fresh]) await store.tasks.insertTaskWithDebit(task, LIMITS);
+      t.strictSame(
+        (await store.tasks.claimTasks(policy(), 3)).map((task) => task.id),
+        fresh.map((task) => task.id),
+      );
+      t.match(await store.tasks.getTaskById(stale.id), { status: 'FAILED', error: { code: 'deadline_exceeded' } });
+      await assertLedgerInvariant(t, store, accountId);
+    });
+
+    t.test("a claim of several under a backend's shared limit takes only the room the limit leaves", async (t) => {
+      const { store } = await queued(t, 5);
+      const settings = { initial: 3, max: 8 };
+      const limited = policy(new Date(), { models: ['alpha-pro'], sharedLimit: { backend: 'gemini', settings } });
+      t.equal((await store.tasks.claimTasks(limited, 5)).length, 3, 'three calls in flight of three');
+      t.strictSame(await store.tasks.claimTasks(limited, 5), [], 'the limit is full');
+    });
+
     t.test('a claim limited to some models takes only their tasks', async (t) => {
       const { store, accountId, tasks } = await queued(t, 1);
       const now = new Date();

@@ -121,18 +121,24 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   }
 
   /**
-   * A claim in one round trip when it can be (see claimInOneStatement); in one transaction, as
-   * every claim was before, when a task in turn is past its deadline (it is failed on the way),
-   * when every task in the read was held, or for a backend with a shared limit (its row is locked
-   * until the claim commits). Lost leases are looked for first, when one may have run out.
+   * A claim in two statements and no transaction when it can be (see claimInOneStatement); in one
+   * transaction, as every claim was before, when a task in turn is past its deadline (it is failed
+   * on the way), for what claimers that met this one held, or for a backend with a shared limit
+   * (its row is locked until the claim commits). Lost leases are looked for first, when one may have run out.
    */
-  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+  async claimTasks(policy: ClaimPolicy, limit: number): Promise<TaskRecord[]> {
     await this.lookForLostLeases(policy);
-    const claimed = policy.sharedLimit ? undefined : await this.claimInOneStatement(policy);
-    const task = claimed !== undefined ? claimed : await this.claimInTransaction(policy);
-    // The lease just granted runs out no sooner than this.
-    if (task) this.nextLostLeaseLookAt = Math.min(this.nextLostLeaseLookAt, policy.now.getTime() + policy.leaseMs);
-    return task;
+    const tasks = policy.sharedLimit
+      ? await this.claimInTransaction(policy, limit)
+      : await this.claimInOneStatement(policy, limit);
+    // The leases just granted run out no sooner than this.
+    if (tasks.length > 0)
+      this.nextLostLeaseLookAt = Math.min(this.nextLostLeaseLookAt, policy.now.getTime() + policy.leaseMs);
+    return tasks;
+  }
+
+  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+    return (await this.claimTasks(policy, 1))[0] ?? null;
   }
 
   /** Epoch ms at which lost leases are next looked for (core nextLostLeaseLook); 0: at the next claim. */
@@ -187,39 +193,40 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   }
 
   /**
-   * The claim as two statements and no transaction: the tasks in turn are read (core claimOrder
-   * over each account's next task; after them each account's next few, oldest first, for claimers
-   * that meet each other), and one statement, unsynced, locks the first of them nobody holds and
-   * moves it. undefined when that cannot decide (a task past its deadline among them, or all held).
+   * The claim as two statements and no transaction: the tasks in turn are read (each account's
+   * next few, in core claimOrder; the spares beyond `limit` are for claimers that meet each other),
+   * and one statement, unsynced, locks the first `limit` of them nobody holds and moves them.
+   * The transaction decides what that cannot: a task past its deadline among them, or fewer taken
+   * than the read offered (claimers that met this one held them).
    */
-  private async claimInOneStatement(policy: ClaimPolicy): Promise<TaskRecord | null | undefined> {
+  private async claimInOneStatement(policy: ClaimPolicy, limit: number): Promise<TaskRecord[]> {
     const { now } = policy;
-    const read = await queuedInTurn(this.db, policy.models, now, CLAIMS_PER_ACCOUNT_READ);
-    if (read.length === 0) return null;
-    if (read.some((task) => isPastDeadline(task.created_at, now, policy.deadlineMs))) return undefined;
-    const heads = claimOrder(
-      read.filter((r) => r.rank === 1).map((r) => ({ id: r.id, accountId: r.account_id, inProgress: r.in_progress })),
-    );
-    const rest = read.filter((r) => r.rank > 1).sort((a, b) => (a.id < b.id ? -1 : 1));
-    const { rows } = await this.db.queryUnsynced<TaskRow>(
-      claimFirstFree(
-        [...heads, ...rest].map((task) => task.id),
-        policy,
-      ),
-    );
-    return rows[0] ? toTask(rows[0]) : undefined;
+    const read = await queuedInTurn(this.db, policy.models, now, CLAIMS_PER_ACCOUNT_READ + limit - 1);
+    if (read.length === 0) return [];
+    if (read.some((task) => isPastDeadline(task.created_at, now, policy.deadlineMs)))
+      return this.claimInTransaction(policy, limit);
+    const inTurn = claimOrder(read.map((r) => ({ id: r.id, accountId: r.account_id, inProgress: r.in_progress })));
+    const candidates = inTurn.map((task) => task.id);
+    const { rows } = await this.db.queryUnsynced<TaskRow>(claimFirstFree(candidates, policy, limit));
+    // In turn: the order they are launched in.
+    const claimed = rows.map(toTask).sort((a, b) => candidates.indexOf(a.id) - candidates.indexOf(b.id));
+    if (claimed.length < Math.min(limit, candidates.length))
+      return [...claimed, ...(await this.claimInTransaction(policy, limit - claimed.length))];
+    return claimed;
   }
 
-  /** The claim in one transaction: the shared limit, deadlines, the turn, the lock and the move. */
-  private claimInTransaction(policy: ClaimPolicy): Promise<TaskRecord | null> {
+  /** The claim in one transaction: the shared limit, deadlines, the turn, the lock and the move, per task. */
+  private claimInTransaction(policy: ClaimPolicy, limit: number): Promise<TaskRecord[]> {
     const { now } = policy;
     return this.db.transaction(
       async (tx) => {
-        if (policy.sharedLimit && !(await backendAdmitsCallIn(tx, policy.sharedLimit, policy.models ?? [], now)))
-          return null;
-        for (;;) {
+        const claimed: TaskRecord[] = [];
+        while (claimed.length < limit) {
+          // A task claimed above counts as a call in flight here (the transaction sees its own moves).
+          if (policy.sharedLimit && !(await backendAdmitsCallIn(tx, policy.sharedLimit, policy.models ?? [], now)))
+            break;
           const next = await lockNextInTurn(tx, policy.models, now);
-          if (!next) return null;
+          if (!next) break;
           if (isPastDeadline(next.created_at, now, policy.deadlineMs)) {
             await finishTaskIn(tx, next.id, next.attempt, taskFinish('fail', 'queued'), now, {
               error: DEADLINE_EXCEEDED,
@@ -228,9 +235,10 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
           }
           // The one-statement claim's move, on the task this transaction holds already (SKIP
           // LOCKED never skips a row of its own transaction).
-          const claimed = await tx.query<TaskRow>(claimFirstFree([next.id], policy));
-          return toTask(claimed.rows[0]);
+          const moved = await tx.query<TaskRow>(claimFirstFree([next.id], policy, 1));
+          claimed.push(toTask(moved.rows[0]));
         }
+        return claimed;
       },
       { unsynced: true },
     );
@@ -379,7 +387,10 @@ function admissionWriteText(taskCount: number): string {
   SELECT pg_notify(${CHANNEL_SQL}, $10) WHERE $10::text IS NOT NULL`;
 }
 
-/** How many of each account's next runnable tasks the one-statement claim reads. */
+/**
+ * How many of each account's next runnable tasks a one-statement claim of one task reads (one
+ * more per further task claimed at once): the three spares are for claimers that meet each other.
+ */
 const CLAIMS_PER_ACCOUNT_READ = 4;
 
 const QUEUED = statusLiteral(CLAIM.from);
@@ -392,21 +403,20 @@ const QUEUED_IN_TURN = `WITH RECURSIVE queued(account_id) AS (
             ORDER BY t.account_id LIMIT 1)
     FROM queued q WHERE q.account_id IS NOT NULL
   )
-  SELECT n.id, n.created_at, n.rank, q.account_id,
+  SELECT n.id, n.created_at, q.account_id,
     (SELECT count(*) FROM tasks p WHERE p.status = ${RUNNING} AND p.account_id = q.account_id) AS in_progress
   FROM queued q CROSS JOIN LATERAL (
-    SELECT id, created_at, row_number() OVER (ORDER BY id) AS rank FROM (
-      SELECT id, created_at FROM tasks WHERE status = ${QUEUED} AND account_id = q.account_id AND run_after <= $1
-        AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT $3
-    ) AS next_ones
+    SELECT id, created_at FROM tasks WHERE status = ${QUEUED} AND account_id = q.account_id AND run_after <= $1
+      AND ($2::text[] IS NULL OR model = ANY($2::text[])) ORDER BY id LIMIT $3
   ) n`;
 
-/** The claim of the first of `candidates` (in their order) that is runnable and nobody holds. */
-function claimFirstFree(candidates: string[], policy: ClaimPolicy): pg.QueryConfig {
+/** The claim of the first `limit` of `candidates` (in their order) that are runnable and nobody holds. */
+function claimFirstFree(candidates: string[], policy: ClaimPolicy, limit: number): pg.QueryConfig {
   return prepared('claim-first-free', CLAIM_FIRST_FREE, [
     candidates,
     policy.now,
     new Date(policy.now.getTime() + policy.leaseMs),
+    limit,
   ]);
 }
 
@@ -418,14 +428,14 @@ function claimFirstFree(candidates: string[], policy: ClaimPolicy): pg.QueryConf
  */
 const CLAIM_FIRST_FREE = `WITH next AS (
     SELECT id AS next_id FROM tasks WHERE id = ANY($1::text[]) AND status = ${QUEUED} AND run_after <= $2
-    ORDER BY array_position($1::text[], id) LIMIT 1 FOR UPDATE SKIP LOCKED
+    ORDER BY array_position($1::text[], id) LIMIT $4 FOR UPDATE SKIP LOCKED
   )
   UPDATE tasks SET status = ${RUNNING}, attempt = attempt + 1, calling = true, lease_expires_at = $3,
     started_at = coalesce(started_at, $2)
   FROM next WHERE id = next.next_id RETURNING ${TASK_COLUMNS}`;
 
 /**
- * Each account's next `perAccount` runnable tasks (of `models`), ranked oldest first, with the
+ * Each account's next `perAccount` runnable tasks (of `models`), oldest first, with the
  * account's tasks in progress: one index seek per account with queued tasks (a skip scan of
  * tasks_queued_by_account). A read without locks: the claim that follows checks each again.
  */
@@ -434,14 +444,10 @@ async function queuedInTurn(
   models: readonly string[] | undefined,
   now: Date,
   perAccount: number,
-): Promise<{ id: string; account_id: string; in_progress: number; created_at: Date; rank: number }[]> {
-  const { rows } = await db.query<{
-    id: string;
-    account_id: string;
-    in_progress: number;
-    created_at: Date;
-    rank: number;
-  }>(prepared('queued-in-turn', QUEUED_IN_TURN, [now, models ?? null, perAccount]));
+): Promise<{ id: string; account_id: string; in_progress: number; created_at: Date }[]> {
+  const { rows } = await db.query<{ id: string; account_id: string; in_progress: number; created_at: Date }>(
+    prepared('queued-in-turn', QUEUED_IN_TURN, [now, models ?? null, perAccount]),
+  );
   return rows;
 }
 

@@ -92,7 +92,7 @@ export class SqliteDatabase {
    * (the write is in the OS's cache); it reaches the disk with the next synced commit of any
    * process, since the WAL is synced in order; and if power fails before that, it is lost whole and
    * simply happens again (a task or key is claimed anew, a webhook sent again). A create's claim of
-   * its Idempotency-Key is completed in the create's own synced transaction. claimNextTask also fails
+   * its Idempotency-Key is completed in the create's own synced transaction. claimTasks also fails
    * tasks past their deadline: a client may read that before it is synced, and after a power failure
    * the task fails again at the next claim, with the same outcome.
    */

@@ -171,7 +171,7 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     return this.db.write(() => refundTaskIn(this.db, taskId, now));
   }
 
-  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+  async claimTasks(policy: ClaimPolicy, limit: number): Promise<TaskRecord[]> {
     const now = policy.now.getTime();
     return this.db.writeUnsynced(() => {
       const expired = this.db
@@ -188,27 +188,33 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
           });
         else requeueTaskIn(this.db, lost.id, lost.attempt, now, { deferred: false });
       }
-      if (policy.sharedLimit && !backendAdmitsCallIn(this.db, policy.sharedLimit, policy.models ?? [], now))
-        return null;
-
-      for (;;) {
+      // One task at a time: each sees the ones claimed before it in progress (its account's turn,
+      // the shared limit's calls in flight).
+      const claimed: TaskRecord[] = [];
+      while (claimed.length < limit) {
+        if (policy.sharedLimit && !backendAdmitsCallIn(this.db, policy.sharedLimit, policy.models ?? [], now)) break;
         const next = claimOrder(this.claimCandidates(policy.models, now))[0];
-        if (!next) return null;
+        if (!next) break;
         if (isPastDeadline(new Date(next.createdAt), policy.now, policy.deadlineMs)) {
           finishTaskIn(this.db, next.id, next.attempt, taskFinish('fail', 'queued'), policy.now, {
             error: DEADLINE_EXCEEDED,
           });
           continue;
         }
-        const claimed = this.db
+        const moved = this.db
           .statement(
             `UPDATE tasks SET status = ?, attempt = attempt + 1, calling = 1, lease_expires_at = ?, started_at = coalesce(started_at, ?)
                WHERE id = ? RETURNING ${TASK_COLUMNS.join(', ')}`,
           )
           .get(CLAIM.to, now + policy.leaseMs, now, next.id) as TaskRecordRow;
-        return toTask(claimed);
+        claimed.push(toTask(moved));
       }
+      return claimed;
     });
+  }
+
+  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
+    return (await this.claimTasks(policy, 1))[0] ?? null;
   }
 
   /**
