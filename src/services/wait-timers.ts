@@ -3,7 +3,7 @@
  * the slot its delay falls in, and a single interval runs one slot per tick while anything waits.
  * Thousands of long-polls and event streams each re-arming a timer of their own every
  * LONG_POLL_FALLBACK_MS cost a Timeout, its closure and a clearTimeout each time; here a wait is
- * an entry in a Set. A callback never runs early; on an idle loop at most one tick late.
+ * its own function in a Set. A callback never runs early; on an idle loop at most one tick late.
  *
  * The wheel moves one slot per run of its interval, so a busy loop stretches every delay (5 000
  * open streams on two loaded cores: a 1 s fallback took 2.5 s). That is kept on purpose: it
@@ -27,24 +27,25 @@ export class WaitTimers {
     this.slots = Array.from({ length: Math.ceil(horizonMs / tickMs) + 2 }, () => new Set());
   }
 
-  /** Runs fire once delayMs have passed (rounded up to a tick); the returned function cancels it. */
-  after(delayMs: number, fire: () => void): () => void {
+  /**
+   * Runs `fire` once delayMs have passed (rounded up to a tick); returns its slot, for cancel().
+   * `fire` is a waiter's own function, scheduled at most once at a time: the wheel keeps it as it
+   * is, so that a wait re-armed every fallback interval allocates nothing that lives until it runs
+   * (objects that outlive V8's young generation are copied and promoted: BENCHMARKS.md, "Long-poll
+   * wake-ups and the young generation").
+   */
+  after(delayMs: number, fire: () => void): number {
     const ticks = Math.min(this.slots.length - 1, Math.max(1, Math.ceil(delayMs / this.tickMs)));
-    const slot = this.slots[(this.cursor + ticks) % this.slots.length];
-    let pending = true;
-    const entry = () => {
-      pending = false;
-      this.waiting--;
-      fire();
-    };
-    slot.add(entry);
+    const slot = (this.cursor + ticks) % this.slots.length;
+    this.slots[slot].add(fire);
     this.waiting++;
     this.timer ??= setInterval(() => this.tick(), this.tickMs);
-    return () => {
-      if (!pending || !slot.delete(entry)) return;
-      pending = false;
-      if (--this.waiting === 0) this.stop();
-    };
+    return slot;
+  }
+
+  /** `fire` will not run from `slot` (after() returned it); nothing happens if it ran already. */
+  cancel(slot: number, fire: () => void): void {
+    if (this.slots[slot].delete(fire) && --this.waiting === 0) this.stop();
   }
 
   private tick(): void {
@@ -53,7 +54,8 @@ export class WaitTimers {
     if (due.size > 0) {
       const entries = [...due];
       due.clear();
-      for (const entry of entries) entry();
+      this.waiting -= entries.length;
+      for (const fire of entries) fire();
     }
     if (this.waiting === 0) this.stop();
   }

@@ -20,18 +20,39 @@ t.test('a callback runs once, not before its delay, and at most a tick after it'
 t.test('a canceled callback never runs; the others in its slot do', async (t) => {
   const timers = new WaitTimers(5, 100);
   const ran: string[] = [];
-  const cancel = timers.after(20, () => ran.push('canceled'));
+  const canceled = () => ran.push('canceled');
+  const slot = timers.after(20, canceled);
   const kept = new Promise<void>((resolve) =>
     timers.after(20, () => {
       ran.push('kept');
       resolve();
     }),
   );
-  cancel();
-  cancel();
+  timers.cancel(slot, canceled);
+  timers.cancel(slot, canceled);
   await kept;
   t.same(ran, ['kept']);
 });
+
+t.test(
+  'a callback that ran can be re-armed from within itself, and a late cancel of its old slot is harmless',
+  async (t) => {
+    const timers = new WaitTimers(5, 100);
+    let runs = 0;
+    let slot = -1;
+    await new Promise<void>((resolve) => {
+      const fire = () => {
+        runs++;
+        timers.cancel(slot, fire);
+        if (runs < 3) slot = timers.after(10, fire);
+        else resolve();
+      };
+      slot = timers.after(10, fire);
+    });
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    t.equal(runs, 3, 'three runs, no more');
+  },
+);
 
 t.test('delays past the horizon are cut to it; callbacks run in order of their delays', async (t) => {
   const timers = new WaitTimers(5, 50);
