@@ -270,9 +270,8 @@ export class TaskService {
  * completions behind them (BENCHMARKS.md, "Long-poll wake-ups and the young generation").
  */
 class TaskWait {
-  readonly result: Promise<TaskRecord>;
-  private resolve!: (task: TaskRecord) => void;
-  private reject!: (error: unknown) => void;
+  private readonly outcome = Promise.withResolvers<TaskRecord>();
+  readonly result = this.outcome.promise;
   private readonly deadline: number;
   private readonly wake = () => this.readAgain();
   private readonly unsubscribe: () => void;
@@ -289,10 +288,6 @@ class TaskWait {
     private readonly signal: AbortSignal,
     private readonly context: { events: TaskEvents; timers: WaitTimers; pollMs: number; taskId: string },
   ) {
-    this.result = new Promise<TaskRecord>((resolve, reject) => {
-      this.resolve = resolve;
-      this.reject = reject;
-    });
     this.deadline = Date.now() + waitMs;
     // Subscribed before the first read: a change committed while it runs wakes a second one.
     this.unsubscribe = context.events.onChanged(context.taskId, this.wake);
@@ -314,7 +309,7 @@ class TaskWait {
         const remaining = this.deadline - Date.now();
         if (this.settled(task) || this.signal.aborted || remaining <= 0) {
           this.end();
-          this.resolve(task);
+          this.outcome.resolve(task);
         } else if (this.wokenWhileReading) {
           this.wokenWhileReading = false;
           this.readAgain();
@@ -325,7 +320,7 @@ class TaskWait {
       (error: unknown) => {
         this.reading = false;
         this.end();
-        this.reject(error);
+        this.outcome.reject(error);
       },
     );
   }
