@@ -289,8 +289,6 @@ export interface TaskExecutionStore {
    * another would take; fewer when fewer are runnable (or, with a shared limit, admitted).
    */
   claimTasks(policy: ClaimPolicy, limit: number): Promise<TaskRecord[]>;
-  /** claimTasks of one task: the task, or null when none was claimed. */
-  claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null>;
   /** Fails (and refunds) the CREATED tasks past their deadline, whatever their model; returns their ids. */
   failTasksPastDeadline(now: Date, deadlineMs: number): Promise<string[]>;
   /** Extends the lease; false when the attempt no longer owns the task (canceled or taken over). */

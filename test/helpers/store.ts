@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import type { Store } from '../../src/store/port.js';
+import type { TaskRecord } from '../../src/core/task.js';
+import type { ClaimPolicy, Store, TaskExecutionStore } from '../../src/store/port.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { openPostgresTestStore, postgresTestUrl, reachable } from './postgres.js';
 
@@ -80,4 +81,12 @@ export function testOnEveryStore(
   t.test(name, async (t) => {
     for (const adapter of STORE_ADAPTERS) t.test(adapter.kind, await needsStore(adapter.kind), (t) => fn(t, adapter));
   });
+}
+
+/** A claim of one task, as the tests make it (the worker claims for its free slots: claimTasks). */
+export async function claimNextTask(
+  tasks: Pick<TaskExecutionStore, 'claimTasks'>,
+  policy: ClaimPolicy,
+): Promise<TaskRecord | null> {
+  return (await tasks.claimTasks(policy, 1))[0] ?? null;
 }

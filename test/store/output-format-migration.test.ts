@@ -8,7 +8,7 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import type { Store } from '../../src/store/port.js';
 import { postgresAtSchemaVersion, postgresTestUrl, reachable } from '../helpers/postgres.js';
 import { openAtSchemaVersion } from '../helpers/sqlite-schema.js';
-import { needsStore, STORE_ADAPTERS } from '../helpers/store.js';
+import { needsStore, STORE_ADAPTERS, claimNextTask } from '../helpers/store.js';
 
 /**
  * Decision 0024: a task keeps its output format, compression and end-user id on every store, and a
@@ -49,7 +49,7 @@ for (const adapter of STORE_ADAPTERS) {
         output_compression: null,
       });
       t.equal(readPng?.endUserId, null);
-      const claimed = await store.tasks.claimNextTask({
+      const claimed = await claimNextTask(store.tasks, {
         now,
         leaseMs: 60_000,
         maxAttempts: 3,

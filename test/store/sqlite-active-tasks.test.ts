@@ -7,6 +7,7 @@ import { taskValues } from '../../src/store/sqlite/rows.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { insertAsOfSchema, openAtSchemaVersion } from '../helpers/sqlite-schema.js';
+import { claimNextTask } from '../helpers/store.js';
 
 /**
  * The SQLite store keeps each account's number of CREATED + IN_PROGRESS tasks in
@@ -67,7 +68,7 @@ t.test(
       'the cap holds',
     );
 
-    const claimed = await store.tasks.claimNextTask({ now: new Date(), ...CLAIM });
+    const claimed = await claimNextTask(store.tasks, { now: new Date(), ...CLAIM });
     t.equal(claimed?.id, a.id);
     await expect(2, 'one claimed');
     t.ok(await store.tasks.requeueTask({ taskId: a.id, attempt: 1, runAfter: new Date(), now: new Date() }));
@@ -78,7 +79,7 @@ t.test(
       'still at the cap',
     );
 
-    const again = await store.tasks.claimNextTask({ now: new Date(), ...CLAIM });
+    const again = await claimNextTask(store.tasks, { now: new Date(), ...CLAIM });
     t.ok(await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
     await expect(1, 'one completed');
     t.notOk(
@@ -95,7 +96,7 @@ t.test(
     await t.rejects(store.tasks.cancelTask(accountId, c.id, new Date()), { code: 'invalid_state' });
     await expect(1, 'a refused second cancel changes nothing');
 
-    const running = await store.tasks.claimNextTask({ now: new Date(), ...CLAIM });
+    const running = await claimNextTask(store.tasks, { now: new Date(), ...CLAIM });
     t.equal(running?.id, b.id);
     t.ok(
       await store.tasks.failTask({
@@ -111,7 +112,7 @@ t.test(
     await store.tasks.insertTaskWithDebit(stale, CAP);
     await expect(1, 'created');
     t.equal(
-      await store.tasks.claimNextTask({ now: new Date(), ...CLAIM }),
+      await claimNextTask(store.tasks, { now: new Date(), ...CLAIM }),
       null,
       'past its deadline: failed, not claimed',
     );

@@ -6,6 +6,7 @@ import { SqliteDatabase } from '../../src/store/sqlite/sqlite-database.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite-store.js';
 import { storeUpload } from '../helpers/uploads.js';
 import { insertTask, newAccountWithTokens } from '../helpers/worker.js';
+import { claimNextTask } from '../helpers/store.js';
 
 /**
  * Claims and leases commit without waiting for the disk (SqliteDatabase.writeUnsynced); everything a
@@ -62,7 +63,7 @@ t.test('every claim and lease leaves the connection committing with FULL', async
   });
   t.same(claim, { outcome: 'acquired' });
   t.equal(db.synchronousMode(), FULL, 'after an Idempotency-Key claim');
-  const claimed = await store.tasks.claimNextTask({ now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
+  const claimed = await claimNextTask(store.tasks, { now, leaseMs: 60_000, maxAttempts: 3, deadlineMs: 3_600_000 });
   t.equal(claimed?.id, task.id);
   t.equal(db.synchronousMode(), FULL, 'after a task claim');
   t.ok(await store.tasks.renewLease(task.id, 1, now, 60_000));

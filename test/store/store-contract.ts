@@ -8,6 +8,7 @@ import type { UpstreamOutcome } from '../../src/core/backend-capacity.js';
 import type { ClaimPolicy, GeneratedMediaInput, Store, StoredResponse, TaskListQuery } from '../../src/store/port.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import type { StoreAdapterUnderTest } from '../helpers/store.js';
+import { claimNextTask } from '../helpers/store.js';
 import { storeUpload } from '../helpers/uploads.js';
 import { allPages, mixedTasks, MIX_START, MIXED_MODELS, newestFirst } from '../helpers/task-mix.js';
 
@@ -472,8 +473,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           { ...newTask(accountId), status: 'FAILED' as const, startedAt: at, completedAt: at },
           { maxActiveTasks: 1 },
         );
-        t.equal((await store.tasks.claimNextTask(policy()))?.id, active.id);
-        t.equal(await store.tasks.claimNextTask(policy()), null, 'nothing else is queued');
+        t.equal((await claimNextTask(store.tasks, policy()))?.id, active.id);
+        t.equal(await claimNextTask(store.tasks, policy()), null, 'nothing else is queued');
       },
     );
 
@@ -491,12 +492,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const a = await fits();
       const b = await fits();
       await atCap();
-      const claimedA = await store.tasks.claimNextTask(policy());
+      const claimedA = await claimNextTask(store.tasks, policy());
       t.equal(claimedA?.id, a.id, 'claiming keeps a task active');
       await atCap();
       t.ok(await store.tasks.requeueTask({ taskId: a.id, attempt: 1, runAfter: new Date(), now: new Date() }));
       await atCap();
-      const again = await store.tasks.claimNextTask(policy());
+      const again = await claimNextTask(store.tasks, policy());
       t.ok(await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }));
       t.notOk(
         await store.tasks.completeTask({ taskId: again!.id, attempt: again!.attempt, media: [], now: new Date() }),
@@ -508,7 +509,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await t.rejects(store.tasks.cancelTask(accountId, c.id, new Date()), { code: 'invalid_state' });
       await fits();
       await atCap();
-      const running = await store.tasks.claimNextTask(policy());
+      const running = await claimNextTask(store.tasks, policy());
       t.equal(running?.id, b.id);
       t.ok(
         await store.tasks.failTask({
@@ -520,15 +521,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
       const d = await fits();
       await atCap();
-      const lost = await store.tasks.claimNextTask(policy(new Date(), { leaseMs: 1 }));
+      const lost = await claimNextTask(store.tasks, policy(new Date(), { leaseMs: 1 }));
       t.not(lost?.id, d.id, 'the older task is claimed with a lease that runs out');
-      const next = await store.tasks.claimNextTask(policy(new Date(Date.now() + 1000), { maxAttempts: 1 }));
+      const next = await claimNextTask(store.tasks, policy(new Date(Date.now() + 1000), { maxAttempts: 1 }));
       t.equal(next?.id, d.id, 'the claim that fails the lost task takes the next one');
       t.match(await store.tasks.getTaskById(lost!.id), { status: 'FAILED', error: { code: 'worker_lost' } });
       const stale = newTask(accountId, { createdAt: new Date(Date.now() - 2 * HOUR) });
       await store.tasks.insertTaskWithDebit(stale, cap);
       await atCap();
-      t.equal(await store.tasks.claimNextTask(policy()), null, 'past its deadline: failed, not claimed');
+      t.equal(await claimNextTask(store.tasks, policy()), null, 'past its deadline: failed, not claimed');
       await fits();
       await atCap();
       await assertLedgerInvariant(t, store, accountId);
@@ -540,7 +541,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const cap = { maxActiveTasks: 3 };
       const first = [newTask(accountId), newTask(accountId), newTask(accountId)];
       for (const task of first) await store.tasks.insertTaskWithDebit(task, cap);
-      const running = [(await store.tasks.claimNextTask(policy()))!, (await store.tasks.claimNextTask(policy()))!];
+      const running = [(await claimNextTask(store.tasks, policy()))!, (await claimNextTask(store.tasks, policy()))!];
       const queued = first.find((task) => !running.some((r) => r.id === task.id))!;
       const activeNow = async () =>
         (await store.tasks.listTasks(accountId, { limit: 100, status: 'CREATED' })).items.length +
@@ -1110,7 +1111,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
       await store.tasks.insertTaskWithDebit(task, LIMITS);
       t.strictSame(await store.tasks.getTask(accountId, task.id), task, 'as created');
-      const claimed = await store.tasks.claimNextTask(policy(now));
+      const claimed = await claimNextTask(store.tasks, policy(now));
       t.strictSame(claimed, { ...task, status: 'IN_PROGRESS', attempt: 1, startedAt: now }, 'as claimed');
       const error = { code: 'content_rejected', message: 'no: "quoted" \\ 🌅' };
       t.ok(await store.tasks.failTask({ taskId: task.id, attempt: 1, error, now }));
@@ -1142,16 +1143,16 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('the oldest runnable task is claimed: IN_PROGRESS, attempt 1, started', async (t) => {
       const { store, tasks } = await queued(t, 2);
       const now = new Date();
-      const claimed = await store.tasks.claimNextTask(policy(now));
+      const claimed = await claimNextTask(store.tasks, policy(now));
       t.match(claimed, { id: tasks[0].id, status: 'IN_PROGRESS', attempt: 1 });
       t.equal(claimed?.startedAt?.getTime(), now.getTime());
-      t.equal((await store.tasks.claimNextTask(policy()))?.id, tasks[1].id);
-      t.equal(await store.tasks.claimNextTask(policy()), null, 'nothing left');
+      t.equal((await claimNextTask(store.tasks, policy()))?.id, tasks[1].id);
+      t.equal(await claimNextTask(store.tasks, policy()), null, 'nothing left');
     });
 
     t.test('20 concurrent claims of 10 tasks take each task exactly once', async (t) => {
       const { store, tasks } = await queued(t, 10);
-      const claims = await Promise.all(Array.from({ length: 20 }, () => store.tasks.claimNextTask(policy())));
+      const claims = await Promise.all(Array.from({ length: 20 }, () => claimNextTask(store.tasks, policy())));
       const ids = claims.filter((c) => c !== null).map((c) => c!.id);
       t.equal(ids.length, 10);
       t.strictSame([...ids].sort(), tasks.map((task) => task.id).sort());
@@ -1160,7 +1161,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('a requeued task runs again only from its runAfter, and keeps its attempt count', async (t) => {
       const { store, tasks } = await queued(t);
       const now = Date.now();
-      await store.tasks.claimNextTask(policy(new Date(now)));
+      await claimNextTask(store.tasks, policy(new Date(now)));
       t.ok(
         await store.tasks.requeueTask({
           taskId: tasks[0].id,
@@ -1174,21 +1175,21 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         'a second requeue of the attempt is fenced out',
       );
       t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1 });
-      t.equal(await store.tasks.claimNextTask(policy(new Date(now + 4999))), null, 'not before runAfter');
-      t.match(await store.tasks.claimNextTask(policy(new Date(now + 5000))), { id: tasks[0].id, attempt: 2 });
+      t.equal(await claimNextTask(store.tasks, policy(new Date(now + 4999))), null, 'not before runAfter');
+      t.match(await claimNextTask(store.tasks, policy(new Date(now + 5000))), { id: tasks[0].id, attempt: 2 });
     });
 
     t.test('renewLease holds the task; a stale attempt cannot renew, complete, fail or requeue', async (t) => {
       const { store, tasks } = await queued(t);
       const start = Date.now();
-      const first = await store.tasks.claimNextTask(policy(new Date(start), { leaseMs: 1000 }));
+      const first = await claimNextTask(store.tasks, policy(new Date(start), { leaseMs: 1000 }));
       t.ok(await store.tasks.renewLease(tasks[0].id, 1, new Date(start + 900), 1000), 'renewed until start + 1900');
       t.equal(
-        await store.tasks.claimNextTask(policy(new Date(start + 1800), { leaseMs: 1000 })),
+        await claimNextTask(store.tasks, policy(new Date(start + 1800), { leaseMs: 1000 })),
         null,
         'the renewed lease is still live',
       );
-      const second = await store.tasks.claimNextTask(policy(new Date(start + 2000), { leaseMs: 1000 }));
+      const second = await claimNextTask(store.tasks, policy(new Date(start + 2000), { leaseMs: 1000 }));
       t.match(second, { id: first!.id, attempt: 2 }, 'the lost lease was requeued and claimed again');
       const now = new Date(start + 2001);
       t.notOk(await store.tasks.renewLease(tasks[0].id, 1, now, 1000), 'renew');
@@ -1205,8 +1206,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     t.test('a lease lost on the last attempt fails the task with worker_lost and refunds it', async (t) => {
       const { store, accountId, tasks } = await queued(t);
       const start = Date.now();
-      await store.tasks.claimNextTask(policy(new Date(start), { leaseMs: 1000, maxAttempts: 1 }));
-      t.equal(await store.tasks.claimNextTask(policy(new Date(start + 1001), { leaseMs: 1000, maxAttempts: 1 })), null);
+      await claimNextTask(store.tasks, policy(new Date(start), { leaseMs: 1000, maxAttempts: 1 }));
+      t.equal(
+        await claimNextTask(store.tasks, policy(new Date(start + 1001), { leaseMs: 1000, maxAttempts: 1 })),
+        null,
+      );
       t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'FAILED', error: { code: 'worker_lost' } });
       t.same(await store.accounts.ledgerTotals(accountId), { grant: 10_000, debit: 25, refund: 25 });
       await assertLedgerInvariant(t, store, accountId);
@@ -1214,7 +1218,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('a task past its deadline fails with deadline_exceeded instead of running, refunded', async (t) => {
       const { store, accountId, tasks } = await queued(t, 1, { createdAt: new Date(Date.now() - 2 * HOUR) });
-      t.equal(await store.tasks.claimNextTask(policy()), null);
+      t.equal(await claimNextTask(store.tasks, policy()), null);
       t.match(await store.tasks.getTaskById(tasks[0].id), {
         status: 'FAILED',
         error: { code: 'deadline_exceeded' },
@@ -1226,7 +1230,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('a running task canceled by its account: refunded once, and the worker is fenced out', async (t) => {
       const { store, accountId, tasks } = await queued(t);
-      const claimed = await store.tasks.claimNextTask(policy());
+      const claimed = await claimNextTask(store.tasks, policy());
       const canceled = await store.tasks.cancelTask(accountId, tasks[0].id, new Date());
       t.match(canceled, { id: tasks[0].id, status: 'CANCELED', attempt: 1 });
       t.ok(canceled.completedAt);
@@ -1263,7 +1267,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         const other = await newAccount(store, 0);
         await t.rejects(store.tasks.cancelTask(other, tasks[0].id, new Date()), { code: 'not_found' });
         await t.rejects(store.tasks.cancelTask(accountId, newIdAt(new Date()), new Date()), { code: 'not_found' });
-        const claimed = await store.tasks.claimNextTask(policy());
+        const claimed = await claimNextTask(store.tasks, policy());
         await store.tasks.completeTask({ taskId: claimed!.id, attempt: 1, media: [], now: new Date() });
         await t.rejects(store.tasks.cancelTask(accountId, tasks[0].id, new Date()), { code: 'invalid_state' });
         t.same(
@@ -1280,7 +1284,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const smallTasks = [newTask(small), newTask(small)];
       for (const task of smallTasks) await store.tasks.insertTaskWithDebit(task, LIMITS);
       const order: string[] = [];
-      for (let i = 0; i < 5; i++) order.push((await store.tasks.claimNextTask(policy()))!.id);
+      for (let i = 0; i < 5; i++) order.push((await claimNextTask(store.tasks, policy()))!.id);
       t.strictSame(order, [
         burstTasks[0].id, // both idle: the oldest task
         smallTasks[0].id, // the burst account has one in progress
@@ -1290,7 +1294,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       ]);
       await store.tasks.completeTask({ taskId: burstTasks[0].id, attempt: 1, media: [], now: new Date() });
       t.equal(
-        (await store.tasks.claimNextTask(policy()))!.id,
+        (await claimNextTask(store.tasks, policy()))!.id,
         burstTasks[3].id,
         'only the burst account has work left',
       );
@@ -1361,9 +1365,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         newId: () => newIdAt(now),
       });
       await store.tasks.insertTaskWithDebit(beta, LIMITS);
-      t.equal((await store.tasks.claimNextTask(policy(now, { models: ['beta-v5-pro'] })))?.id, beta.id);
-      t.equal(await store.tasks.claimNextTask(policy(now, { models: ['beta-v5-pro'] })), null);
-      t.equal((await store.tasks.claimNextTask(policy(now, { models: ['alpha-pro'] })))?.id, tasks[0].id);
+      t.equal((await claimNextTask(store.tasks, policy(now, { models: ['beta-v5-pro'] })))?.id, beta.id);
+      t.equal(await claimNextTask(store.tasks, policy(now, { models: ['beta-v5-pro'] })), null);
+      t.equal((await claimNextTask(store.tasks, policy(now, { models: ['alpha-pro'] })))?.id, tasks[0].id);
     });
 
     t.test("a backend's shared limit bounds its calls in flight, and a refusal lowers it", async (t) => {
@@ -1381,11 +1385,11 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
           settings,
         });
       const start = Date.now();
-      const first = (await store.tasks.claimNextTask(limited(new Date(start))))!;
-      const second = (await store.tasks.claimNextTask(limited(new Date(start))))!;
+      const first = (await claimNextTask(store.tasks, limited(new Date(start))))!;
+      const second = (await claimNextTask(store.tasks, limited(new Date(start))))!;
       t.ok(first && second);
       t.equal(
-        await store.tasks.claimNextTask(limited(new Date(start))),
+        await claimNextTask(store.tasks, limited(new Date(start))),
         null,
         'two calls in flight: the limit is full',
       );
@@ -1394,15 +1398,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       // call that ended holds no slot while its task stores the result.
       let state = await record(first, { kind: 'ok', durationMs: 400 }, start + 10);
       t.equal(state.limit, 3);
-      t.ok(await store.tasks.claimNextTask(limited(new Date(start + 10))));
-      t.ok(await store.tasks.claimNextTask(limited(new Date(start + 10))));
-      t.equal(await store.tasks.claimNextTask(limited(new Date(start + 10))), null, 'three calls in flight of three');
+      t.ok(await claimNextTask(store.tasks, limited(new Date(start + 10))));
+      t.ok(await claimNextTask(store.tasks, limited(new Date(start + 10))));
+      t.equal(await claimNextTask(store.tasks, limited(new Date(start + 10))), null, 'three calls in flight of three');
 
       state = await record(second, { kind: 'rate_limited', retryAfterMs: 1000 }, start + 30);
       t.match(state, { limit: 2, pausedUntil: start + 1030, slowStart: false });
       t.same((await store.backendLimits.backendLimits()).get('gemini'), state, 'the state is kept for every process');
       t.ok(
-        await store.tasks.claimNextTask(policy(new Date(start + 30))),
+        await claimNextTask(store.tasks, policy(new Date(start + 30))),
         'a claim of another backend is not held back',
       );
     });
@@ -1421,8 +1425,8 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       });
       const limited = (now: number) =>
         policy(new Date(now), { models: ['alpha-pro'], sharedLimit: { backend: 'openai', settings } });
-      t.equal(await store.tasks.claimNextTask(limited(start + 1999)), null);
-      t.ok(await store.tasks.claimNextTask(limited(start + 2000)));
+      t.equal(await claimNextTask(store.tasks, limited(start + 1999)), null);
+      t.ok(await claimNextTask(store.tasks, limited(start + 2000)));
     });
 
     t.test('an unavailable backend: no claim until its cool-down, then one probe at a time', async (t) => {
@@ -1445,15 +1449,15 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       );
       const limited = (now: number) =>
         policy(new Date(now), { models: ['alpha-pro'], sharedLimit: { backend: 'openai', settings } });
-      t.equal(await store.tasks.claimNextTask(limited(start + 4999)), null);
-      t.ok(await store.tasks.claimNextTask(limited(start + 5000)), 'the probe');
-      t.equal(await store.tasks.claimNextTask(limited(start + 5000)), null, 'one probe at a time');
+      t.equal(await claimNextTask(store.tasks, limited(start + 4999)), null);
+      t.ok(await claimNextTask(store.tasks, limited(start + 5000)), 'the probe');
+      t.equal(await claimNextTask(store.tasks, limited(start + 5000)), null, 'one probe at a time');
     });
 
     t.test('a deferred requeue spends no attempt: a lost lease after it is retried, not failed', async (t) => {
       const { store, tasks } = await queued(t);
       const start = Date.now();
-      await store.tasks.claimNextTask(policy(new Date(start), { maxAttempts: 2 }));
+      await claimNextTask(store.tasks, policy(new Date(start), { maxAttempts: 2 }));
       t.ok(
         await store.tasks.requeueTask({
           taskId: tasks[0].id,
@@ -1464,9 +1468,9 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
         }),
       );
       t.match(await store.tasks.getTaskById(tasks[0].id), { status: 'CREATED', attempt: 1, deferredAttempts: 1 });
-      await store.tasks.claimNextTask(policy(new Date(start), { maxAttempts: 2, leaseMs: 1000 }));
+      await claimNextTask(store.tasks, policy(new Date(start), { maxAttempts: 2, leaseMs: 1000 }));
       // Attempt 2's lease is lost: 1 of 2 attempts spent (2 had it not been deferred), so it runs again.
-      t.match(await store.tasks.claimNextTask(policy(new Date(start + 1001), { maxAttempts: 2 })), {
+      t.match(await claimNextTask(store.tasks, policy(new Date(start + 1001), { maxAttempts: 2 })), {
         id: tasks[0].id,
         attempt: 3,
         deferredAttempts: 1,
@@ -1498,7 +1502,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
 
     t.test('countQueuedTasks counts CREATED tasks per model', async (t) => {
       const { store } = await queued(t, 3);
-      await store.tasks.claimNextTask(policy());
+      await claimNextTask(store.tasks, policy());
       t.same(await store.backendLimits.countQueuedTasks(), new Map([['alpha-pro', 2]]));
     });
   });
@@ -1509,7 +1513,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       const accountId = await newAccount(store, 1000);
       const task = newTask(accountId, { webhookUrl });
       await store.tasks.insertTaskWithDebit(task, LIMITS);
-      const claimed = await store.tasks.claimNextTask(policy());
+      const claimed = await claimNextTask(store.tasks, policy());
       return { store, accountId, task: claimed! };
     };
 

@@ -12,6 +12,7 @@ import {
   openTestRuntime,
   testWorker,
 } from '../helpers/worker.js';
+import { claimNextTask } from '../helpers/store.js';
 
 const permanent = new GenerationError('content_rejected', 'The prompt was rejected.', false);
 const transient = new GenerationError('generator_unavailable', 'Try again.', true);
@@ -119,14 +120,14 @@ t.test("a stale worker's completion after its lease was taken over is rejected",
   const policy = { leaseMs: 1000, maxAttempts: 3, deadlineMs: 600_000 };
   const start = Date.now();
 
-  const first = await store.tasks.claimNextTask({ ...policy, now: new Date(start) });
+  const first = await claimNextTask(store.tasks, { ...policy, now: new Date(start) });
   t.equal(first?.attempt, 1);
   t.equal(
-    await store.tasks.claimNextTask({ ...policy, now: new Date(start + 500) }),
+    await claimNextTask(store.tasks, { ...policy, now: new Date(start + 500) }),
     null,
     'a live lease is not taken over',
   );
-  const second = await store.tasks.claimNextTask({ ...policy, now: new Date(start + 2000) });
+  const second = await claimNextTask(store.tasks, { ...policy, now: new Date(start + 2000) });
   t.equal(second?.attempt, 2, 'the expired lease is taken over by a new attempt');
 
   t.equal(
@@ -165,9 +166,9 @@ t.test('a task whose lease keeps expiring fails after the attempt limit, refunde
   const task = await insertTask(store, accountId);
   const policy = { leaseMs: 1000, maxAttempts: 2, deadlineMs: 600_000 };
   const start = Date.now();
-  await store.tasks.claimNextTask({ ...policy, now: new Date(start) });
-  await store.tasks.claimNextTask({ ...policy, now: new Date(start + 2000) });
-  t.equal(await store.tasks.claimNextTask({ ...policy, now: new Date(start + 4000) }), null);
+  await claimNextTask(store.tasks, { ...policy, now: new Date(start) });
+  await claimNextTask(store.tasks, { ...policy, now: new Date(start + 2000) });
+  t.equal(await claimNextTask(store.tasks, { ...policy, now: new Date(start + 4000) }), null);
   const failed = await store.tasks.getTaskById(task.id);
   t.equal(failed?.status, 'FAILED');
   t.equal(failed?.error?.code, 'worker_lost');

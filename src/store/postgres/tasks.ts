@@ -137,10 +137,6 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
     return tasks;
   }
 
-  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
-    return (await this.claimTasks(policy, 1))[0] ?? null;
-  }
-
   /** Epoch ms at which lost leases are next looked for (core nextLostLeaseLook); 0: at the next claim. */
   private nextLostLeaseLookAt = 0;
   private lastLostLeaseLookAt = 0;

@@ -213,10 +213,6 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     });
   }
 
-  async claimNextTask(policy: ClaimPolicy): Promise<TaskRecord | null> {
-    return (await this.claimTasks(policy, 1))[0] ?? null;
-  }
-
   /**
    * Each account's oldest runnable task (of `models`), with the account's tasks in progress: one
    * seek per account with queued tasks (a skip scan of tasks_queue), one range each for the rest.
