@@ -283,7 +283,7 @@ const SERVICE_VARIABLES = {
     minimum: 10,
     default: 1000,
     description:
-      'How often a long-poll re-reads its task in case a change signal was missed (SQLite: changes made by other processes).',
+      'How often the tasks that long-polls and event streams wait on are checked, in one read for all, for a change no signal of this process carried (SQLite: changes made by other processes).',
   }),
   OPENAI_COMPAT_WAIT_SECONDS: Int({
     minimum: 1,

@@ -4,7 +4,8 @@ import { EventEmitter } from 'node:events';
  * Signals about tasks: a task was created (wake idle workers) or changed state (wake long-polls,
  * abort a canceled generation). This process raises its own; on PostgreSQL the runtime also feeds
  * in those of every other process (LISTEN/NOTIFY, src/store/postgres/task-signals.ts). On SQLite,
- * other processes' waiters fall back to re-reading the store at a slow interval.
+ * other processes' changes are found by TaskChangePoll, one read of the waited tasks' states per
+ * interval.
  */
 export class TaskEvents {
   private readonly emitter = new EventEmitter();

@@ -11,13 +11,14 @@ import { newIdAt } from '../ids.js';
 import type { Page, Store, StoredResponse, TaskListQuery } from '../store/port.js';
 import type { HeldIdempotencyKey } from './idempotency.js';
 import { WaitTimers } from './wait-timers.js';
+import { TaskChangePoll, type PolledWait } from './task-change-poll.js';
 
 export interface TaskServiceOptions {
   store: Pick<Store, 'tasks' | 'media'>;
   events: TaskEvents;
   now: () => Date;
   maxActiveTasks: number;
-  /** How often a long-poll re-reads the store, for changes made by other processes. */
+  /** How often the waited tasks' states are read, for changes made by other processes. */
   crossProcessPollMs: number;
   webhookPolicy: WebhookUrlPolicy;
   /**
@@ -51,18 +52,21 @@ export class BackendUnavailableError extends DomainError {
 /** Task use cases: the steps around the pure core that need the store and the clock. */
 export class TaskService {
   /**
-   * The waits' timeouts on one timer, at most 10 ms (and a twentieth of the fallback interval)
-   * late. Fine slots on purpose: the waits of one slot re-read their tasks in the same turn, and
-   * 5 000 waits in 100 slots are 50 re-reads a turn, not the 250 of 50 ms slots, which would hold a
-   * completion's wake-ups back.
+   * The waits' deadlines on one timer, at most 10 ms (and a twentieth of the poll interval) late.
+   * Fine slots on purpose: the waits whose deadline falls in one slot read their tasks in the same
+   * turn, and 5 000 of them in 100 slots are 50 reads a turn, not the 250 of 50 ms slots, which
+   * would hold a completion's wake-ups back.
    */
   private readonly waitTimers: WaitTimers;
+  /** Changes to waited tasks that no signal of this process carries, found once per interval for all waits. */
+  private readonly changePoll: TaskChangePoll;
 
   constructor(private readonly options: TaskServiceOptions) {
     this.waitTimers = new WaitTimers(
       Math.max(1, Math.min(10, Math.floor(options.crossProcessPollMs / 20))),
       options.crossProcessPollMs,
     );
+    this.changePoll = new TaskChangePoll((ids) => options.store.tasks.getTaskStates(ids), options.crossProcessPollMs);
   }
 
   /**
@@ -145,7 +149,7 @@ export class TaskService {
 
   /**
    * The task once it is terminal, or as it is after waitMs. Wakes on this process's change events;
-   * a change made by another process is seen at the next slow re-read.
+   * a change made by another process is seen at the change poll's next round (crossProcessPollMs).
    */
   async waitForTerminal(accountId: string, taskId: string, waitMs: number, signal: AbortSignal): Promise<TaskRecord> {
     return this.waitUntil(
@@ -190,7 +194,7 @@ export class TaskService {
     return new TaskWait(read, settled, waitMs, signal, {
       events: this.options.events,
       timers: this.waitTimers,
-      pollMs: this.options.crossProcessPollMs,
+      changes: this.changePoll,
       taskId,
     }).result;
   }
@@ -259,8 +263,9 @@ export class TaskService {
 
 /**
  * One waiting request (a long-poll, or an event stream between two events): the task read now,
- * then again on each of this process's change signals for it, on each fallback interval (changes
- * made by other processes), and when the client leaves, until it is settled or the wait is over.
+ * then again on each of this process's change signals for it, when the change poll finds it moved
+ * since this wait's last read (changes made by other processes), and when the client leaves, until
+ * it is settled or the wait is over.
  *
  * Built to allocate once per wait, not per wake-up: one promise, one function the signal, the
  * timer wheel and the abort all call, subscriptions kept for the whole wait. Each wake-up makes
@@ -269,13 +274,21 @@ export class TaskService {
  * 10 MiB a second out of the young generation: scavenges of 20–75 ms, and the wake-ups of the
  * completions behind them (BENCHMARKS.md, "Long-poll wake-ups and the young generation").
  */
-class TaskWait {
+class TaskWait implements PolledWait {
   private readonly outcome = Promise.withResolvers<TaskRecord>();
   readonly result = this.outcome.promise;
+  readonly taskId: string;
+  seenStep: number | null = null;
   private readonly deadline: number;
-  private readonly wake = () => this.readAgain();
+  readonly wake = () => this.readAgain();
+  /** The timer wheel's call: the deadline, or (the wheel's horizon being shorter) a re-arm. */
+  private readonly tick = () => {
+    this.timerSlot = -1;
+    if (this.deadline - Date.now() <= 0) this.readAgain();
+    else this.arm();
+  };
   private readonly unsubscribe: () => void;
-  /** The timer wheel's slot of the next fallback re-read; -1 while none is armed. */
+  /** The timer wheel's slot of the deadline's timer; -1 while none is armed. */
   private timerSlot = -1;
   private reading = false;
   private wokenWhileReading = false;
@@ -286,12 +299,14 @@ class TaskWait {
     private readonly settled: (task: TaskRecord) => boolean,
     waitMs: number,
     private readonly signal: AbortSignal,
-    private readonly context: { events: TaskEvents; timers: WaitTimers; pollMs: number; taskId: string },
+    private readonly context: { events: TaskEvents; timers: WaitTimers; changes: TaskChangePoll; taskId: string },
   ) {
+    this.taskId = context.taskId;
     this.deadline = Date.now() + waitMs;
     // Subscribed before the first read: a change committed while it runs wakes a second one.
     this.unsubscribe = context.events.onChanged(context.taskId, this.wake);
     signal.addEventListener('abort', this.wake, { once: true });
+    context.changes.add(this);
     this.readAgain();
   }
 
@@ -301,20 +316,19 @@ class TaskWait {
       this.wokenWhileReading = true;
       return;
     }
-    this.disarm();
     this.reading = true;
     this.read().then(
       (task) => {
         this.reading = false;
-        const remaining = this.deadline - Date.now();
-        if (this.settled(task) || this.signal.aborted || remaining <= 0) {
+        this.seenStep = taskStepOf(task);
+        if (this.settled(task) || this.signal.aborted || this.deadline - Date.now() <= 0) {
           this.end();
           this.outcome.resolve(task);
         } else if (this.wokenWhileReading) {
           this.wokenWhileReading = false;
           this.readAgain();
-        } else {
-          this.timerSlot = this.context.timers.after(Math.min(remaining, this.context.pollMs), this.wake);
+        } else if (this.timerSlot < 0) {
+          this.arm();
         }
       },
       (error: unknown) => {
@@ -325,16 +339,16 @@ class TaskWait {
     );
   }
 
-  private disarm(): void {
-    if (this.timerSlot < 0) return;
-    this.context.timers.cancel(this.timerSlot, this.wake);
-    this.timerSlot = -1;
+  private arm(): void {
+    this.timerSlot = this.context.timers.after(this.deadline - Date.now(), this.tick);
   }
 
   private end(): void {
     this.ended = true;
-    this.disarm();
+    if (this.timerSlot >= 0) this.context.timers.cancel(this.timerSlot, this.tick);
+    this.timerSlot = -1;
     this.unsubscribe();
+    this.context.changes.delete(this);
     this.signal.removeEventListener('abort', this.wake);
   }
 }

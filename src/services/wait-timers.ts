@@ -1,14 +1,15 @@
 /**
- * One timer for every waiting request's timeouts (a timer wheel): a wait registers a callback in
+ * One timer for every waiting request's deadline (a timer wheel): a wait registers a callback in
  * the slot its delay falls in, and a single interval runs one slot per tick while anything waits.
- * Thousands of long-polls and event streams each re-arming a timer of their own every
- * LONG_POLL_FALLBACK_MS cost a Timeout, its closure and a clearTimeout each time; here a wait is
- * its own function in a Set. A callback never runs early; on an idle loop at most one tick late.
+ * Thousands of long-polls and event streams each with a Timeout of their own cost a Timeout, its
+ * closure and a clearTimeout each; here a wait is its own function in a Set. A callback never
+ * runs early; on an idle loop at most one tick late. A delay beyond the wheel's horizon is cut to
+ * it: the waiter re-arms.
  *
  * The wheel moves one slot per run of its interval, so a busy loop stretches every delay (5 000
- * open streams on two loaded cores: a 1 s fallback took 2.5 s). That is kept on purpose: it
- * sheds the waiters' fallback re-reads when the process is behind, and a wheel kept to the clock
- * measured +100 MiB and slower opens under load (decision 0029).
+ * open streams on two loaded cores: a 1 s delay took 2.5 s). That was kept on purpose while every
+ * waiter re-read its task at each of its turns, which the lag shed under load (decision 0029); the
+ * wheel now holds only deadlines (the change poll found the rest), a wait at most a few seconds late.
  */
 export class WaitTimers {
   private readonly slots: Set<() => void>[];

@@ -104,6 +104,9 @@ export interface TaskCreationLimits {
   maxActiveTasks: number;
 }
 
+/** Where a task is in its life: what a waiter compares to tell a change (core taskStepOf). */
+export type TaskState = Pick<TaskRecord, 'id' | 'status' | 'attempt'>;
+
 export interface TaskStore {
   /**
    * Inserts the task and debits its cost in one transaction. Throws DomainError
@@ -131,6 +134,12 @@ export interface TaskStore {
     completesKey?: IdempotencyCompletion,
   ): Promise<void>;
   getTask(accountId: string, taskId: string): Promise<TaskRecord | null>;
+  /**
+   * The status and attempt of each of these tasks that exists, any account's, in no particular
+   * order: enough to tell whether a task changed since a waiter read it (core taskStepOf), for
+   * thousands of waited tasks in one read.
+   */
+  getTaskStates(taskIds: readonly string[]): Promise<TaskState[]>;
   listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>>;
   /**
    * Gives the task's cost back, at most once per task whatever the number of callers.

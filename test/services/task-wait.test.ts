@@ -14,6 +14,7 @@ async function waitingService(t: Test, fallbackMs = 60_000) {
   const events = new TaskEvents();
   let gate: Promise<void> | null = null;
   let reads = 0;
+  let stateReads = 0;
   const gatedStore = {
     ...store,
     tasks: Object.assign(Object.create(store.tasks) as Store['tasks'], {
@@ -22,6 +23,10 @@ async function waitingService(t: Test, fallbackMs = 60_000) {
         const task = await store.tasks.getTask(accountId, taskId);
         await gate;
         return task;
+      },
+      async getTaskStates(taskIds: readonly string[]) {
+        stateReads++;
+        return store.tasks.getTaskStates(taskIds);
       },
     }),
   } as Store;
@@ -49,6 +54,7 @@ async function waitingService(t: Test, fallbackMs = 60_000) {
     task,
     complete,
     reads: () => reads,
+    stateReads: () => stateReads,
     holdReads() {
       const opened = Promise.withResolvers<void>();
       gate = opened.promise;
@@ -100,12 +106,33 @@ t.test('a read that does not wait reads once', async (t) => {
   t.equal(reads(), 1);
 });
 
-t.test('the fallback re-read finds a change nobody signalled here (another process made it)', async (t) => {
+t.test('the change poll finds a change nobody signalled here (another process made it)', async (t) => {
   const { service, accountId, task, complete } = await waitingService(t, 20);
   const waiting = service.waitForTerminal(accountId, task.id, 30_000, never);
   await new Promise((resolve) => setImmediate(resolve));
   await complete({ signal: false });
   const started = Date.now();
   t.equal((await waiting).status, 'COMPLETED');
-  t.ok(Date.now() - started < 5_000, 'within a few fallback intervals');
+  t.ok(Date.now() - started < 5_000, 'within a few poll intervals');
+});
+
+t.test('a wait re-reads its task only when it moved: the change poll reads the states of all', async (t) => {
+  const { service, accountId, task, reads, stateReads } = await waitingService(t, 20);
+  const started = Date.now();
+  const waited = await service.waitForTerminal(accountId, task.id, 400, never);
+  t.equal(waited.status, 'CREATED');
+  t.ok(Date.now() - started >= 400, 'not before its deadline, though the wheel reaches 20 ms ahead');
+  t.ok(stateReads() >= 5, `the poll looked every 20 ms or so (${stateReads()} rounds)`);
+  t.equal(reads(), 2, 'the first read and the one at the deadline; none for a poll that found no change');
+});
+
+t.test('waits on one task each see a change the poll finds, whoever read last', async (t) => {
+  const { service, accountId, task, complete } = await waitingService(t, 20);
+  const first = service.waitForTerminal(accountId, task.id, 30_000, never);
+  const second = service.waitForTerminal(accountId, task.id, 30_000, never);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await complete({ signal: false });
+  const [a, b] = await Promise.all([first, second]);
+  t.equal(a.status, 'COMPLETED');
+  t.equal(b.status, 'COMPLETED');
 });

@@ -1001,6 +1001,39 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
+  t.test('task states for waiters', async (t) => {
+    t.test("each existing task's status and attempt, any account's; unknown ids left out", async (t) => {
+      const store = await open(t);
+      const one = await newAccount(store, 10_000, 'one');
+      const other = await newAccount(store, 10_000, 'other');
+      const [first, second, third] = [newTask(one), newTask(one), newTask(other)];
+      for (const task of [first, second, third]) await store.tasks.insertTaskWithDebit(task, LIMITS);
+      const claimed = await claimNextTask(store.tasks, policy());
+      t.equal(claimed?.id, first.id);
+      await store.tasks.cancelTask(other, third.id, new Date());
+      const states = await store.tasks.getTaskStates([third.id, 'no-such-task', first.id, second.id]);
+      t.strictSame(
+        [...states].sort((a, b) => a.id.localeCompare(b.id)),
+        [
+          { id: first.id, status: 'IN_PROGRESS', attempt: 1 },
+          { id: second.id, status: 'CREATED', attempt: 0 },
+          { id: third.id, status: 'CANCELED', attempt: 0 },
+        ].sort((a, b) => a.id.localeCompare(b.id)),
+      );
+      t.strictSame(await store.tasks.getTaskStates([]), []);
+    });
+
+    t.test('thousands of ids in one call', async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 10_000);
+      const task = newTask(accountId);
+      await store.tasks.insertTaskWithDebit(task, LIMITS);
+      const ids = Array.from({ length: 5_000 }, (_, i) => `unknown-${i}`);
+      ids.splice(2_500, 0, task.id);
+      t.strictSame(await store.tasks.getTaskStates(ids), [{ id: task.id, status: 'CREATED', attempt: 0 }]);
+    });
+  });
+
   t.test('task listing', async (t) => {
     const MODELS = MIXED_MODELS;
     const START = MIX_START;

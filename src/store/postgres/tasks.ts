@@ -33,6 +33,7 @@ import type {
   TaskFailureReport,
   TaskListQuery,
   TaskRequeue,
+  TaskState,
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn } from './backend-limits.js';
@@ -96,6 +97,15 @@ export class PostgresTasks implements TaskStore, TaskExecutionStore {
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
     const { rows } = await this.db.query<TaskRow>(`SELECT ${TASK_COLUMNS} FROM tasks WHERE id = $1`, [taskId]);
     return rows[0] ? toTask(rows[0]) : null;
+  }
+
+  async getTaskStates(taskIds: readonly string[]): Promise<TaskState[]> {
+    if (taskIds.length === 0) return [];
+    const { rows } = await this.db.query<TaskState>(
+      'SELECT id, status, attempt FROM tasks WHERE id = ANY($1::text[])',
+      [taskIds],
+    );
+    return rows;
   }
 
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {

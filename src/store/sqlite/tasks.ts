@@ -31,6 +31,7 @@ import type {
   TaskFailureReport,
   TaskListQuery,
   TaskRequeue,
+  TaskState,
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
@@ -126,6 +127,14 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
 
   async getTaskById(taskId: string): Promise<TaskRecord | null> {
     return this.readTask('id = ?', taskId);
+  }
+
+  async getTaskStates(taskIds: readonly string[]): Promise<TaskState[]> {
+    if (taskIds.length === 0) return [];
+    // One statement for any number of ids: json_each's rows drive a primary-key seek each.
+    return this.db
+      .statement('SELECT id, status, attempt FROM tasks WHERE id IN (SELECT value FROM json_each(?))')
+      .all(JSON.stringify(taskIds)) as TaskState[];
   }
 
   async listTasks(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
