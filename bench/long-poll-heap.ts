@@ -2,15 +2,18 @@
  * What one waiting long-poll holds: `serve` (dist, no workers, so nothing completes) with N
  * `GET …?wait=60` waiting, each on a socket of its own; RSS and V8's heap before and while they
  * wait, and, with --snapshot, heap snapshots of both moments (SIGUSR2, in the service's cwd) to
- * compare by constructor. Not part of `npm run bench`: a tool for finding where the memory goes.
+ * compare by constructor; then the service's CPU time over 10 s while they wait (what idle waits
+ * cost: the change poll, the timer wheel). Not part of `npm run bench`: a tool for finding where
+ * the memory and the idle CPU go. --service-root runs another built checkout's service.
  *
- *   tsx bench/long-poll-heap.ts [--waiters 2000] [--via long-poll|event-stream] [--snapshot]
+ *   tsx bench/long-poll-heap.ts [--waiters 2000] [--via long-poll|event-stream] [--snapshot] [--service-root DIR]
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
+import { cpuSecondsOf } from './lib/load.js';
 import { memoryOf, mib } from './lib/memory.js';
 import { createBenchKey, serviceEnv, startService } from './lib/processes.js';
 import { CREATE_PATH, textToImage } from './lib/requests.js';
@@ -21,6 +24,7 @@ const { values: flags } = parseArgs({
     via: { type: 'string', default: 'long-poll' },
     snapshot: { type: 'boolean', default: false },
     'glibc-defaults': { type: 'boolean', default: false },
+    'service-root': { type: 'string' },
   },
 });
 const waiters = Number(flags.waiters);
@@ -30,8 +34,9 @@ const env = serviceEnv(join(work, 'data'), {
   ...(flags['glibc-defaults'] ? {} : { MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: '2' }),
   ...(flags.snapshot ? { NODE_OPTIONS: '--heapsnapshot-signal=SIGUSR2' } : {}),
 });
-const { key } = await createBenchKey('dist', env);
-const server = await startService({ name: 'lp-heap', runtime: 'dist', env, logFile: join(work, 'serve.log') });
+const root = flags['service-root'];
+const { key } = await createBenchKey('dist', env, root);
+const server = await startService({ name: 'lp-heap', runtime: 'dist', env, logFile: join(work, 'serve.log'), root });
 const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
 try {
   const small = new Pool(server.url, { connections: 20 });
@@ -71,6 +76,11 @@ try {
     process.kill(server.pid, 'SIGUSR2');
     await new Promise((r) => setTimeout(r, 15000));
   }
+  const cpuBefore = cpuSecondsOf(server.pid);
+  await new Promise((r) => setTimeout(r, 10_000));
+  const cpuAfter = cpuSecondsOf(server.pid);
+  if (cpuBefore !== null && cpuAfter !== null)
+    process.stdout.write(`while they wait: ${(((cpuAfter - cpuBefore) / 10) * 1000).toFixed(1)} ms of CPU a second\n`);
   await pool.destroy();
   await Promise.allSettled(pending);
 } finally {
