@@ -51,6 +51,11 @@ export interface LongPollResult {
   completed: WakeUps;
   /** The same for the tasks canceled through the API afterwards. */
   canceled: WakeUps;
+  /**
+   * The waiting client's own GC pauses while the workers completed tasks (its process holds only the
+   * waits: bench/lib/waiting-client.ts). A wake-up figure near their max may be the client's.
+   */
+  clientGcPauses: { count: number; maxMs: number; totalMs: number };
   /** By status and task status ("200 COMPLETED"), or the client's error code. */
   statuses: Record<string, number>;
   /** Answers that were not 200 with a task that had ended (errors, timeouts, a wait that ran out). */
@@ -157,6 +162,12 @@ export interface BenchReport {
   download: DownloadResult | null;
   /** Parts measured by other bench scripts (ReportSection). */
   sections: ReportSection[];
+}
+
+/** The waiting client's own GC pauses while the answers were timed. */
+export function clientPausesText(l: LongPollResult): string {
+  const p = l.clientGcPauses;
+  return `its GC paused ${p.count} times in the measured window, ${p.totalMs} ms in all, at most ${p.maxMs} ms`;
 }
 
 /** docs/design.md §5's figures, one place. */
@@ -348,7 +359,7 @@ export function renderGenerated(report: BenchReport): string {
     const l = report.longPoll;
     heading('Long-poll');
     lines.push(
-      `Memory, judged on ${l.held.waiting} long-polls waiting at once on a service without workers (nothing else grows it): RSS ${l.held.rssBaselineMiB} → ${l.held.rssPeakMiB} MiB, **+${l.held.rssGrowthMiB} MiB**. Then, with workers: ${l.requests} tasks, one \`GET …?wait=60\` each on a socket of its own (undici), sent in ${l.sendingSec} s; **${l.heldAtOnce} waiting at once**. RSS of the service ${l.rssBaselineMiB} MiB before the first, ${l.rssPeakMiB} MiB at peak while they waited: +${l.rssGrowthMiB} MiB (${l.peakFrom}; ${l.workers} in-process workers rendering meanwhile, and rendering alone grows the process); ${l.rssPeakWithCancelsMiB} MiB at peak once the cancels that end the rest at once are counted too. Answer − \`completed_at\` (whole ms, so an upper bound) for the ${l.completed.count} tasks the workers completed while the long-polls waited: p50 ${ms(l.completed.p50Ms)} ms, **p99 ${ms(l.completed.p99Ms)} ms**, max ${ms(l.completed.maxMs)} ms. The ${l.canceled.count} tasks still waiting after that were canceled through the API (rendering them all would take minutes): p50 ${ms(l.canceled.p50Ms)} ms, p99 ${ms(l.canceled.p99Ms)} ms, max ${ms(l.canceled.maxMs)} ms from the cancel to the answer. Answers: ${JSON.stringify(l.statuses)}.`,
+      `Memory, judged on ${l.held.waiting} long-polls waiting at once on a service without workers (nothing else grows it): RSS ${l.held.rssBaselineMiB} → ${l.held.rssPeakMiB} MiB, **+${l.held.rssGrowthMiB} MiB**. Then, with workers: ${l.requests} tasks, one \`GET …?wait=60\` each on a socket of its own (undici, in a process that holds only these: ${clientPausesText(l)}), all held by the service (its \`imagegen_task_waits\`) ${l.sendingSec} s after the first was sent; **${l.heldAtOnce} waiting at once**. RSS of the service ${l.rssBaselineMiB} MiB before the first, ${l.rssPeakMiB} MiB at peak while they waited: +${l.rssGrowthMiB} MiB (${l.peakFrom}; ${l.workers} in-process workers rendering meanwhile, and rendering alone grows the process); ${l.rssPeakWithCancelsMiB} MiB at peak once the cancels that end the rest at once are counted too. Answer − \`completed_at\` (whole ms, so an upper bound) for the ${l.completed.count} tasks the workers completed from then until the cancels below began: p50 ${ms(l.completed.p50Ms)} ms, **p99 ${ms(l.completed.p99Ms)} ms**, max ${ms(l.completed.maxMs)} ms. The ${l.canceled.count} tasks still waiting after that were canceled through the API (rendering them all would take minutes): p50 ${ms(l.canceled.p50Ms)} ms, p99 ${ms(l.canceled.p99Ms)} ms, max ${ms(l.canceled.maxMs)} ms from the cancel to the answer. Answers: ${JSON.stringify(l.statuses)}.`,
     );
   }
   const download = report.http.find((r) => r.id === 'download');

@@ -3,6 +3,7 @@ import type { CapacityResult } from '../scenarios/capacity.js';
 import type { PhotoUploadReport } from '../upload-memory-photos.js';
 import {
   BUDGETS,
+  clientPausesText,
   heldMemoryMet,
   heldMemoryText,
   type BudgetCheck,
@@ -61,7 +62,7 @@ export function eventStreamSection(l: LongPollResult): ReportSection {
       },
     ],
     lines: [
-      `\`bench/scenarios/long-poll.ts\` with \`via: 'event-stream'\`: ${l.requests} tasks, one \`GET …/events\` each on a socket of its own (undici), opened in ${l.sendingSec} s; ${l.heldAtOnce} open at once; ${l.workers} in-process workers rendering meanwhile.`,
+      `\`bench/scenarios/long-poll.ts\` with \`via: 'event-stream'\`: ${l.requests} tasks, one \`GET …/events\` each on a socket of its own (undici, in a process that holds only these: ${clientPausesText(l)}), all held by the service (its \`imagegen_task_waits\`) ${l.sendingSec} s after the first was sent; ${l.heldAtOnce} open at once; ${l.workers} in-process workers rendering meanwhile.`,
       `Memory judged on ${l.held.waiting} streams open at once on a service without workers (nothing else grows it): RSS ${l.held.rssBaselineMiB} → ${l.held.rssPeakMiB} MiB, **+${l.held.rssGrowthMiB} MiB**. In the run with workers rendering: RSS ${l.rssBaselineMiB} → ${l.rssPeakMiB} MiB (${l.peakFrom}); with the cancels that end the rest, ${l.rssPeakWithCancelsMiB} MiB.`,
       `Terminal \`task\` event parsed − \`completed_at\` for ${l.completed.count} completions: p50 ${l.completed.p50Ms} ms, p99 ${l.completed.p99Ms} ms, max ${l.completed.maxMs} ms; canceled: p99 ${l.canceled.p99Ms} ms. Answers: ${JSON.stringify(l.statuses)}.`,
     ],

@@ -14,7 +14,7 @@ import { authenticatedApi } from './authenticated-api.js';
 import { buildAppServices } from './app-services.js';
 import { metricsAccess } from './metrics-access.js';
 import { registerHttpBasics } from './plugins/http-basics.js';
-import { registerMetrics } from './plugins/metrics.js';
+import { registerMetrics, registerTaskWaitMetrics } from './plugins/metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { healthRoutes } from './routes/health.js';
 import { playgroundRoutes } from './routes/playground.js';
@@ -77,6 +77,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     backendCircuits: services.backendCircuits,
   });
   registerDependencyMetrics(metricsRegistry, services.readinessChecks);
+  registerTaskWaitMetrics(metricsRegistry, () => services.tasks.waitsHeld);
   await app.register(authenticatedApi, {
     config,
     services,

@@ -37,6 +37,11 @@ export class TaskChangePoll {
     private readonly batchSize = 500,
   ) {}
 
+  /** The waits registered now. */
+  get size(): number {
+    return this.waits.size;
+  }
+
   add(wait: PolledWait): void {
     this.waits.add(wait);
     if (this.timer) return;

@@ -69,6 +69,11 @@ export class TaskService {
     this.changePoll = new TaskChangePoll((ids) => options.store.tasks.getTaskStates(ids), options.crossProcessPollMs);
   }
 
+  /** Requests waiting for a task to change now: long-polls, event streams between events, tool calls. */
+  get waitsHeld(): number {
+    return this.changePoll.size;
+  }
+
   /**
    * Prices the request after the checks a create would make of it first, so that an estimate
    * promises nothing a create then refuses: the webhook URL, and each image reference must be an

@@ -159,3 +159,8 @@ t.test('event streams are judged by the long-poll budgets: 5 000 open, < 200 MiB
   t.same(met({ completed: { ...wake, p99Ms: 21 } }), [true, false]);
   t.same(met({ notTerminal: 1 }), [false, false], 'a stream that ended without its task ending');
 });
+
+t.test("the event streams' section says how often the waiting client itself paused for GC", async (t) => {
+  const section = eventStreamSection(longPollResult({ clientGcPauses: { count: 2, maxMs: 4.5, totalMs: 6 } }));
+  t.match(section.lines.join('\n'), /its GC paused 2 times in the measured window, 6 ms in all, at most 4\.5 ms/);
+});

@@ -16,6 +16,7 @@ export function longPollResult(changes: Partial<LongPollResult> = {}): LongPollR
     peakFrom: 'test',
     completed: wake,
     canceled: { ...wake, count: 5000 },
+    clientGcPauses: { count: 3, maxMs: 2.5, totalMs: 5 },
     statuses: { '200 COMPLETED': 600, '200 CANCELED': 5000 },
     notTerminal: 0,
     ...changes,

@@ -17,6 +17,33 @@ t.test('GET /metrics serves Prometheus text with per-route latency, without auth
   t.match(response.body, /process_cpu_user_seconds_total/);
 });
 
+t.test(
+  'GET /metrics counts the requests waiting for a task, from when the service holds one to its answer',
+  async (t) => {
+    const { app, newAccount } = await buildTestApp(t);
+    const { auth } = await newAccount();
+    const waits = async () => {
+      const body = (await app.inject({ url: '/metrics' })).body;
+      return Number(/^imagegen_task_waits (\d+)$/m.exec(body)?.[1]);
+    };
+    t.equal(await waits(), 0, 'none before');
+    const created = await app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: auth,
+      payload: { model: 'beta-v5-pro', prompt: 'a tin robot' },
+    });
+    const taskId = created.json().data.task_id;
+    // No worker runs in this app: the task stays CREATED and the long-poll waits until the cancel.
+    const longPoll = app.inject({ url: `/api/v1/images/generations/${taskId}?wait=30`, headers: auth });
+    while ((await waits()) === 0) await new Promise((resolve) => setImmediate(resolve));
+    t.equal(await waits(), 1, 'the long-poll, once held');
+    await app.inject({ method: 'POST', url: `/api/v1/images/generations/${taskId}/cancel`, headers: auth });
+    t.equal((await longPoll).json().data.status, 'CANCELED');
+    t.equal(await waits(), 0, 'none once it is answered');
+  },
+);
+
 t.test('GET /readyz is 503 naming the failing dependency', async (t) => {
   const { app, store } = await buildTestApp(t);
   await store.close();

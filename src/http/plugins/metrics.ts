@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { metricsAccess } from '../metrics-access.js';
 
 /**
@@ -41,6 +41,21 @@ export function registerMetrics(
     return registry.metrics();
   });
   return registry;
+}
+
+/**
+ * How many requests wait for a task to change (each holds a socket and memory until its task moves
+ * or its deadline passes), read when /metrics is scraped, so that a request pays nothing for it.
+ */
+export function registerTaskWaitMetrics(registry: Registry, waitsHeld: () => number): void {
+  new Gauge({
+    name: 'imagegen_task_waits',
+    help: 'Requests waiting for a task to change: long-polls, event streams between events, tool calls',
+    registers: [registry],
+    collect() {
+      this.set(waitsHeld());
+    },
+  });
 }
 
 /** A registry with the process's own metrics (CPU, memory, event loop). */
