@@ -103,7 +103,7 @@ async function start(origin: string, headers: Record<string, string>, paths: str
   const waitingNow = held();
   heldAtOnce = Math.max(heldAtOnce, waitingNow);
   globalThis.gc?.();
-  const allWaitingAt = now();
+  const sentAt = now();
   new PerformanceObserver((list) => {
     // startTime is on performance.now()'s scale; `at` on the wall clock, as the answers.
     for (const entry of list.getEntries())
@@ -111,8 +111,7 @@ async function start(origin: string, headers: Record<string, string>, paths: str
   }).observe({ entryTypes: ['gc'] });
   reply({
     type: 'all-waiting',
-    allWaitingAt,
-    sendingMs: allWaitingAt - sendingStarted,
+    sendingMs: sentAt - sendingStarted,
     waiting: waitingNow,
     heldAtOnce,
   });

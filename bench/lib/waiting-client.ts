@@ -33,8 +33,7 @@ export type ClientMessage =
 
 export interface AllWaiting {
   type: 'all-waiting';
-  /** The client's wall clock once every wait was on its socket (and, for streams, open). */
-  allWaitingAt: number;
+  /** From the first request sent until every wait was on its socket (and, for streams, open). */
   sendingMs: number;
   /** Waits held then. */
   waiting: number;
@@ -45,7 +44,7 @@ export interface AllWaiting {
 export interface Settled {
   type: 'settled';
   answers: ClientAnswer[];
-  /** The client's own GC pauses from `allWaitingAt` on (wall clock, ms). */
+  /** The client's own GC pauses from when every wait was on its socket (wall clock, ms); the scenario keeps its window's. */
   gcPauses: { at: number; ms: number }[];
 }
 
