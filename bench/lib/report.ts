@@ -16,7 +16,15 @@ export interface DispatchResult {
   tasks: number;
   workers: number;
   resolution: string;
-  /** Client's send of the create → the task's `started_at`: the lower ends (the upper ends are 1 ms more). */
+  /** The model whose tasks ran on the loopback provider. */
+  providerModel: string;
+  /** Client's send of the create → the loopback provider has the generator's call: exact (the budget's figure). */
+  calledMs: { p50: number; p99: number; max: number };
+  /** The same tasks, client's send of the create → its 202. */
+  acceptedMs: { p50: number; p99: number; max: number };
+  /** The Gemini adapter alone in the bench's process: generate() → the provider has the call. */
+  adapterMs: { p50: number; p99: number; max: number };
+  /** On the local renderer, client's send of the create → the task's `started_at`: the lower ends (the upper ends are 1 ms more). */
   dispatchFromMs: { p50: number; p99: number; max: number };
   /** `started_at` − `created_at`, both as the service recorded them (whole ms). */
   recordedMs: { p50: number; p99: number; max: number };
@@ -194,13 +202,6 @@ const ms = (n: number) => (Number.isInteger(n) ? `${n}` : n.toFixed(1));
 const count = (n: number) => (n >= 1_000_000 ? `${n / 1_000_000} M` : `${n / 1000} k`);
 const mibText = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
-/** A figure known only as a range [low, low + 1) against a limit: met, not met, or not decided by it. */
-export function verdictOfRange(low: number, limit: number): boolean | null {
-  if (low + 1 <= limit) return true;
-  if (low > limit) return false;
-  return null;
-}
-
 export function checkBudgets(report: BenchReport): BudgetCheck[] {
   const checks: BudgetCheck[] = [];
   const row = (id: string) => report.http.find((r) => r.id === id);
@@ -222,14 +223,12 @@ export function checkBudgets(report: BenchReport): BudgetCheck[] {
   }
   if (report.dispatch) {
     const d = report.dispatch;
-    const p50 = verdictOfRange(d.dispatchFromMs.p50, BUDGETS.dispatchP50Ms);
-    const p99 = verdictOfRange(d.dispatchFromMs.p99, BUDGETS.dispatchP99Ms);
-    const range = (low: number) => `${ms(low)}–${ms(low + 1)} ms`;
+    const { p50, p99 } = d.calledMs;
     checks.push({
       budget: `Dispatch latency, create → generator called, ${d.workers} in-process workers, one task at a time`,
       target: `p50 ≤ ${BUDGETS.dispatchP50Ms} ms, p99 ≤ ${BUDGETS.dispatchP99Ms} ms`,
-      measured: `p50 ${range(d.dispatchFromMs.p50)}, p99 ${range(d.dispatchFromMs.p99)} (${d.tasks} tasks; \`started_at\` has whole ms)${d.notCompleted ? `, ${d.notCompleted} not completed` : ''}`,
-      met: d.notCompleted > 0 || p50 === false || p99 === false ? false : p50 === null || p99 === null ? null : true,
+      measured: `p50 ${ms(p50)} ms, p99 ${ms(p99)} ms to the provider's receipt of the call (${d.tasks} tasks of ${d.providerModel} on a loopback Gemini provider)${d.notCompleted ? `, ${d.notCompleted} not completed` : ''}`,
+      met: d.notCompleted === 0 && p50 <= BUDGETS.dispatchP50Ms && p99 <= BUDGETS.dispatchP99Ms,
     });
   }
   if (report.longPoll) {
@@ -352,7 +351,7 @@ export function renderGenerated(report: BenchReport): string {
     const d = report.dispatch;
     heading('Dispatch latency and end to end');
     lines.push(
-      `${d.tasks} text-to-image ${d.resolution} tasks one at a time on \`serve\` with ${d.workers} in-process workers. From the client's send of the create to the task's \`started_at\` (the worker's claim, after which it calls the generator with no I/O between): p50 **${ms(d.dispatchFromMs.p50)}–${ms(d.dispatchFromMs.p50 + 1)} ms**, p99 **${ms(d.dispatchFromMs.p99)}–${ms(d.dispatchFromMs.p99 + 1)} ms**, max ${ms(d.dispatchFromMs.max)}–${ms(d.dispatchFromMs.max + 1)} ms (\`started_at\` has whole milliseconds). As the service recorded it, \`started_at\` − \`created_at\`: p50 ${d.recordedMs.p50} ms, p99 ${d.recordedMs.p99} ms, max ${d.recordedMs.max} ms. Create → the long-poll's answer with the task COMPLETED: p50 ${ms(d.completedMs.p50)} ms, p99 ${ms(d.completedMs.p99)} ms, max ${ms(d.completedMs.max)} ms${d.notCompleted ? `; ${d.notCompleted} not completed` : ''}.`,
+      `${d.tasks} tasks of each kind, text-to-image ${d.resolution}, one at a time and alternated, on \`serve\` with ${d.workers} in-process workers. **Timed at the generator's call** (the budget's figure): ${d.providerModel} on the \`gemini\` backend, whose provider is a loopback server in the bench's process; from the client's send of the create to the provider's receipt of the whole call, on one clock: p50 **${ms(d.calledMs.p50)} ms**, p99 **${ms(d.calledMs.p99)} ms**, max ${ms(d.calledMs.max)} ms. This counts the Gemini adapter building its request and the request's trip besides the dispatch: the same adapter, called alone in the bench's process, has its call at the provider p50 ${ms(d.adapterMs.p50)} ms, p99 ${ms(d.adapterMs.p99)} ms after \`generate()\`. The client had its 202 after p50 ${ms(d.acceptedMs.p50)} ms, p99 ${ms(d.acceptedMs.p99)} ms. **On the local renderer** (alpha-pro): from the send to the task's \`started_at\`, which the worker reads as its claim begins (the claim and the attempt's set-up, about 0.5 ms, come after it, so this is a lower bound, and \`started_at\` has whole milliseconds): p50 ${ms(d.dispatchFromMs.p50)}–${ms(d.dispatchFromMs.p50 + 1)} ms, p99 ${ms(d.dispatchFromMs.p99)}–${ms(d.dispatchFromMs.p99 + 1)} ms, max ${ms(d.dispatchFromMs.max)}–${ms(d.dispatchFromMs.max + 1)} ms. As the service recorded it, \`started_at\` − \`created_at\`: p50 ${d.recordedMs.p50} ms, p99 ${d.recordedMs.p99} ms, max ${d.recordedMs.max} ms. Create → the long-poll's answer with the task COMPLETED (the 1K render included): p50 ${ms(d.completedMs.p50)} ms, p99 ${ms(d.completedMs.p99)} ms, max ${ms(d.completedMs.max)} ms${d.notCompleted ? `; ${d.notCompleted} not completed` : ''}.`,
     );
   }
   if (report.longPoll) {

@@ -8,5 +8,5 @@ export const TEXT_TO_IMAGE = JSON.stringify({
   parameters: { aspect_ratio: '16:9', resolution: '1K' },
 });
 /** The create body of a 1:1 text-to-image task at a resolution, its prompt numbered (for the worker scenarios). */
-export const textToImage = (resolution: '1K' | '2K' | '4K', n = 0) =>
-  JSON.stringify({ model: 'alpha-pro', prompt: `${PROMPT} #${n}`, parameters: { aspect_ratio: '1:1', resolution } });
+export const textToImage = (resolution: '1K' | '2K' | '4K', n = 0, model = 'alpha-pro') =>
+  JSON.stringify({ model, prompt: `${PROMPT} #${n}`, parameters: { aspect_ratio: '1:1', resolution } });

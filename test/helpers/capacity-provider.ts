@@ -39,6 +39,11 @@ export interface ProviderCall {
   prompt: string;
   /** Date.now() when the whole request had arrived. */
   receivedAt: number;
+  /**
+   * performance.now() at the same moment: sub-ms, for a latency timed from another reading of this
+   * process's performance.now() (the bench's dispatch latency, create → generator called).
+   */
+  receivedAtHighRes: number;
   /** Date.now() when it was answered (or abandoned); null while in flight. */
   answeredAt: number | null;
   outcome: CallOutcome | null;
@@ -160,12 +165,14 @@ export class CapacityProvider {
       return;
     }
     const receivedAt = Date.now();
+    const receivedAtHighRes = performance.now();
     const parsed = api === 'gemini' ? parseGemini(body) : await parseOpenAi(req, body, path);
     const call: ProviderCall = {
       api,
       path,
       prompt: typeof parsed === 'string' ? '' : parsed.prompt,
       receivedAt,
+      receivedAtHighRes,
       answeredAt: null,
       outcome: null,
       inFlightAtStart: 0,
