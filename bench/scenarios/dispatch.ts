@@ -6,11 +6,12 @@
  * core), each followed by a long-poll until it is COMPLETED; two kinds of task, alternated:
  *
  * - **Timed at the generator's call** (the budget's figure): `beta-v5-pro` on the `gemini` backend,
- *   whose provider is a loopback server in this process (test/helpers/capacity-provider.ts, Gemini's
- *   documented API). The latency runs from this process's `performance.now()` just before the
- *   create is sent to its reading when the provider has the whole call, so it is exact, and it
- *   counts more than the budget asks for: the adapter building its request and the request's trip,
- *   which the scenario also times alone (the same adapter called in this process).
+ *   whose provider is a loopback server in a process of its own (bench/lib/loopback-provider.ts:
+ *   test/helpers/capacity-provider.ts, Gemini's documented API). The latency runs from the bench's
+ *   wall clock just before the create is sent to the provider's reading of the same clock when it
+ *   has the whole call (bench/lib/wall-clock.ts: sub-ms, shared by the processes of the machine).
+ *   It counts more than the budget asks for: the adapter building its request and the request's
+ *   trip, which the scenario also times alone (the same adapter called in the bench's process).
  * - **On the local renderer** (the default backend): `alpha-pro`, timed to the task's `started_at`,
  *   the clock reading the worker takes as its claim begins. The claim's own transaction and the
  *   attempt's set-up come after it (about 0.5 ms together, measured once by hand), so this is a lower
@@ -23,9 +24,9 @@ import { availableParallelism } from 'node:os';
 import { Pool } from 'undici';
 import { loadConfig } from '../../src/config.js';
 import { configuredBackends } from '../../src/generators/model-backends.js';
-import { CapacityProvider } from '../../test/helpers/capacity-provider.js';
 import type { DispatchResult } from '../lib/report.js';
 import { percentilesOf } from '../lib/load.js';
+import { LoopbackProvider } from '../lib/loopback-provider.js';
 import { PROMPT, textToImage } from '../lib/requests.js';
 import { wallClock } from '../lib/wall-clock.js';
 import { createTask, waitForTask, warmUp, type ScenarioContext } from './context.js';
@@ -38,7 +39,7 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
   const tasks = ctx.quick ? 40 : 200;
   const workers = availableParallelism();
   // Capacity beyond one task at a time, so that no call is refused; the answer is due at once.
-  const provider = await CapacityProvider.start({ capacity: 8, latencyMs: 0 });
+  const provider = await LoopbackProvider.start({ capacity: 8, latencyMs: 0 });
   const onLoopbackProvider = { BETA_V5_PRO_BACKEND: 'gemini', GEMINI_API_KEY: 'bench', GEMINI_BASE_URL: provider.url };
   const { server, auth } = await ctx.launchService('service-dispatch', {
     WORKER_CONCURRENCY: String(workers),
@@ -62,17 +63,17 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
     const completed: number[] = [];
     let notCompleted = 0;
     for (let i = 0; i < tasks; i++) {
-      const callsBefore = provider.calls.length;
-      const sentAtHighRes = performance.now();
+      const callsBefore = provider.receivedAt.length;
+      const sentAtOnProvider = now();
       const viaProvider = await createTask(pool, auth, textToImage('1K', WARM_UP_TASKS + i, PROVIDER_MODEL));
-      accepted.push(performance.now() - sentAtHighRes);
+      accepted.push(now() - sentAtOnProvider);
       // The long-poll waits for the call: its request would share the service's event loop with it.
       await provider.received(callsBefore + 1);
       const providerTask = await waitForTask(pool, auth, viaProvider.task_id, 30);
       // One task at a time: its call is the one the provider received after the send (a retried
       // call would be a second one, and counts the task as not completed).
-      if (providerTask.status === 'COMPLETED' && provider.calls.length === callsBefore + 1)
-        called.push(provider.calls[callsBefore].receivedAtHighRes - sentAtHighRes);
+      if (providerTask.status === 'COMPLETED' && provider.receivedAt.length === callsBefore + 1)
+        called.push(provider.receivedAt[callsBefore] - sentAtOnProvider);
       else notCompleted++;
 
       const sentAt = now();
@@ -88,7 +89,7 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
       recorded.push(startedAt - Date.parse(task.created_at));
       completed.push(answeredAt - sentAt);
     }
-    const adapterMs = percentilesOf(await adapterAlone(provider, onLoopbackProvider, tasks));
+    const adapterMs = percentilesOf(await adapterAlone(provider, onLoopbackProvider, tasks, now));
     const result: DispatchResult = {
       tasks,
       workers,
@@ -117,14 +118,19 @@ export async function dispatchScenario(ctx: ScenarioContext): Promise<DispatchRe
  * built from the service's configuration as `serve` builds it, and called as the worker calls it
  * for a 1K text-to-image task.
  */
-async function adapterAlone(provider: CapacityProvider, env: Record<string, string>, count: number): Promise<number[]> {
+async function adapterAlone(
+  provider: LoopbackProvider,
+  env: Record<string, string>,
+  count: number,
+  now: () => number,
+): Promise<number[]> {
   const gemini = configuredBackends(loadConfig(env)).find((backend) => backend.backend === 'gemini');
   if (!gemini) throw new Error('no gemini backend in the configuration');
   const { generator } = gemini;
   const latencies: number[] = [];
   for (let i = 0; i < count + 10; i++) {
-    const callsBefore = provider.calls.length;
-    const calledAt = performance.now();
+    const callsBefore = provider.receivedAt.length;
+    const calledAt = now();
     await generator.generate(
       {
         model: PROVIDER_MODEL,
@@ -139,7 +145,7 @@ async function adapterAlone(provider: CapacityProvider, env: Record<string, stri
       },
       new AbortController().signal,
     );
-    if (i >= 10) latencies.push(provider.calls[callsBefore].receivedAtHighRes - calledAt);
+    if (i >= 10) latencies.push(provider.receivedAt[callsBefore] - calledAt);
   }
   return latencies;
 }

@@ -65,34 +65,34 @@ export class DispatchLoop {
 
   private async dispatch(): Promise<void> {
     while (!this.stopping) {
-      let started = false;
       this.poked = false;
       try {
         await this.options.beforeClaims();
-        const claimed = await Promise.all(this.options.lanes.map((lane) => this.fill(lane)));
-        started = claimed.some(Boolean);
+        await Promise.all(this.options.lanes.map((lane) => this.fill(lane)));
       } catch (error) {
         this.options.log.error({ err: error }, 'worker loop error');
       }
-      if (!started && !this.stopping) await this.sleep();
+      // Every lane was filled until it was full or the queue had nothing more for it, so another
+      // turn now would only find the same. What changes that (a task created, a slot freed) pokes,
+      // and a poke that came during the claims ends this sleep at once. Another turn after every
+      // launch cost each dispatch a claim per lane in the event loop, between the task's claim and
+      // its generator's call (BENCHMARKS.md, "Dispatch latency timed at the generator's call").
+      if (!this.stopping) await this.sleep();
     }
   }
 
   /** Claims for the lane's free slots until they are full or the queue has nothing for it. */
-  private async fill(lane: BackendLane): Promise<boolean> {
-    let started = false;
+  private async fill(lane: BackendLane): Promise<void> {
     while (!this.stopping) {
       const room = Math.min(
         lane.freeSlots(this.options.now().getTime()),
         lane.backend.sharedLimit ? 1 : MAX_TASKS_PER_CLAIM,
       );
-      if (room === 0) break;
+      if (room === 0) return;
       const claimed = await this.options.claim(lane, room);
       for (const task of claimed) this.launch(lane, task);
-      if (claimed.length > 0) started = true;
-      if (claimed.length < room) break;
+      if (claimed.length < room) return;
     }
-    return started;
   }
 
   private launch(lane: BackendLane, task: TaskRecord): void {

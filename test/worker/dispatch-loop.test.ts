@@ -1,0 +1,107 @@
+import { setImmediate as turn } from 'node:timers/promises';
+import t, { type Test } from 'tap';
+import type { TaskRecord } from '../../src/core/task.js';
+import { LocalRenderer } from '../../src/generators/local-renderer.js';
+import { BackendLane } from '../../src/worker/backend-lane.js';
+import { DispatchLoop } from '../../src/worker/dispatch-loop.js';
+import { silentLog } from '../../src/worker/worker-log.js';
+
+/**
+ * The worker's loop (src/worker/dispatch-loop.ts) with its claims and runs faked: which claims it
+ * makes, and when. The loop never reads a task; it hands what the claim returned to run.
+ */
+function loopOf(t: Test, lanes: BackendLane[], claim: (lane: BackendLane, limit: number) => TaskRecord[]) {
+  const claims: string[] = [];
+  const runs: { task: TaskRecord; finish: () => void }[] = [];
+  const ranOne = { count: 0, waiters: [] as { count: number; resolve: () => void }[] };
+  const loop: DispatchLoop = new DispatchLoop({
+    lanes,
+    // Long: a claim that comes without a poke would have to wait for it, and the test would time out.
+    pollMs: 600_000,
+    now: () => new Date(),
+    beforeClaims: async () => {},
+    claim: async (lane, limit) => {
+      claims.push(`${lane.backend.name} ${limit}`);
+      return claim(lane, limit);
+    },
+    run: (_lane, task) =>
+      new Promise<void>((finish) => {
+        runs.push({ task, finish });
+        ranOne.count += 1;
+        for (const waiter of ranOne.waiters.filter((w) => w.count <= ranOne.count)) waiter.resolve();
+      }),
+    log: silentLog,
+  });
+  t.teardown(async () => {
+    const stopped = loop.stop();
+    for (const run of runs) run.finish();
+    await stopped;
+  });
+  const runsStarted = (count: number) =>
+    ranOne.count >= count ? Promise.resolve() : new Promise<void>((resolve) => ranOne.waiters.push({ count, resolve }));
+  return { loop, claims, runs, runsStarted };
+}
+
+const lane = (name: string, slots: number) => new BackendLane({ name, generator: new LocalRenderer(), slots });
+const task = (id: string) => ({ id }) as TaskRecord;
+/** Lets the loop go on as far as it goes without a poke or a timer. */
+const settle = async () => {
+  for (let i = 0; i < 5; i++) await turn();
+};
+
+t.test('a poke claims each lane once; a lane the claim did not fill waits for the next poke', async (t) => {
+  const queued = [task('t1')];
+  const local = lane('local', 2);
+  const gemini = lane('gemini', 4);
+  const { loop, claims, runsStarted } = loopOf(t, [local, gemini], (l) => (l === local ? queued.splice(0, 1) : []));
+  loop.start();
+  await settle();
+  t.same(claims, ['local 2', 'gemini 4'], 'the start fills every lane, and launches the queued task');
+  claims.length = 0;
+
+  queued.push(task('t2'));
+  loop.poke();
+  await runsStarted(2);
+  await settle();
+  t.same(claims, ['local 1', 'gemini 4'], 'one claim per lane: no second turn after the launch');
+});
+
+t.test('a poke that comes during the claims gives another turn at once', async (t) => {
+  const queued: TaskRecord[] = [];
+  const local = lane('local', 2);
+  let pokeDuringClaim: (() => void) | null = null;
+  const { loop, claims, runsStarted } = loopOf(t, [local], () => {
+    const claimed = queued.splice(0, 1);
+    pokeDuringClaim?.();
+    pokeDuringClaim = null;
+    return claimed;
+  });
+  loop.start();
+  await settle();
+  claims.length = 0;
+
+  // A task created just after the claim read the queue: its poke must not be lost to the sleep
+  // that follows (with the poll interval of ten minutes, the test would time out).
+  pokeDuringClaim = () => {
+    queued.push(task('t1'));
+    loop.poke();
+  };
+  loop.poke();
+  await runsStarted(1);
+  t.same(claims, ['local 2', 'local 2']);
+});
+
+t.test('a slot that comes free pokes the loop, which claims for it', async (t) => {
+  const queued = [task('t1'), task('t2')];
+  const local = lane('local', 1);
+  const { loop, claims, runs, runsStarted } = loopOf(t, [local], () => queued.splice(0, 1));
+  loop.start();
+  await runsStarted(1);
+  await settle();
+  t.same(claims, ['local 1'], 'the one slot is full: no claim until it frees');
+
+  runs[0].finish();
+  await runsStarted(2);
+  t.same(claims, ['local 1', 'local 1']);
+  t.equal(runs[1].task.id, 't2');
+});
