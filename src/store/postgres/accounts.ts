@@ -214,36 +214,30 @@ export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<b
   return refund !== null && addLedgerEntry(tx, refund.accountId, 'refund', refund.amount, taskId, null, now);
 }
 
-const LOCK_ACCOUNT = 'SELECT balance FROM accounts WHERE id = $1 FOR UPDATE';
-const COUNT_ACTIVE_TASKS = `SELECT count(*) AS active FROM (
-    SELECT 1 FROM tasks WHERE account_id = $1 AND status = ANY($2::text[]) LIMIT $3
-  ) AS active`;
-
 /**
  * The account as an admission reads it (core admitTasks): its row locked, then its active tasks
- * counted, in a statement of their own, so that the count sees every admission that held the lock
- * before (a statement sees what committed before it began). The lock orders the account's
- * concurrent creates, so that each sees the last one's balance and tasks; finishes take no lock
- * of the account (a finish only lowers the count). null for a missing account.
+ * counted after the lock was granted, so that the count sees every admission that held the lock
+ * before. Both in one round trip: the migration's `admitting_account`, whose two statements each
+ * take their own snapshot. The lock orders the account's concurrent creates, so that each sees the
+ * last one's balance and tasks; finishes take no lock of the account (a finish only lowers the
+ * count). null for a missing account.
  */
 export async function lockAdmittingAccountIn(
   tx: Tx,
   accountId: string,
   limits: { maxActiveTasks: number },
 ): Promise<AdmittingAccount | null> {
-  // Named, so that PostgreSQL parses and plans them once per connection: sent unnamed, both were
-  // parsed and planned at every create (decision 0030, "Later").
-  const { rows } = await tx.query<{ balance: number }>(prepared('lock-admitting-account', LOCK_ACCOUNT, [accountId]));
-  if (!rows[0]) return null;
-  // One index range per active status (tasks_account_status), read only up to the limit.
-  const counted = await tx.query<{ active: number }>(
-    prepared('count-active-tasks', COUNT_ACTIVE_TASKS, [
+  // Named, so that PostgreSQL parses and plans it once per connection (decision 0030, "Later").
+  // The count reads one index range per active status (tasks_account_status), only up to the limit.
+  const { rows } = await tx.query<{ balance: number; active: number }>(
+    prepared('admitting-account', 'SELECT balance, active FROM admitting_account($1, $2, $3)', [
       accountId,
       ACTIVE_STATUSES,
       activeTasksCountLimit(limits.maxActiveTasks),
     ]),
   );
-  return { balance: Number(rows[0].balance), activeTasks: counted.rows[0].active };
+  if (!rows[0]) return null;
+  return { balance: rows[0].balance, activeTasks: rows[0].active };
 }
 
 /** An admission's debit rows (core admitTasks), as the ledger writes them. */

@@ -230,4 +230,24 @@ export const POSTGRES_MIGRATIONS: string[] = [
   ALTER TABLE tasks ADD COLUMN output_compression integer;
   ALTER TABLE tasks ADD COLUMN end_user_id text;
   `,
+  `
+  -- The account as an admission reads it (accounts.ts, lockAdmittingAccountIn): its row locked,
+  -- then its active tasks counted, in one round trip instead of two. The count must see every
+  -- admission that held the lock before this one: a VOLATILE function takes a new snapshot for each
+  -- of its statements, so the count's is taken after the lock was granted (one statement doing both
+  -- would count in a snapshot taken before it waited for the lock). PL/pgSQL keeps the two plans
+  -- for the session. It reads only: what the admission decides stays in src/core.
+  CREATE FUNCTION admitting_account(p_account text, p_statuses text[], p_count_limit integer)
+  RETURNS TABLE (balance bigint, active bigint) LANGUAGE plpgsql VOLATILE AS $$
+  #variable_conflict use_column
+  BEGIN
+    PERFORM 1 FROM accounts AS a WHERE a.id = p_account FOR UPDATE;
+    RETURN QUERY SELECT a.balance, (
+        SELECT count(*) FROM (
+          SELECT 1 FROM tasks AS t WHERE t.account_id = p_account AND t.status = ANY(p_statuses) LIMIT p_count_limit
+        ) AS active_tasks
+      ) FROM accounts AS a WHERE a.id = p_account;
+  END
+  $$;
+  `,
 ];
