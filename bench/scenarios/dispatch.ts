@@ -138,7 +138,8 @@ async function adapterAlone(
         aspectRatio: '1:1',
         resolution: '1K',
         outputFormat: 'png',
-        outputCompression: 100,
+        // A png task's output_compression, as generateImages passes it.
+        outputCompression: null,
         width: 1024,
         height: 1024,
         references: [],
