@@ -76,7 +76,7 @@ async function ourWorker(schema: string, concurrency: number, generator: NoopGen
   await store.migrate();
   const events = new TaskEvents();
   await store.listen((signal) =>
-    signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId),
+    signal.kind === 'created' ? events.taskCreated(signal.model) : events.taskChanged(signal.taskId),
   );
   const blobs = new FsBlobStore(join(dir, 'blobs'));
   const worker = new TaskWorker({

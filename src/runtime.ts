@@ -73,7 +73,7 @@ export async function openRuntime(config: Config, options: { longRunning?: boole
     // idle workers wake on a create, long-polls and cancel-aborts on a change made anywhere.
     if (options.longRunning && store instanceof PostgresStore) {
       await store.listen((signal) =>
-        signal.kind === 'created' ? events.taskCreated() : events.taskChanged(signal.taskId),
+        signal.kind === 'created' ? events.taskCreated(signal.model) : events.taskChanged(signal.taskId),
       );
     }
     const signingSecret = await mediaSigningSecret(config, store);

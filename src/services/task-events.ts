@@ -15,8 +15,9 @@ export class TaskEvents {
     this.emitter.setMaxListeners(0);
   }
 
-  taskCreated(): void {
-    this.emitter.emit('created');
+  /** A task of `model` joined the queue (of a model not told: a signal from an older process). */
+  taskCreated(model?: string): void {
+    this.emitter.emit('created', model);
   }
 
   taskChanged(taskId: string): void {
@@ -38,7 +39,7 @@ export class TaskEvents {
     return () => this.emitter.off('changed', listener);
   }
 
-  onCreated(listener: () => void): () => void {
+  onCreated(listener: (model: string | undefined) => void): () => void {
     this.emitter.on('created', listener);
     return () => this.emitter.off('created', listener);
   }

@@ -127,7 +127,7 @@ export class TaskService {
       { maxActiveTasks: this.options.maxActiveTasks },
       completesKey,
     );
-    this.options.events.taskCreated();
+    this.options.events.taskCreated(task.model);
   }
 
   /**
@@ -143,7 +143,7 @@ export class TaskService {
       { maxActiveTasks: this.options.maxActiveTasks },
       completesKey,
     );
-    for (const _ of tasks) this.options.events.taskCreated();
+    for (const task of tasks) this.options.events.taskCreated(task.model);
   }
 
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {

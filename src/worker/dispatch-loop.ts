@@ -26,29 +26,39 @@ export interface DispatchLoopOptions {
 }
 
 /**
- * One loop per process that claims for every backend: each turn fills every lane's free slots,
- * launches what it claimed, and sleeps until poked (a task created, a slot freed), the poll
- * interval, or the end of a backend's pause.
+ * One loop per process that claims for its backends: each turn fills the free slots of the lanes
+ * that were poked since the last (every lane after the poll interval or a backend's pause),
+ * launches what it claimed, and sleeps until poked (a task created for a lane's models, a slot
+ * freed), the poll interval, or the end of a backend's pause.
  */
 export class DispatchLoop {
   private readonly running = new Set<Promise<void>>();
   private loop: Promise<void> | null = null;
   private stopping = false;
   private wake: (() => void) | null = null;
-  private poked = false;
+  /** The lanes the next turn claims for: every lane to begin with. */
+  private readonly due: Set<BackendLane>;
 
-  constructor(private readonly options: DispatchLoopOptions) {}
+  constructor(private readonly options: DispatchLoopOptions) {
+    this.due = new Set(options.lanes);
+  }
 
   start(): void {
     this.loop = this.dispatch();
   }
 
-  /** Looks for work at once (a task was created, or a slot came free). */
-  poke(): void {
+  /**
+   * Looks for work at once for `lanes` (a task created for their models, a slot freed), or for
+   * every lane. A lane that could not run the task is not claimed for: on PostgreSQL even an empty
+   * claim is a query, and for a backend with a shared limit a transaction on the limit's row, made
+   * by every worker process at every create (BENCHMARKS.md, "A create wakes only the backends that
+   * run its model").
+   */
+  poke(lanes: readonly BackendLane[] = this.options.lanes): void {
     // Remembered when the loop is not asleep (it is claiming): the next sleep returns at once, so
     // a slot freed during a claim that found the limit full is not left idle for a poll interval.
-    this.poked = true;
-    this.wake?.();
+    for (const lane of lanes) this.due.add(lane);
+    if (lanes.length > 0) this.wake?.();
   }
 
   /** Stops claiming; resolves once the loop has ended. The tasks it launched may still run (allDone). */
@@ -65,15 +75,16 @@ export class DispatchLoop {
 
   private async dispatch(): Promise<void> {
     while (!this.stopping) {
-      this.poked = false;
+      const lanes = this.options.lanes.filter((lane) => this.due.has(lane));
+      this.due.clear();
       try {
         await this.options.beforeClaims();
-        await Promise.all(this.options.lanes.map((lane) => this.fill(lane)));
+        await Promise.all(lanes.map((lane) => this.fill(lane)));
       } catch (error) {
         this.options.log.error({ err: error }, 'worker loop error');
       }
-      // Every lane was filled until it was full or the queue had nothing more for it, so another
-      // turn now would only find the same. What changes that (a task created, a slot freed) pokes,
+      // Every due lane was filled until it was full or the queue had nothing more for it, so
+      // another turn now would only find the same. What changes that (a task created, a slot freed) pokes,
       // and a poke that came during the claims ends this sleep at once. Another turn after every
       // launch cost each dispatch a claim per lane in the event loop, between the task's claim and
       // its generator's call (BENCHMARKS.md, "Dispatch latency timed at the generator's call").
@@ -106,21 +117,31 @@ export class DispatchLoop {
         lane.running -= 1;
         metrics?.tasksInProgress(lane.backend.name, lane.running);
         this.running.delete(run);
-        this.poke();
+        this.poke([lane]);
       });
     this.running.add(run);
   }
 
-  /** Sleeps until poked, the poll interval, or the end of the earliest pause, whichever is first. */
+  /**
+   * Sleeps until poked, the poll interval, or the end of the earliest pause, whichever is first;
+   * after the interval or a pause, every lane is due (a change no poke told of: another process's
+   * slot or limit, a task whose run_after came).
+   */
   private sleep(): Promise<void> {
-    if (this.poked) return Promise.resolve();
+    if (this.due.size > 0) return Promise.resolve();
     const now = this.options.now().getTime();
     const pauseEnds = this.options.lanes
       .filter((lane) => lane.running < lane.backend.slots && lane.pausedUntil > now)
       .map((lane) => lane.pausedUntil - now);
     const ms = Math.min(this.options.pollMs, ...pauseEnds);
     return new Promise((resolve) => {
-      const timer = setTimeout(done, Math.max(1, ms));
+      const timer = setTimeout(
+        () => {
+          for (const lane of this.options.lanes) this.due.add(lane);
+          done();
+        },
+        Math.max(1, ms),
+      );
       function done() {
         clearTimeout(timer);
         resolve();

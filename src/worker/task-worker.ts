@@ -102,13 +102,22 @@ export class TaskWorker {
   }
 
   start(): void {
-    this.unsubscribeCreated = this.options.events?.onCreated(() => this.poke()) ?? null;
+    this.unsubscribeCreated = this.options.events?.onCreated((model) => this.pokeFor(model)) ?? null;
     this.dispatch.start();
   }
 
   /** Looks for work at once (a task was created, or a slot came free). */
   poke(): void {
     this.dispatch.poke();
+  }
+
+  /** Looks for work at once for the backends that run `model` (every backend when it is not told). */
+  private pokeFor(model: string | undefined): void {
+    this.dispatch.poke(
+      model === undefined
+        ? this.lanes
+        : this.lanes.filter((lane) => !lane.backend.models || lane.backend.models.includes(model)),
+    );
   }
 
   /**

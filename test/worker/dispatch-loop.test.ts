@@ -10,14 +10,20 @@ import { silentLog } from '../../src/worker/worker-log.js';
  * The worker's loop (src/worker/dispatch-loop.ts) with its claims and runs faked: which claims it
  * makes, and when. The loop never reads a task; it hands what the claim returned to run.
  */
-function loopOf(t: Test, lanes: BackendLane[], claim: (lane: BackendLane, limit: number) => TaskRecord[]) {
+function loopOf(
+  t: Test,
+  lanes: BackendLane[],
+  claim: (lane: BackendLane, limit: number) => TaskRecord[],
+  // Long by default: a claim that comes without a poke would have to wait for it, and the test
+  // would time out.
+  pollMs = 600_000,
+) {
   const claims: string[] = [];
   const runs: { task: TaskRecord; finish: () => void }[] = [];
   const ranOne = { count: 0, waiters: [] as { count: number; resolve: () => void }[] };
   const loop: DispatchLoop = new DispatchLoop({
     lanes,
-    // Long: a claim that comes without a poke would have to wait for it, and the test would time out.
-    pollMs: 600_000,
+    pollMs,
     now: () => new Date(),
     beforeClaims: async () => {},
     claim: async (lane, limit) => {
@@ -39,7 +45,16 @@ function loopOf(t: Test, lanes: BackendLane[], claim: (lane: BackendLane, limit:
   });
   const runsStarted = (count: number) =>
     ranOne.count >= count ? Promise.resolve() : new Promise<void>((resolve) => ranOne.waiters.push({ count, resolve }));
-  return { loop, claims, runs, runsStarted };
+  const claimWaiters: { count: number; resolve: () => void }[] = [];
+  const claimsMade = (count: number) =>
+    claims.length >= count ? Promise.resolve() : new Promise<void>((resolve) => claimWaiters.push({ count, resolve }));
+  const recordClaim = claims.push.bind(claims);
+  claims.push = (...entries: string[]) => {
+    const length = recordClaim(...entries);
+    for (const waiter of claimWaiters.filter((w) => w.count <= length)) waiter.resolve();
+    return length;
+  };
+  return { loop, claims, runs, runsStarted, claimsMade };
 }
 
 const lane = (name: string, slots: number) => new BackendLane({ name, generator: new LocalRenderer(), slots });
@@ -104,4 +119,48 @@ t.test('a slot that comes free pokes the loop, which claims for it', async (t) =
   await runsStarted(2);
   t.same(claims, ['local 1', 'local 1']);
   t.equal(runs[1].task.id, 't2');
+});
+
+t.test('a poke for some lanes claims for those alone', async (t) => {
+  const local = lane('local', 2);
+  const gemini = lane('gemini', 4);
+  const { loop, claims } = loopOf(t, [local, gemini], () => []);
+  loop.start();
+  await settle();
+  claims.length = 0;
+
+  // A task created for a model that only gemini runs: the local lane has nothing to find.
+  loop.poke([gemini]);
+  await settle();
+  t.same(claims, ['gemini 4']);
+});
+
+t.test('a slot that comes free claims for its own lane alone', async (t) => {
+  const queued = [task('t1')];
+  const local = lane('local', 1);
+  const gemini = lane('gemini', 4);
+  const { loop, claims, runs, runsStarted } = loopOf(t, [local, gemini], (l) =>
+    l === local ? queued.splice(0, 1) : [],
+  );
+  loop.start();
+  await runsStarted(1);
+  await settle();
+  claims.length = 0;
+
+  runs[0].finish();
+  await settle();
+  t.same(claims, ['local 1']);
+});
+
+t.test('the poll interval claims for every lane, poked or not', async (t) => {
+  const local = lane('local', 2);
+  const gemini = lane('gemini', 4);
+  // Something no poke tells of (another process's freed slot, a task whose run_after came) is
+  // found by the poll: here 20 ms, waited for through the claims it makes, not slept.
+  const { loop, claims, claimsMade } = loopOf(t, [local, gemini], () => [], 20);
+  loop.start();
+  await claimsMade(2);
+  t.same(claims.slice(0, 2), ['local 2', 'gemini 4'], 'the start');
+  await claimsMade(4);
+  t.same(claims.slice(2, 4), ['local 2', 'gemini 4'], 'the first poll, with no poke between');
 });

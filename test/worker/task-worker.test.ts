@@ -1,6 +1,9 @@
 import sharp from 'sharp';
 import t from 'tap';
+import { createTask } from '../../src/core/task.js';
+import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { GenerationError } from '../../src/generators/port.js';
+import { newIdAt } from '../../src/ids.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import {
@@ -275,4 +278,55 @@ t.test("a completed task's images are not swept as orphans; a crashed writer's b
   await sweepExpiredMedia({ store: deps.store.media, blobs: deps.blobs, now: new Date(Date.now() + 2 * 3600_000) });
   t.ok(await deps.blobs.getBuffer(key), 'the result survives the sweep');
   t.equal(await deps.blobs.getBuffer(orphanKey), null, 'the orphan is swept after its grace period');
+});
+
+t.test('a task created for one model wakes only the backends that run it', async (t) => {
+  const deps = await openTestRuntime(t);
+  const events = new TaskEvents();
+  // The models of each claim the worker makes, through the store's own claim.
+  const claims: (readonly string[] | undefined)[] = [];
+  const waiters: { count: number; resolve: () => void }[] = [];
+  const claimsMade = (count: number) =>
+    claims.length >= count ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ count, resolve }));
+  const claimTasks = deps.store.tasks.claimTasks.bind(deps.store.tasks);
+  deps.store.tasks.claimTasks = async (policy, limit) => {
+    claims.push(policy.models);
+    for (const waiter of waiters.filter((w) => w.count <= claims.length)) waiter.resolve();
+    return claimTasks(policy, limit);
+  };
+  const worker = testWorker(t, deps, {
+    events,
+    // Long: every claim below comes from a signal, none from the poll.
+    pollMs: 600_000,
+    backends: [
+      { name: 'alpha', models: ['alpha-pro'], generator: new LocalRenderer(), slots: 1 },
+      { name: 'beta', models: ['beta-v5-pro'], generator: new LocalRenderer(), slots: 1 },
+    ],
+  });
+  worker.start();
+  await claimsMade(2);
+  t.same(claims, [['alpha-pro'], ['beta-v5-pro']], 'the start claims for every backend');
+
+  const accountId = await newAccountWithTokens(deps.store, 1000);
+  const now = new Date();
+  const task = createTask(
+    { model: 'beta-v5-pro', prompt: 'a kite over dunes' },
+    { accountId, now, newId: () => newIdAt(now) },
+  );
+  await deps.store.tasks.insertTaskWithDebit(task, { maxActiveTasks: 10 });
+  const completed = new Promise<void>((resolve) => {
+    events.onChanged(task.id, () => {
+      void deps.store.tasks.getTaskById(task.id).then((current) => current?.status === 'COMPLETED' && resolve());
+    });
+  });
+  events.taskCreated('beta-v5-pro');
+  await completed;
+  await claimsMade(4);
+  t.same(claims.slice(2), [['beta-v5-pro'], ['beta-v5-pro']], 'the create, then the slot its task freed');
+
+  const before = claims.length;
+  // A signal that names no model (a process of an earlier version) wakes every backend.
+  events.taskCreated();
+  await claimsMade(before + 2);
+  t.same(claims.slice(before), [['alpha-pro'], ['beta-v5-pro']]);
 });

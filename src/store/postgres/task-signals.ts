@@ -1,7 +1,11 @@
 import pg from 'pg';
 
-/** What other processes hear of tasks: one was created (or requeued), or one changed state. */
-export type TaskSignal = { kind: 'created' } | { kind: 'changed'; taskId: string };
+/**
+ * What other processes hear of tasks: one was created (or requeued), with its model when all the
+ * tasks it tells of share one (workers then claim only for the backends that run it), or one
+ * changed state.
+ */
+export type TaskSignal = { kind: 'created'; model?: string } | { kind: 'changed'; taskId: string };
 
 /** One channel per schema, so that deployments (and test schemas) sharing a database do not wake each other. */
 const CHANNEL_PREFIX = 'imagegen_tasks:';
@@ -27,11 +31,13 @@ export class TaskSignals {
 
   /** The payload that carries `signal` (short: NOTIFY payloads share an 8 GB queue with every listener). */
   static payload(signal: TaskSignal): string {
-    return signal.kind === 'created' ? 'c' : `x${signal.taskId}`;
+    return signal.kind === 'created' ? `c${signal.model ?? ''}` : `x${signal.taskId}`;
   }
 
   static parse(payload: string | undefined): TaskSignal | null {
-    if (payload === 'c') return { kind: 'created' };
+    // A bare "c" (no model, or a process of an earlier version) wakes every backend.
+    if (payload?.startsWith('c'))
+      return payload.length > 1 ? { kind: 'created', model: payload.slice(1) } : { kind: 'created' };
     if (payload?.startsWith('x')) return { kind: 'changed', taskId: payload.slice(1) };
     return null;
   }

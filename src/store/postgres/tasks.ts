@@ -56,7 +56,7 @@ import {
   type Tx,
 } from './postgres-database.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRow } from './rows.js';
-import { CHANNEL_SQL, TaskSignals } from './task-signals.js';
+import { CHANNEL_SQL, type TaskSignal, TaskSignals } from './task-signals.js';
 import { outboxRowOf } from './webhooks.js';
 import { newIdAt } from '../../ids.js';
 
@@ -358,7 +358,7 @@ async function admitTasksIn(
       admission.balanceAfter,
       accountId,
       ...ledgerRowsValues(admissionDebits(admission)),
-      admission.joinsQueue ? TaskSignals.payload({ kind: 'created' }) : null,
+      admission.joinsQueue ? TaskSignals.payload(createdSignal(tasks)) : null,
       ...tasks.flatMap(taskValues),
     ]),
   );
@@ -493,14 +493,22 @@ async function requeueTaskIn(
   runAfter: Date,
   release: { deferred: boolean },
 ): Promise<boolean> {
-  const result = await tx.query(
+  const result = await tx.query<{ model: string }>(
     `UPDATE tasks SET status = $5, lease_expires_at = NULL, run_after = $1, deferred_attempts = deferred_attempts + $4
-       WHERE id = $2 AND attempt = $3 AND status = $6`,
+       WHERE id = $2 AND attempt = $3 AND status = $6 RETURNING model`,
     [runAfter, taskId, attempt, deferredAttemptsAdded(release), RELEASE.to, RELEASE.from],
   );
   if (result.rowCount !== 1) return false;
-  await notify(tx, { kind: 'created' });
+  await notify(tx, createdSignal(result.rows));
   return true;
+}
+
+/** The signal that tasks joined the queue: with their model when they share one. */
+function createdSignal(tasks: readonly { model: string }[]): TaskSignal {
+  const [first, ...rest] = tasks;
+  return first && rest.every((task) => task.model === first.model)
+    ? { kind: 'created', model: first.model }
+    : { kind: 'created' };
 }
 
 /**
