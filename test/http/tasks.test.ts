@@ -129,7 +129,11 @@ t.test('the UUIDv7 task id carries the creation millisecond', async (t) => {
 });
 
 t.test('GET returns the same task as the create response', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  // One instant for both requests: the task's signed stream URL expires at a whole minute after
+  // the moment it is presented, so a create and a GET on either side of a minute's turn would
+  // rightly carry two different URLs (a CI run once met that turn).
+  const at = new Date();
+  const { app, newAccount } = await buildTestApp(t, {}, { now: () => new Date(at) });
   const { auth } = await newAccount();
   const created = await app.inject({ method: 'POST', url: TASKS, headers: auth, payload: createBody() });
   const res = await get(app, created.headers.location as string, auth);
@@ -330,8 +334,8 @@ for (const bad of ['not-a-uuid', '12345', '01890a5d-ac96-774b-bcce-b302099a805z'
 const ids = (res: LightMyRequestResponse): string[] => res.json().data.map((task: { task_id: string }) => task.task_id);
 
 /** An app with one account, for the list tests. */
-async function listFixture(t: Test) {
-  const testApp = await buildTestApp(t);
+async function listFixture(t: Test, now?: () => Date) {
+  const testApp = await buildTestApp(t, {}, { now });
   const { accountId, auth } = await testApp.newAccount(100_000);
   return { ...testApp, accountId, auth };
 }
@@ -369,7 +373,9 @@ t.test('list is newest first with a default page of 20', async (t) => {
 });
 
 t.test('list items are the same task resources as GET returns', async (t) => {
-  const { app, auth } = await listFixture(t);
+  // One instant for both reads: their signed stream URLs would differ across a minute's turn.
+  const at = new Date();
+  const { app, auth } = await listFixture(t, () => new Date(at));
   const [id] = await createMany(app, auth, 1);
   const one = await get(app, `${TASKS}/${id}`, auth);
   t.strictSame((await get(app, TASKS, auth)).json().data, [one.json().data]);
