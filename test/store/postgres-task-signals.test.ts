@@ -3,6 +3,7 @@ import { createTask } from '../../src/core/task.js';
 import { newIdAt } from '../../src/ids.js';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { type TaskSignal, TaskSignals } from '../../src/store/postgres/task-signals.js';
+import { AwaitedList } from '../helpers/awaited-list.js';
 import { postgresTestUrl, reachable, testSchema } from '../helpers/postgres.js';
 import { claimNextTask } from '../helpers/store.js';
 
@@ -31,14 +32,11 @@ t.test("a create and a requeue signal their task's model", { skip }, async (t) =
   const store = new PostgresStore({ connectionString: postgresTestUrl(), schema, poolSize: 2 });
   t.teardown(() => store.close());
   await store.migrate();
-  const heard: TaskSignal[] = [];
-  const waiters: { count: number; resolve: () => void }[] = [];
-  const heardCount = (count: number) =>
-    heard.length >= count ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ count, resolve }));
+  const created = new AwaitedList<TaskSignal>();
+  const heard = created.items;
+  const heardCount = (count: number) => created.reached(count);
   await store.listen((signal) => {
-    if (signal.kind !== 'created') return;
-    heard.push(signal);
-    for (const waiter of waiters.filter((w) => w.count <= heard.length)) waiter.resolve();
+    if (signal.kind === 'created') created.push(signal);
   });
 
   const now = new Date();

@@ -5,6 +5,7 @@ import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { BackendLane } from '../../src/worker/backend-lane.js';
 import { DispatchLoop } from '../../src/worker/dispatch-loop.js';
 import { silentLog } from '../../src/worker/worker-log.js';
+import { AwaitedList } from '../helpers/awaited-list.js';
 
 /**
  * The worker's loop (src/worker/dispatch-loop.ts) with its claims and runs faked: which claims it
@@ -18,23 +19,22 @@ function loopOf(
   // would time out.
   pollMs = 600_000,
 ) {
-  const claims: string[] = [];
-  const runs: { task: TaskRecord; finish: () => void }[] = [];
-  const ranOne = { count: 0, waiters: [] as { count: number; resolve: () => void }[] };
+  const claimsMade = new AwaitedList<string>();
+  const claims = claimsMade.items;
+  const started = new AwaitedList<{ task: TaskRecord; finish: () => void }>();
+  const runs = started.items;
   const loop: DispatchLoop = new DispatchLoop({
     lanes,
     pollMs,
     now: () => new Date(),
     beforeClaims: async () => {},
     claim: async (lane, limit) => {
-      claims.push(`${lane.backend.name} ${limit}`);
+      claimsMade.push(`${lane.backend.name} ${limit}`);
       return claim(lane, limit);
     },
     run: (_lane, task) =>
       new Promise<void>((finish) => {
-        runs.push({ task, finish });
-        ranOne.count += 1;
-        for (const waiter of ranOne.waiters.filter((w) => w.count <= ranOne.count)) waiter.resolve();
+        started.push({ task, finish });
       }),
     log: silentLog,
   });
@@ -43,18 +43,8 @@ function loopOf(
     for (const run of runs) run.finish();
     await stopped;
   });
-  const runsStarted = (count: number) =>
-    ranOne.count >= count ? Promise.resolve() : new Promise<void>((resolve) => ranOne.waiters.push({ count, resolve }));
-  const claimWaiters: { count: number; resolve: () => void }[] = [];
-  const claimsMade = (count: number) =>
-    claims.length >= count ? Promise.resolve() : new Promise<void>((resolve) => claimWaiters.push({ count, resolve }));
-  const recordClaim = claims.push.bind(claims);
-  claims.push = (...entries: string[]) => {
-    const length = recordClaim(...entries);
-    for (const waiter of claimWaiters.filter((w) => w.count <= length)) waiter.resolve();
-    return length;
-  };
-  return { loop, claims, runs, runsStarted, claimsMade };
+  const runsStarted = (count: number) => started.reached(count);
+  return { loop, claims, runs, runsStarted, claimsMade: (count: number) => claimsMade.reached(count) };
 }
 
 const lane = (name: string, slots: number) => new BackendLane({ name, generator: new LocalRenderer(), slots });

@@ -5,6 +5,7 @@ import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { GenerationError } from '../../src/generators/port.js';
 import { newIdAt } from '../../src/ids.js';
 import { TaskEvents } from '../../src/services/task-events.js';
+import { AwaitedList } from '../helpers/awaited-list.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import {
   GatedGenerator,
@@ -284,14 +285,12 @@ t.test('a task created for one model wakes only the backends that run it', async
   const deps = await openTestRuntime(t);
   const events = new TaskEvents();
   // The models of each claim the worker makes, through the store's own claim.
-  const claims: (readonly string[] | undefined)[] = [];
-  const waiters: { count: number; resolve: () => void }[] = [];
-  const claimsMade = (count: number) =>
-    claims.length >= count ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ count, resolve }));
+  const made = new AwaitedList<readonly string[] | undefined>();
+  const claims = made.items;
+  const claimsMade = (count: number) => made.reached(count);
   const claimTasks = deps.store.tasks.claimTasks.bind(deps.store.tasks);
   deps.store.tasks.claimTasks = async (policy, limit) => {
-    claims.push(policy.models);
-    for (const waiter of waiters.filter((w) => w.count <= claims.length)) waiter.resolve();
+    made.push(policy.models);
     return claimTasks(policy, limit);
   };
   const worker = testWorker(t, deps, {
