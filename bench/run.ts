@@ -73,6 +73,7 @@ import {
 import { s3rverEnv, TEST_BUCKET } from '../test/helpers/s3.js';
 import {
   capacitySection,
+  createCeilingSection,
   photoUploadSection,
   eventStreamSection,
   s3UploadSection,
@@ -83,6 +84,7 @@ import {
 } from './lib/sections.js';
 import { runScaleOutBench } from './scale-out.js';
 import type { PhotoUploadReport } from './upload-memory-photos.js';
+import type { StoreCreateReport } from './store-create.js';
 import { BUDGETS, mergeStandaloneSections, writeBenchmarksMd, type BenchReport } from './lib/report.js';
 import { CREATE_PATH, PROMPT, TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks, seedCompletedTasks } from './lib/seed.js';
@@ -322,6 +324,14 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
       { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE },
       await createTargets(instances),
     );
+    const create = report.http.find((row) => row.id === 'create');
+    if (create) {
+      log("the store's write of a create alone (bench/store-create.ts)");
+      const store = await runJsonScript<StoreCreateReport>('bench/store-create.ts', {
+        args: ['--connections', String(CONNECTIONS), ...(flags.quick ? ['--rounds', '3', '--creates', '10000'] : [])],
+      });
+      report.sections.push(createCeilingSection(store, create));
+    }
   }
   if (selected.has('create-i2i')) {
     const targets = [];

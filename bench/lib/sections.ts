@@ -1,4 +1,5 @@
 import type { ScaleOutRow } from '../scale-out.js';
+import type { StoreCreateReport } from '../store-create.js';
 import type { CapacityResult } from '../scenarios/capacity.js';
 import type { PhotoUploadReport } from '../upload-memory-photos.js';
 import {
@@ -7,9 +8,43 @@ import {
   heldMemoryMet,
   heldMemoryText,
   type BudgetCheck,
+  type HttpRow,
   type LongPollResult,
   type ReportSection,
 } from './report.js';
+
+/**
+ * How far the create's ratio to the bare reference can rise on this machine at most: the embedded
+ * store's write of a create alone (bench/store-create.ts) beside the create scenario's CPU figures
+ * of the same run. No budget of its own: the figure the create's budget is read against.
+ */
+export function createCeilingSection(store: StoreCreateReport, create: HttpRow): ReportSection {
+  const reference = create.reference.cpuUsPerRequest;
+  const service = create.service.cpuUsPerRequest;
+  const storeUs = store.cpu_us_per_create;
+  const lines = [
+    `\`bench/store-create.ts\`: the core's task made of the create scenario's body and the embedded store's`,
+    `write and charge of it (\`insertTaskWithDebit\`: the task row, the ledger's debit, the account; one`,
+    `synced commit per group), with no HTTP around it. ${store.connections} accounts, each with one create at a time, as the`,
+    `scenario's ${store.connections} connections, so that the group commit batches alike; checkpoints on a thread of their own, as`,
+    `\`serve\` runs them: **${storeUs} µs of CPU per create** (median of ${store.rounds.length} rounds of ${store.creates_per_round}:`,
+    `${store.rounds.map((r) => r.cpu_us_per_create).join(', ')} µs), ${store.creates_per_sec} creates/s on one thread.`,
+  ];
+  if (reference !== null && service !== null) {
+    const ceiling = reference / (reference + storeUs);
+    const rest = service - storeUs;
+    lines.push(
+      '',
+      `In the same run the bare fastify reference spent ${reference} µs of CPU per create and the service ${service} µs.`,
+      `A service whose every step but this write cost no more than the whole bare reference would reach`,
+      `${reference} / (${reference} + ${storeUs}) = **${Math.round(ceiling * 100)} %** of the reference's creates/s, against the budget's`,
+      `${Math.round(BUDGETS.createShare * 100)} %. The rest of the service's create (authentication, rate limits, validation, the`,
+      `task's price and signed \`stream_url\`, its answer, logs and metrics) is ${service} − ${storeUs} = ${rest} µs,`,
+      `${(rest / reference).toFixed(1)} × the reference's whole request.`,
+    );
+  }
+  return { title: "The create's ceiling: the store's write alone", budgets: [], lines };
+}
 
 /** docs/design.md §5's upload row for real photos (decision 0012): growth at the peak, and RSS a minute later. */
 export function photoUploadSection(report: PhotoUploadReport): ReportSection {

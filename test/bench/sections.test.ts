@@ -1,7 +1,9 @@
 import t from 'tap';
 import type { LongPollResult } from '../../bench/lib/report.js';
+import type { Summary } from '../../bench/lib/load.js';
 import {
   capacitySection,
+  createCeilingSection,
   eventStreamSection,
   photoUploadSection,
   s3UploadSection,
@@ -164,3 +166,47 @@ t.test("the event streams' section says how often the waiting client itself paus
   const section = eventStreamSection(longPollResult({ clientGcPauses: { count: 2, maxMs: 4.5, totalMs: 6 } }));
   t.match(section.lines.join('\n'), /its GC paused 2 times in the measured window, 6 ms in all, at most 4\.5 ms/);
 });
+
+t.test(
+  "the create's ceiling: the reference's CPU over itself and the store's write, judged by no budget",
+  async (t) => {
+    const summary = (cpuUsPerRequest: number | null): Summary => ({
+      rps: 1000,
+      p50: 1,
+      p99: 2,
+      non2xx: 0,
+      errors: 0,
+      rounds: 5,
+      ratio: null,
+      ratios: [],
+      cpuUsPerRequest,
+    });
+    const create = (reference: number | null, service: number | null) => ({
+      id: 'create',
+      title: 'Create text-to-image',
+      connections: 50,
+      service: summary(service),
+      reference: summary(reference),
+      serviceSamples: [],
+      referenceSamples: [],
+    });
+    const store = {
+      connections: 50,
+      creates_per_round: 20000,
+      rounds: [{ cpu_us_per_create: 60, wall_us_per_create: 66 }],
+      cpu_us_per_create: 60,
+      creates_per_sec: 15152,
+    };
+
+    const section = createCeilingSection(store, create(20, 140));
+    t.same(section.budgets, [], 'a figure to read the budget against, not a budget');
+    const text = section.lines.join('\n');
+    t.match(text, '**60 µs of CPU per create**');
+    t.match(text, '20 / (20 + 60) = **25 %**', 'the ceiling: the reference alone beside the store');
+    t.match(text, '140 − 60 = 80 µs,\n4.0 × the reference', "the rest of the service's create");
+
+    const withoutCpu = createCeilingSection(store, create(null, 140)).lines.join('\n');
+    t.match(withoutCpu, '**60 µs of CPU per create**');
+    t.notMatch(withoutCpu, 'the bare fastify reference spent', "no ceiling without the reference's CPU");
+  },
+);
