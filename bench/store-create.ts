@@ -2,10 +2,11 @@
  * The embedded store's part of a create, alone: the task the core makes of the create scenario's
  * body (createTask) written and charged by SqliteStore.insertTaskWithDebit, with no HTTP around it.
  * As in the create scenario: one account per connection, 50 of them, each with one create at a
- * time, so that the group commit batches as it does under the load generator; the file in a fresh
- * temp directory with the checkpoints on their own thread, as `serve` opens it. Prints one JSON
- * object: the CPU and wall time per create, median of the rounds. bench/run.ts reads it beside the
- * create scenario: the CPU the store's write takes is CPU no HTTP layer, however lean, can give back.
+ * time, so that the group commit batches as it does under the load generator, and the tasks of
+ * one round completed before the next; the file in a fresh temp directory with the checkpoints on
+ * their own thread, as `serve` opens it. Prints one JSON object: the CPU and wall time per create,
+ * median of the rounds. bench/run.ts reads it beside the create scenario: the CPU the store's write
+ * takes is CPU no HTTP layer, however lean, can give back.
  *
  *   npx tsx bench/store-create.ts [--connections 50] [--rounds 5] [--creates 20000]
  */
@@ -18,6 +19,7 @@ import { createTask } from '../src/core/task.js';
 import { newIdAt } from '../src/ids.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { TEXT_TO_IMAGE } from './lib/requests.js';
+import { drainCreatedTasks } from './lib/seed.js';
 
 export interface StoreCreateReport {
   connections: number;
@@ -40,7 +42,8 @@ const createsPerRound = Number(flags.creates);
 const request = JSON.parse(TEXT_TO_IMAGE) as GenerationRequest;
 
 const dir = await mkdtemp(join(tmpdir(), 'imagegen-store-create-'));
-const store = new SqliteStore(join(dir, 'imagegen.sqlite'), {
+const file = join(dir, 'imagegen.sqlite');
+const store = new SqliteStore(file, {
   checkpointInBackground: {
     onCheckpointError: (message) => {
       throw new Error(`checkpoint failed: ${message}`);
@@ -58,6 +61,8 @@ try {
 
   /** `total` creates, each account's one after another, all accounts at once. */
   const round = async (total: number) => {
+    // The previous round's tasks completed, as the scenario drains its service's before each run.
+    drainCreatedTasks(file);
     let started = 0;
     const cpuBefore = process.cpuUsage();
     const wallBefore = performance.now();
