@@ -32,7 +32,8 @@ export function createCeilingSection(store: StoreCreateReport, create: HttpRow):
   ];
   if (reference !== null && service !== null) {
     const ceiling = reference / (reference + storeUs);
-    const rest = service - storeUs;
+    // The store's figure has a decimal: the difference rounded as it is, not as floating point leaves it.
+    const rest = Math.round((service - storeUs) * 10) / 10;
     lines.push(
       '',
       `In the same run the bare fastify reference spent ${reference} µs of CPU per create and the service ${service} µs.`,

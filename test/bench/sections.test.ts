@@ -205,6 +205,9 @@ t.test(
     t.match(text, '20 / (20 + 60) = **25 %**', 'the ceiling: the reference alone beside the store');
     t.match(text, '140 − 60 = 80 µs,\n4.0 × the reference', "the rest of the service's create");
 
+    const awkward = createCeilingSection({ ...store, cpu_us_per_create: 64.1 }, create(38, 100)).lines.join('\n');
+    t.match(awkward, '100 − 64.1 = 35.9 µs', 'the difference as written, not as floating point leaves it');
+
     const withoutCpu = createCeilingSection(store, create(null, 140)).lines.join('\n');
     t.match(withoutCpu, '**60 µs of CPU per create**');
     t.notMatch(withoutCpu, 'the bare fastify reference spent', "no ceiling without the reference's CPU");
