@@ -18,6 +18,7 @@ import type { GenerationRequest } from '../schemas/catalog.js';
 import { createTask } from '../src/core/task.js';
 import { newIdAt } from '../src/ids.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
+import { median } from './lib/load.js';
 import { TEXT_TO_IMAGE } from './lib/requests.js';
 import { drainCreatedTasks } from './lib/seed.js';
 
@@ -85,7 +86,6 @@ try {
   await round(createsPerRound / 4); // warm-up: the statements compiled, the code optimised
   const rounds = [];
   for (let i = 0; i < Number(flags.rounds); i++) rounds.push(await round(createsPerRound));
-  const median = (values: number[]) => values.toSorted((a, b) => a - b)[values.length >> 1];
   const report: StoreCreateReport = {
     connections,
     creates_per_round: createsPerRound,
