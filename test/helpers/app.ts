@@ -1,4 +1,4 @@
-import type { Test } from 'tap';
+import rootTest, { type Test } from 'tap';
 import type { Redis } from 'ioredis';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import { contractValidator } from './response-validation.js';
@@ -116,5 +116,22 @@ export async function buildTestApp(
       const { account, key } = await createAccountWithKey(store, { name: 'test', tokens, now: new Date() });
       return { accountId: account.id, key, auth: { authorization: `Bearer ${key}` } };
     },
+  };
+}
+
+/**
+ * The app of a whole test file (docs/design.md §6): built once before the file's first test and
+ * closed after its last, on the root test's teardown. The file's tests isolate themselves by
+ * account, key and ids (`newAccount`), not by app. Call at the top level of the file; the getter
+ * answers once `t.before` has run, i.e. inside any test.
+ */
+export function fileTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): () => TestApp {
+  let built: TestApp | undefined;
+  rootTest.before(async () => {
+    built = await buildTestApp(rootTest, env, options);
+  });
+  return () => {
+    if (!built) throw new Error('fileTestApp: the app is built in t.before; read it inside a test');
+    return built;
   };
 }
