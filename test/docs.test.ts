@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
+import { renderConfigurationDoc } from '../scripts/configuration-doc.js';
 import { ConfigSchema } from '../src/config.js';
 import { PROBLEM_BY_CODE } from '../src/http/problem.js';
 import { canTransition, nextStatus, refundsOnEntry, type TaskEvent, type TaskStatus } from '../src/core/task.js';
@@ -119,3 +120,12 @@ t.test('the decision index lists every note, and the README links the design', a
   t.ok(read('README.md').includes('](docs/design.md)'), 'README.md links docs/design.md');
   t.ok(read('BENCHMARKS.md').includes('](docs/performance-history.md)'), 'BENCHMARKS.md links its history');
 });
+
+t.test(
+  'docs/configuration.md is what ConfigSchema generates (run `npm run config-doc` after changing a variable)',
+  async (t) => {
+    const page = read('docs/configuration.md');
+    t.equal(renderConfigurationDoc(page), page);
+    for (const name of Object.keys(ConfigSchema.properties)) t.ok(page.includes(`| \`${name}\` |`), name);
+  },
+);
