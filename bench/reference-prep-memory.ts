@@ -25,7 +25,7 @@ const EDGE = 2600; // 2600² × 3 bytes of noise ≈ 19.3 MiB of PNG
 const MODES = ['all-at-once', 'one-at-a-time'] as const;
 type Mode = (typeof MODES)[number];
 
-/** glibc's own defaults, and what `npm start` sets (README, decision 0012). */
+/** glibc's own defaults, and what `npm start` sets (docs/capacity.md, "Memory"; decision 0012). */
 const ALLOCATORS: Record<string, Record<string, string>> = {
   'glibc-default': {},
   'npm-start': { MALLOC_MMAP_THRESHOLD_: '131072', MALLOC_ARENA_MAX: '2' },

@@ -516,7 +516,7 @@ async function dispatchRows(png: Buffer, rows: ScaleOutRow[], log: (line: string
       budget: p === 50 ? 'p50 ≤ graphile-worker p50' : 'p99 ≤ 25 ms',
     });
   }
-  // No budget: what the p50 above is made of (BENCHMARKS.md, "What the PostgreSQL budgets compare").
+  // No budget: what the p50 above is made of (docs/performance-history.md, "What the PostgreSQL budgets compare").
   const parts = [
     [
       'enqueueAnswered',
@@ -547,7 +547,7 @@ async function noopRows(png: Buffer, rows: ScaleOutRow[], log: (line: string) =>
     if (slots === 4) {
       // No budget: graphile-worker's job given the one durable write our no-op task has and its
       // no-op job has not, the result's blob (the same FsBlobStore put of the same PNG), so that
-      // the queue's share of the gap can be told from the blob's (BENCHMARKS.md, "What the
+      // the queue's share of the gap can be told from the blob's (docs/performance-history.md, "What the
       // PostgreSQL budgets compare").
       log('no-op throughput, 4 slots, graphile-worker storing the blob…');
       const withBlob = await graphileStoringBlobThroughput(png, slots);

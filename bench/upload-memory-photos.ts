@@ -159,7 +159,7 @@ if (fixturesArg >= 0) {
 /**
  * glibc's malloc raises its mmap threshold as large blocks are freed, after which image-sized
  * buffers come from heap arenas that are never given back: RSS stays at the peak. The settings of
- * `npm start` (README, "Memory") keep large blocks mmapped, so freeing them returns them. The bench
+ * `npm start` (docs/capacity.md, "Memory") keep large blocks mmapped, so freeing them returns them. The bench
  * measures a process started with them: without them in its environment, it runs itself again with
  * them (ALLOCATOR=glibc-default measures glibc's defaults instead).
  */

@@ -29,18 +29,41 @@ function allowedValues(schema: TSchema): string[] {
   return branches.every((branch) => branch.const !== undefined) ? branches.map((branch) => String(branch.const)) : [];
 }
 
+/** What a variable is for: its description, or the values it takes when those say all there is (LOG_LEVEL). */
+function descriptionOf(schema: TSchema): string {
+  const values = allowedValues(schema);
+  return schema.description ?? (values.length > 0 ? `One of ${values.join(', ')}.` : '');
+}
+
 /**
  * Every configuration variable with its default and description, in ConfigSchema's order; the
  * per-model variables appear once per model of the list, as ConfigSchema holds them.
  */
 export function configurationHelp(schema: TObject): string {
-  const rows = Object.entries(schema.properties).map(([name, variable]) => {
-    const values = allowedValues(variable);
-    // LOG_LEVEL's values say all there is to say of it.
-    const description = variable.description ?? (values.length > 0 ? `One of ${values.join(', ')}.` : '');
-    return [name, defaultText(variable), description];
-  });
+  const rows = Object.entries(schema.properties).map(([name, variable]) => [
+    name,
+    defaultText(variable),
+    descriptionOf(variable),
+  ]);
   return alignedColumns([['VARIABLE', 'DEFAULT', 'DESCRIPTION'], ...rows]);
+}
+
+/** A cell of a Markdown table: a `|` would end the cell, a `<` could open an HTML tag. */
+function markdownCell(text: string): string {
+  return text.replaceAll('|', '\\|').replaceAll('<', '&lt;');
+}
+
+/**
+ * The same rows as `configurationHelp`, as the Markdown table of docs/configuration.md. A default
+ * that differs from machine to machine (`defaultText` in the schema) is named, not this machine's.
+ */
+export function configurationTable(schema: TObject): string {
+  const rows = Object.entries(schema.properties).map(([name, variable]) => {
+    const unset = variable.default === undefined ? 'unset' : variable.default === '' ? 'empty' : undefined;
+    const byDefault = variable.defaultText ?? unset ?? `\`${String(variable.default)}\``;
+    return `| \`${name}\` | ${markdownCell(byDefault)} | ${markdownCell(descriptionOf(variable))} |`;
+  });
+  return ['| variable | default | meaning |', '|---|---|---|', ...rows].join('\n');
 }
 
 /** Each model of the catalog: its token price per resolution, aspect ratios, references and prompt length. */

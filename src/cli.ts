@@ -38,7 +38,7 @@ Commands:
   models                                  the price table: each model's tokens per resolution, ratios, references
   config                                  every configuration variable with its default and description
 
-Configuration comes from environment variables (and an optional .env file); see README.md.`;
+Configuration comes from environment variables (and an optional .env file); see docs/configuration.md.`;
 
 /** stdout carries results (a new key alone on the last line); stderr carries diagnostics. */
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -230,7 +230,7 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
   if (usesGlibcDefaultMmapThreshold()) {
     app.log.warn(
       'MALLOC_MMAP_THRESHOLD_ is not set: with glibc defaults, memory used to decode uploads is not given back after a burst. ' +
-        'Start with MALLOC_MMAP_THRESHOLD_=131072 MALLOC_ARENA_MAX=2 (as npm start does; README, "Memory").',
+        'Start with MALLOC_MMAP_THRESHOLD_=131072 MALLOC_ARENA_MAX=2 (as npm start does; docs/capacity.md, "Memory").',
     );
   }
 
@@ -304,7 +304,7 @@ async function listenForMetrics(
   }
 }
 
-/** glibc's malloc with its adaptive mmap threshold (README, "Memory"); other allocators are left alone. */
+/** glibc's malloc with its adaptive mmap threshold (docs/capacity.md, "Memory"); other allocators are left alone. */
 function usesGlibcDefaultMmapThreshold(): boolean {
   if (process.env.MALLOC_MMAP_THRESHOLD_ !== undefined) return false;
   const header = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header;

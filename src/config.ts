@@ -11,8 +11,14 @@ import { openAiModelFamily, openAiQualities, parseOpenAiImageSizes } from './cor
  * The whole runtime configuration, read only from environment variables (docs/design.md §4). One schema
  * validates them at start; a bad value stops the process naming the variable.
  */
-const Int = (options: { minimum?: number; maximum?: number; default: number; description: string }) =>
-  Type.Integer({ minimum: 0, ...options });
+/** `defaultText`: a default that differs from machine to machine, as docs/configuration.md names it. */
+const Int = (options: {
+  minimum?: number;
+  maximum?: number;
+  default: number;
+  defaultText?: string;
+  description: string;
+}) => Type.Integer({ minimum: 0, ...options });
 const Bool = (description: string) => Type.Boolean({ default: false, description });
 
 export const GENERATOR_BACKENDS = ['local', 'gemini', 'openai'] as const;
@@ -39,14 +45,15 @@ const SERVICE_VARIABLES = {
   TRUST_PROXY: Type.Optional(
     Type.String({
       description:
-        "Reverse proxies whose X-Forwarded-For names the client (for per-address limits and logs): comma-separated addresses or CIDR ranges (also loopback, linklocal, uniquelocal). Unset = the connection's address is the client.",
+        "Reverse proxies whose X-Forwarded-For names the client (for per-address limits and logs): comma-separated addresses or CIDR ranges (also loopback, linklocal, uniquelocal). Unset = the connection's address is the client, so behind a proxy every client shares one failed-authentication budget.",
     }),
   ),
   DATA_DIR: Type.String({ default: './data', description: 'Embedded database, blobs and generated secrets.' }),
   DATABASE_URL: Type.Optional(
     Type.String({
       pattern: '^(postgres|postgresql)://',
-      description: 'postgres://… selects PostgreSQL; unset = SQLite in DATA_DIR.',
+      description:
+        'postgres://… selects PostgreSQL; unset = SQLite in DATA_DIR. A ?options=-c%20search_path%3DNAME query puts the tables in schema NAME.',
     }),
   ),
   DATABASE_POOL_SIZE: Int({
@@ -106,6 +113,7 @@ const SERVICE_VARIABLES = {
   WORKER_CONCURRENCY: Int({
     maximum: 256,
     default: os.availableParallelism(),
+    defaultText: 'the number of cores',
     description:
       'Local renderer tasks run at once per process (it is CPU-bound); 0 = serve runs the API only. Remote backends are limited by <BACKEND>_MAX_CONCURRENCY and their adaptive limit instead.',
   }),
@@ -121,7 +129,8 @@ const SERVICE_VARIABLES = {
   RATE_LIMIT_AUTH_FAILURES_PER_MIN: Int({
     minimum: 1,
     default: 60,
-    description: 'Failed authentications per minute per client address.',
+    description:
+      'Failed authentications per minute per client address; past it further failures get 429, a valid key is still served.',
   }),
   MAX_ACTIVE_TASKS: Int({ minimum: 1, default: 100, description: 'CREATED + IN_PROGRESS tasks one account may have.' }),
   UPLOAD_MAX_BYTES: Int({ minimum: 1, default: 20 * 1024 * 1024, description: 'Largest accepted upload in bytes.' }),
@@ -136,18 +145,20 @@ const SERVICE_VARIABLES = {
   UPLOAD_MAX_IN_FLIGHT: Int({
     minimum: 1,
     default: 64,
-    description: 'Uploads received or processed at once per API process; more get 503 with Retry-After.',
+    description:
+      'Uploads received or processed at once per API process; more get 503 with Retry-After, refused before the body is read.',
   }),
   UPLOAD_MAX_IN_FLIGHT_PER_KEY: Int({
     minimum: 1,
     default: 10,
-    description: 'Uploads in flight at once per API key and process; more get 429 with Retry-After.',
+    description:
+      'Uploads in flight at once per API key and process; more get 429 with Retry-After, refused before the body is read.',
   }),
   SSE_MAX_STREAMS_PER_KEY: Int({
     minimum: 1,
     default: 100,
     description:
-      'Task event streams open at once per API key (or, through signed URLs, per account) and process; more get 429.',
+      'Task event streams open at once per API key (or, through signed URLs, per account) and process; more get 429 too_many_streams.',
   }),
   PLAYGROUND: Type.Boolean({
     default: true,
@@ -201,7 +212,7 @@ const SERVICE_VARIABLES = {
     Type.String({
       minLength: 32,
       description:
-        'HMAC secret for signed URLs; when unset: generated into DATA_DIR (SQLite), or kept in the database and shared by every process (PostgreSQL).',
+        'HMAC secret for signed URLs; when unset: generated into DATA_DIR/secrets (SQLite), or kept in the database and shared by every process (PostgreSQL).',
     }),
   ),
   WEBHOOK_TIMEOUT_MS: Int({
@@ -231,17 +242,20 @@ const SERVICE_VARIABLES = {
   WEBHOOK_MANUAL_RETRIES_PER_HOUR: Int({
     minimum: 1,
     default: 10,
-    description: 'Manual replays (POST …/retry) of one webhook delivery per hour.',
+    description:
+      'Manual replays (POST …/retry) of one webhook delivery per sliding hour; one at a time per delivery (429 retry_in_progress, or retry_budget_exhausted with Retry-After).',
   }),
   WEBHOOK_MANUAL_RETRIES_PER_ACCOUNT_PER_HOUR: Int({
     minimum: 1,
     default: 100,
-    description: "Manual replays of all of one account's webhook deliveries per hour.",
+    description:
+      "Manual replays of all of one account's webhook deliveries per sliding hour (429 retry_budget_exhausted with Retry-After).",
   }),
   WEBHOOK_ALLOWED_PORTS: Type.String({
     default: '80,443,1024-65535',
     pattern: '^\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?(\\s*,\\s*\\d{1,5}(\\s*-\\s*\\d{1,5})?)*\\s*$',
-    description: 'Ports a webhook_url may name: comma-separated ports and low-high ranges.',
+    description:
+      'Ports a webhook_url may name: comma-separated ports and low-high ranges. A webhook_url is read once (WHATWG), refused with userinfo, whitespace, backslashes or a host or port written in a form it must rewrite, and stored as its normalised href.',
   }),
   METRICS_TOKEN: Type.Optional(
     Type.String({
@@ -257,7 +271,7 @@ const SERVICE_VARIABLES = {
   TASK_MAX_ATTEMPTS: Int({
     minimum: 1,
     default: 3,
-    description: 'Claims a task may use (transient failures and lost workers) before it fails.',
+    description: 'Claims a task may use (transient failures and lost workers) before it fails and is refunded.',
   }),
   TASK_DEADLINE_MS: Int({
     minimum: 1000,
@@ -277,7 +291,8 @@ const SERVICE_VARIABLES = {
   WORKER_POLL_MS: Int({
     minimum: 10,
     default: 500,
-    description: 'How often an idle worker looks for work made by other processes.',
+    description:
+      'How often an idle worker looks for work made by other processes (on PostgreSQL a fallback: workers are woken by LISTEN/NOTIFY).',
   }),
   LONG_POLL_FALLBACK_MS: Int({
     minimum: 10,
@@ -312,7 +327,7 @@ const PROVIDER_VARIABLES = {
       minLength: 1,
       maxLength: 64,
       description:
-        'Google Cloud project: when set, gemini calls go to Vertex AI (not the Gemini API), authenticated by Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, or the metadata server); GEMINI_API_KEY is then not needed (README, "Connect a model").',
+        'Google Cloud project: when set, gemini calls go to Vertex AI (not the Gemini API), authenticated by Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, or the metadata server); GEMINI_API_KEY is then not needed (docs/models-and-backends.md, "Connect a model").',
     }),
   ),
   GEMINI_VERTEX_LOCATION: Type.String({
@@ -337,7 +352,7 @@ const PROVIDER_VARIABLES = {
     maximum: 1024,
     default: 64,
     description:
-      'Most Gemini calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (README, "Capacity").',
+      'Most Gemini calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (docs/capacity.md, "Capacity").',
   }),
   OPENAI_API_KEY: Type.Optional(
     Type.String({
@@ -362,12 +377,12 @@ const PROVIDER_VARIABLES = {
     maximum: 1024,
     default: 64,
     description:
-      'Most OpenAI-compatible calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (README, "Capacity").',
+      'Most OpenAI-compatible calls in flight at once, for the whole cluster: a ceiling; the working limit adapts below it (docs/capacity.md, "Capacity").',
   }),
   OPENAI_IMAGE_SIZES: Type.Optional(
     Type.String({
       description:
-        'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
+        'Sizes the OpenAI-compatible model accepts: exact (any WIDTHxHEIGHT) or comma-separated WIDTHxHEIGHT; unset = by OPENAI_IMAGE_MODEL (docs/models-and-backends.md, "Connect a model").',
     }),
   ),
   BACKEND_UNAVAILABLE_COOLDOWN_MS: Int({
@@ -375,19 +390,19 @@ const PROVIDER_VARIABLES = {
     maximum: 86_400_000,
     default: 60_000,
     description:
-      'How long a model backend found unavailable (bad key, billing, exhausted quota) refuses creates before one probe call (README, "Connect a model").',
+      'How long a model backend found unavailable (bad key, billing, region, exhausted quota) refuses creates for its models (503 with Retry-After) before one probe call (docs/models-and-backends.md, "Connect a model").',
   }),
   MAX_UPSCALE: Type.Number({
     minimum: 1,
     maximum: 16,
     default: 2,
     description:
-      'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused (README, "Connect a model").',
+      'Largest linear factor by which a model reply is enlarged to the catalog size; a resolution that would need more is refused at creation (422 resolution_unavailable, nothing charged) where the size plan knows it, else the task fails upscale_exceeded, refunded (docs/models-and-backends.md, "Connect a model").',
   }),
   OPENAI_API_KEY_HEADER: Type.Optional(
     Type.Union([Type.Literal('authorization'), Type.Literal('api-key')], {
       description:
-        'How OPENAI_API_KEY is sent: authorization (Bearer, OpenAI and most compatible providers) or api-key (Azure OpenAI); unset = api-key when OPENAI_BASE_URL is an Azure OpenAI host, else authorization (README, "Connect a model").',
+        'How OPENAI_API_KEY is sent: authorization (Bearer, OpenAI and most compatible providers) or api-key (Azure OpenAI); unset = api-key when OPENAI_BASE_URL is an Azure OpenAI host, else authorization (docs/models-and-backends.md, "Connect a model").',
     }),
   ),
   OPENAI_RESULT_URL_ALLOW_PRIVATE: Bool(
@@ -398,13 +413,13 @@ const PROVIDER_VARIABLES = {
       minLength: 1,
       maxLength: 16,
       description:
-        '`quality` sent to the OpenAI model: low, medium, high or auto for the GPT image models; standard or hd for dall-e-3 (dall-e-2: standard); a compatible provider\'s model takes none. Unset = not sent, the model\'s default (README, "Connect a model").',
+        '`quality` sent to the OpenAI model: low, medium, high or auto for the GPT image models; standard or hd for dall-e-3 (dall-e-2: standard); a compatible provider\'s model takes none; another value stops the start, naming the variable. Unset = not sent, the model\'s default (docs/models-and-backends.md, "Connect a model").',
     }),
   ),
   OPENAI_MODEL_FAMILY: Type.Optional(
     Type.Union([Type.Literal('gpt-image'), Type.Literal('dall-e'), Type.Literal('other')], {
       description:
-        'Which parameters the OpenAI-compatible model takes, when its name does not say (an Azure deployment): gpt-image, dall-e or other; unset = by OPENAI_IMAGE_MODEL (README, "Connect a model").',
+        'Which parameters the OpenAI-compatible model takes, when its name does not say (an Azure deployment): gpt-image (no response_format, the GPT image sizes), dall-e or other; unset = by OPENAI_IMAGE_MODEL (docs/models-and-backends.md, "Connect a model").',
     }),
   ),
 };
@@ -417,7 +432,7 @@ const UpstreamModel = (model: string) =>
   Type.Optional(
     Type.String({
       minLength: 1,
-      description: `The provider's model that serves ${model}; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL).`,
+      description: `The provider's model that serves ${model}; unset = the backend's (GEMINI_MODEL or OPENAI_IMAGE_MODEL). For models on one backend that should use different provider models; the sizes and parameters follow the one named.`,
     }),
   );
 

@@ -2,7 +2,7 @@
  * The process that holds the long-poll and event-stream scenario's waits (bench/lib/waiting-client.ts
  * starts it). It does nothing else, so its own pauses stay out of the wake-up figure: the driver that
  * created 5 600 tasks, samples RSS every 10 ms and cancels thousands of tasks collected for 20–65 ms
- * at a time while it also timed the answers (BENCHMARKS.md, "One read of the waited tasks per
+ * at a time while it also timed the answers (docs/performance-history.md, "One read of the waited tasks per
  * interval"). Once every wait is on its socket it collects its garbage (`--expose-gc`), so the
  * sending's garbage is not carried into the measured window, and it records its own GC pauses from
  * then on, to be reported beside the figure.

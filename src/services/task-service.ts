@@ -277,7 +277,7 @@ export class TaskService {
  * only its read, which is dropped unless it ends the wait. 5 000 waiters that each kept a record, a
  * promise and a few closures from one fallback re-read to the next made V8 copy and promote about
  * 10 MiB a second out of the young generation: scavenges of 20–75 ms, and the wake-ups of the
- * completions behind them (BENCHMARKS.md, "Long-poll wake-ups and the young generation").
+ * completions behind them (docs/performance-history.md, "Long-poll wake-ups and the young generation").
  */
 class TaskWait implements PolledWait {
   private readonly outcome = Promise.withResolvers<TaskRecord>();

@@ -32,7 +32,7 @@ export class WaitTimers {
    * Runs `fire` once delayMs have passed (rounded up to a tick); returns its slot, for cancel().
    * `fire` is a waiter's own function, scheduled at most once at a time: the wheel keeps it as it
    * is, so that a wait re-armed every fallback interval allocates nothing that lives until it runs
-   * (objects that outlive V8's young generation are copied and promoted: BENCHMARKS.md, "Long-poll
+   * (objects that outlive V8's young generation are copied and promoted: docs/performance-history.md, "Long-poll
    * wake-ups and the young generation").
    */
   after(delayMs: number, fire: () => void): number {

@@ -6,7 +6,7 @@ import type { WorkerLog } from './worker-log.js';
 /**
  * The most tasks one claim takes for a backend with free slots and no shared limit. A claim of
  * several is one turn read and one move on PostgreSQL, however many it takes: slots that came free
- * together are filled in one round trip, not one each (BENCHMARKS.md, "Claims for a set of free
+ * together are filled in one round trip, not one each (docs/performance-history.md, "Claims for a set of free
  * slots"). A shared limit claims one at a time: its claims queue on the limit's row anyway.
  */
 const MAX_TASKS_PER_CLAIM = 8;
@@ -51,7 +51,7 @@ export class DispatchLoop {
    * Looks for work at once for `lanes` (a task created for their models, a slot freed), or for
    * every lane. A lane that could not run the task is not claimed for: on PostgreSQL even an empty
    * claim is a query, and for a backend with a shared limit a transaction on the limit's row, made
-   * by every worker process at every create (BENCHMARKS.md, "A create wakes only the backends that
+   * by every worker process at every create (docs/performance-history.md, "A create wakes only the backends that
    * run its model").
    */
   poke(lanes: readonly BackendLane[] = this.options.lanes): void {
@@ -87,7 +87,7 @@ export class DispatchLoop {
       // another turn now would only find the same. What changes that (a task created, a slot freed) pokes,
       // and a poke that came during the claims ends this sleep at once. Another turn after every
       // launch cost each dispatch a claim per lane in the event loop, between the task's claim and
-      // its generator's call (BENCHMARKS.md, "Dispatch latency timed at the generator's call").
+      // its generator's call (docs/performance-history.md, "Dispatch latency timed at the generator's call").
       if (!this.stopping) await this.sleep();
     }
   }

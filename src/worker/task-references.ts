@@ -6,7 +6,7 @@ import type { Store } from '../store/port.js';
  * A task's references for its generator, in order: each read from the blob store and prepared for
  * the provider (downscaled, re-encoded) before the next is read, so a task with 10 references of
  * 20 MiB holds one raw reference at a time and keeps only the provider-sized ones (decision 0011;
- * BENCHMARKS.md has the peak RSS before and after).
+ * docs/performance-history.md, "References prepared for the provider", has the peak RSS before and after).
  */
 export async function loadTaskReferences(
   deps: { store: Pick<Store['media'], 'mediaBlobKeys'>; blobs: Pick<BlobStore, 'getBuffer'> },

@@ -6,7 +6,7 @@
  * to be compiled again as soon as that parameter is bound anew. A cached statement of that shape is
  * then parsed and planned on every run, which costs more than running it: the task list's page
  * 250 → 97 µs, the claim's candidates 33 → 4 µs, the ledger's next number 8.5 → 1.8 µs
- * (BENCHMARKS.md, "Statements compiled on every run"). better-sqlite3 offers no way to turn this
+ * (docs/performance-history.md, "Statements compiled on every run"). better-sqlite3 offers no way to turn this
  * off for the connection (SQLite's SQLITE_DBCONFIG_ENABLE_QPSG). A CAST is an expression the
  * planner does not evaluate, so the statement keeps its plan; the compared value is the same, since
  * the value bound is of the cast's type already.
