@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { parse } from 'yaml';
 import { ConfigSchema } from '../src/config.js';
-import { PROBLEM_BY_CODE } from '../src/http/problem.js';
+import { PROBLEM_BY_CODE } from '../src/contract/problems.js';
 import { canTransition, nextStatus, refundsOnEntry, type TaskEvent, type TaskStatus } from '../src/core/task.js';
 import { TASK_STATUSES } from '../schemas/resources.js';
 

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { DomainError } from '../core/errors.js';
-import { escapePointer } from './problem.js';
+import { escapePointer } from '../contract/problems.js';
 
 /**
  * The parser of JSON bodies: fastify's own (secure-json-parse, refusing keys that could poison

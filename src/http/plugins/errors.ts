@@ -4,24 +4,16 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Router from 'find-my-way';
 import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
-import { dependencyFailureOf } from '../../services/dependency-failure.js';
+import {
+  failureOf,
+  PROBLEM_BY_CODE,
+  PROBLEM_CONTENT_TYPE,
+  problemBody,
+  retryAfterOf,
+  type Failure,
+} from '../../contract/problems.js';
+import { invalidRequestOf } from '../../contract/validation.js';
 import { openAiErrorOf } from '../../presenters/openai-images.js';
-import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
-import { invalidRequestOf } from '../validation.js';
-
-/**
- * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
- * 429 that has no window to wait out, rather than a promise.
- */
-export const UNTIMED_429_RETRY_AFTER_SECONDS = 5;
-
-/**
- * A 503 for a dependency that is away (a failover, a storage blip) or full: long enough for a
- * failover or a pooler restart to finish, short enough that a retrying client is not kept waiting.
- */
-export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
-export const DEPENDENCY_DETAIL =
-  'The service cannot complete this request right now. Retry after the time in Retry-After; a create retried with the same Idempotency-Key is never charged twice.';
 
 /**
  * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
@@ -29,16 +21,8 @@ export const DEPENDENCY_DETAIL =
  */
 export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFull?: () => void } = {}): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
-    const dependency = dependencyFailureOf(error);
-    if (dependency) {
-      if (dependency === 'storage_full') hooks.onStorageFull?.();
-      // Not a bug: a dependency is away or full. The client is told to come back; the cause stays here.
-      request.log.warn({ err: error, dependency }, 'request failed: a dependency is unavailable');
-      sendProblem(request, reply, 'unavailable', DEPENDENCY_DETAIL);
-      return;
-    }
-    const { code, detail, fieldErrors } = classify(error, request);
-    if (PROBLEM_BY_CODE[code].status >= 500) request.log.error({ err: error }, 'request failed');
+    const { code, detail, fieldErrors, retryAfterSeconds } = classify(error, request, hooks);
+    if (retryAfterSeconds !== null && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfterSeconds);
     sendProblem(request, reply, code, detail, fieldErrors);
   });
 
@@ -134,20 +118,14 @@ export function sendProblem(
 ): FastifyReply {
   const body = problemBody(code, detail, String(request.id), fieldErrors);
   if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
-  // Every 429 tells the client when to come back. The rate limits set their window's end; the rest
-  // (too_many_active_tasks) have no window to wait for.
-  if (body.status === 429 && !reply.hasHeader('retry-after'))
-    reply.header('retry-after', UNTIMED_429_RETRY_AFTER_SECONDS);
-  if (body.status === 503 && !reply.hasHeader('retry-after'))
-    reply.header('retry-after', UNAVAILABLE_RETRY_AFTER_SECONDS);
+  // Every 429 and 503 tells the client when to come back. The rate limits set their window's end;
+  // the rest (too_many_active_tasks, a dependency away) have no window to wait for.
+  const retryAfter = reply.hasHeader('retry-after') ? null : retryAfterOf(body.status, null);
+  if (retryAfter !== null) reply.header('retry-after', retryAfter);
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
-export interface Classified {
-  code: ErrorCode;
-  detail: string;
-  fieldErrors?: FieldError[];
-}
+type Classified = Pick<Failure, 'code' | 'detail' | 'fieldErrors'>;
 
 const CODE_BY_FASTIFY_ERROR: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
@@ -217,26 +195,42 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-/** What an error means as the service's stable code, detail and field errors (also read by the OpenAI face). */
-export function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
-  if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
-
-  if (error.validation) {
-    const invalid = invalidRequestOf(error.validation as never, error.validationContext);
-    return { code: invalid.code, detail: invalid.message, fieldErrors: invalid.fieldErrors };
-  }
-
-  const multipartProblem = error.code ? MULTIPART_PROBLEMS[error.code] : undefined;
-  if (multipartProblem) return multipartProblem;
-  const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
-  if (fastifyCode) return { code: fastifyCode, detail: publicDetail(fastifyCode, error, request) };
-  const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
-  if (byStatus) return { code: byStatus, detail: error.message };
-  if (error.statusCode === 503) return { code: 'unavailable', detail: 'The service is temporarily unavailable.' };
-  return { code: 'internal_error', detail: INTERNAL_ERROR_DETAIL };
+/**
+ * What an error of a request means, for the native API and the OpenAI face alike: fastify's own
+ * errors (validation, the body parsers, multipart limits) read here, everything else by the
+ * contract's failureOf. Logs what is not the client's doing: a dependency away (a warning: not a
+ * bug; the client is told to come back, the cause stays here) or a 500 (an error).
+ */
+export function classify(
+  error: FastifyError | DomainError,
+  request: FastifyRequest,
+  hooks: { onStorageFull?: () => void } = {},
+): Failure {
+  const failure = fastifyFailureOf(error, request) ?? failureOf(error);
+  if (failure.dependency) {
+    if (failure.dependency === 'storage_full') hooks.onStorageFull?.();
+    request.log.warn({ err: error, dependency: failure.dependency }, 'request failed: a dependency is unavailable');
+  } else if (PROBLEM_BY_CODE[failure.code].status >= 500) request.log.error({ err: error }, 'request failed');
+  return failure;
 }
 
-export const INTERNAL_ERROR_DETAIL = 'Something went wrong on our side; the request id identifies it in our logs.';
+function fastifyFailureOf(error: FastifyError | DomainError, request: FastifyRequest): Failure | null {
+  if (error instanceof DomainError) return null;
+  const known = (classified: Classified): Failure => ({ ...classified, retryAfterSeconds: null, dependency: null });
+  if (error.validation) {
+    const invalid = invalidRequestOf(error.validation as never, error.validationContext);
+    return known({ code: invalid.code, detail: invalid.message, fieldErrors: invalid.fieldErrors });
+  }
+  const multipartProblem = error.code ? MULTIPART_PROBLEMS[error.code] : undefined;
+  if (multipartProblem) return known(multipartProblem);
+  const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
+  if (fastifyCode) return known({ code: fastifyCode, detail: publicDetail(fastifyCode, error, request) });
+  const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
+  if (byStatus) return known({ code: byStatus, detail: error.message });
+  if (error.statusCode === 503)
+    return known({ code: 'unavailable', detail: 'The service is temporarily unavailable.' });
+  return null;
+}
 
 function publicDetail(code: ErrorCode, error: FastifyError, request: FastifyRequest): string {
   switch (code) {
