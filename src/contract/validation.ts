@@ -1,8 +1,9 @@
 import { Ajv, type ErrorObject, type Options, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { DomainError, type FieldError } from '../core/errors.js';
+import { GENERATION_REQUEST_SCHEMAS, GenerationRequest } from '../../schemas/catalog.js';
 import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
-import { MAX_FIELD_ERRORS } from '../../schemas/resources.js';
+import { MAX_FIELD_ERRORS, SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { escapePointer } from './problems.js';
 
 /**
@@ -30,6 +31,18 @@ const AJV_OPTIONS: Options = {
  */
 export function bodyAjv(externalSchemas: readonly object[]): Ajv {
   return makeAjv({ ...AJV_OPTIONS, coerceTypes: false }, externalSchemas);
+}
+
+let generationRequestValidator: ValidateFunction | undefined;
+
+/**
+ * The create body's validator (a `oneOf` over every model, discriminated on `model`), compiled
+ * once per process: the native create and estimate routes and the MCP tools all check a body with
+ * this one, so that the same body is refused with the same field errors on every face.
+ */
+export function validateGenerationRequest(): ValidateFunction {
+  generationRequestValidator ??= bodyAjv([...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS]).compile(GenerationRequest);
+  return generationRequestValidator;
 }
 
 /** The Ajv of query strings and path parameters, which arrive as text and so coerce ("20" → 20). */

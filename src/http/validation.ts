@@ -1,5 +1,6 @@
 import type { FastifySchema, FastifyServerOptions } from 'fastify';
-import { bodyAjv, refusingNonFiniteNumbers, textAjv } from '../contract/validation.js';
+import { GenerationRequest } from '../../schemas/catalog.js';
+import { bodyAjv, refusingNonFiniteNumbers, textAjv, validateGenerationRequest } from '../contract/validation.js';
 
 type ValidatorFactory = NonNullable<
   NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
@@ -18,10 +19,12 @@ export function buildValidatorCompilerFactory(): ValidatorFactory {
     const schemas = Object.values(externalSchemas) as object[];
     const bodies = bodyAjv(schemas);
     const texts = textAjv(schemas);
-    return ({ schema, httpPart }: ValidatorFactoryInput) =>
-      httpPart === 'body'
-        ? bodies.compile(schema as object)
-        : refusingNonFiniteNumbers(texts.compile(schema as object));
+    return ({ schema, httpPart }: ValidatorFactoryInput) => {
+      if (httpPart !== 'body') return refusingNonFiniteNumbers(texts.compile(schema as object));
+      // The create body is compiled once for every face (the MCP tools check theirs with it too).
+      if (schema === GenerationRequest) return validateGenerationRequest();
+      return bodies.compile(schema as object);
+    };
   };
   return factory as unknown as ValidatorFactory;
 }

@@ -1,11 +1,11 @@
 import type { ValidateFunction } from 'ajv';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { GENERATION_REQUEST_SCHEMAS, GenerationRequest, MODEL_CATALOG } from '../../schemas/catalog.js';
+import { GENERATION_REQUEST_SCHEMAS, type GenerationRequest, MODEL_CATALOG } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { DomainError } from '../core/errors.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
 import type { TaskRecord } from '../core/task.js';
-import { bodyAjv, invalidRequestOf } from '../contract/validation.js';
+import { bodyAjv, invalidRequestOf, validateGenerationRequest } from '../contract/validation.js';
 import { previewOf } from '../images/preview.js';
 import { toModelResource } from '../presenters/models.js';
 import { toEstimateResource, toMediaResource, toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
@@ -70,7 +70,7 @@ export class ImageTools {
 
   constructor(private readonly deps: ImageToolsDependencies) {
     const ajv = bodyAjv([...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS]);
-    this.validateRequest = ajv.compile(GenerationRequest);
+    this.validateRequest = validateGenerationRequest();
     this.validateGenerateOptions = ajv.compile(GenerateOptions);
     this.validators = {
       list_models: ajv.compile(NoArguments),
