@@ -21,6 +21,9 @@ import { openAiErrorOf } from '../../presenters/openai-images.js';
  */
 export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFull?: () => void } = {}): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
+    // A request no route takes fails its body's checks before the not-found handler sees it (a
+    // QUERY without a Content-Type): what it is told is that the path or method is not served.
+    if (request.is404) return sendUnrouted(request, reply);
     const { code, detail, fieldErrors, retryAfterSeconds } = classify(error, request, hooks);
     if (retryAfterSeconds !== null && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfterSeconds);
     sendProblem(request, reply, code, detail, fieldErrors);
@@ -35,22 +38,36 @@ export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFu
       if (!routes.hasRoute(method, route.url)) routes.on(method, route.url, () => {});
     }
   });
-
-  app.setNotFoundHandler((request, reply) => {
+  app.decorate('unrouted', (request: FastifyRequest): Unrouted => {
     const path = request.url.split('?')[0];
     const allowed = ALL_METHODS.filter((method) => routes.find(method, path) !== null);
-    if (allowed.length > 0) {
-      reply.header('allow', allowed.join(', '));
-      sendProblem(
-        request,
-        reply,
-        'method_not_allowed',
-        `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`,
-      );
-      return;
-    }
-    sendProblem(request, reply, 'not_found', `No route for ${request.method} ${path}.`);
+    if (allowed.length === 0)
+      return { code: 'not_found', detail: `No route for ${request.method} ${path}.`, allow: [] };
+    const detail = `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`;
+    return { code: 'method_not_allowed', detail, allow: allowed };
   });
+
+  const sendUnrouted = (request: FastifyRequest, reply: FastifyReply) => {
+    const { code, detail, allow } = app.unrouted(request);
+    if (allow.length > 0) reply.header('allow', allow.join(', '));
+    return sendProblem(request, reply, code, detail);
+  };
+  app.setNotFoundHandler(sendUnrouted);
+}
+
+/** What a request that no route takes is told: 405 with the methods its path takes, or 404. */
+export interface Unrouted {
+  code: 'not_found' | 'method_not_allowed';
+  detail: string;
+  /** The methods the path takes (the Allow header of a 405); empty for a 404. */
+  allow: string[];
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Why no route takes this request (registerErrorHandling): every face answers it in its own shape. */
+    unrouted(request: FastifyRequest): Unrouted;
+  }
 }
 
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -93,14 +110,26 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
   if (socket.writable && !inProgress?.headersSent) {
     const [code, detail] = CLIENT_ERRORS[error.code ?? ''] ?? CLIENT_ERRORS.default;
     const requestId = randomUUID();
-    const body = JSON.stringify(problemBody(code, detail, requestId));
     const status = PROBLEM_BY_CODE[code].status;
+    // The OpenAI face answers in OpenAI's error shape, even before there is a request: its path is
+    // read from the request line the parser received, where it got that far.
+    const openAi = requestPathOf(error).startsWith(OPENAI_FACE_PREFIX);
+    const body = JSON.stringify(openAi ? openAiErrorOf(code, detail).body : problemBody(code, detail, requestId));
+    const contentType = openAi ? 'application/json; charset=utf-8' : PROBLEM_CONTENT_TYPE;
     socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${contentType}\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroySoon();
+}
+
+/** The path of the request line Node's parser was given (`rawPacket`), or '' where there is none. */
+function requestPathOf(error: NodeJS.ErrnoException): string {
+  const raw = (error as { rawPacket?: unknown }).rawPacket;
+  if (!Buffer.isBuffer(raw)) return '';
+  const requestLine = raw.subarray(0, Math.min(raw.length, 2048)).toString('latin1').split('\r\n', 1)[0];
+  return /^[A-Z]+ (\/\S*) HTTP\/1\.[01]$/.exec(requestLine)?.[1] ?? '';
 }
 
 const CLIENT_ERRORS: Record<string, [ErrorCode, string]> = {

@@ -125,8 +125,21 @@ const IMAGES_SUCCESS = {
 export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOptions> = async (app, options) => {
   const { images, signer, now } = options;
 
+  // Why no route of this face takes a request: 405 with Allow, or 404, in OpenAI's shape.
+  const sendUnrouted = (request: FastifyRequest, reply: FastifyReply) => {
+    const { code, detail, allow } = app.unrouted(request);
+    if (allow.length > 0) reply.header('allow', allow.join(', '));
+    const served = 'this face serves /v1/images/generations, /v1/images/edits and /v1/models.';
+    return sendOpenAiError(
+      reply,
+      openAiErrorOf(code, code === 'not_found' ? `${detail.slice(0, -1)}; ${served}` : detail),
+    );
+  };
+
   app.setErrorHandler((error: FastifyError | DomainError | OpenAiAnswer, request, reply) => {
     if (error instanceof OpenAiAnswer) return sendOpenAiError(reply, error.answer);
+    // A request no route takes can fail its body's checks first (a QUERY without a Content-Type).
+    if (request.is404) return sendUnrouted(request, reply);
     if ((error as FastifyError).code === 'FST_FILES_LIMIT') {
       const detail = `An edit takes at most ${MAX_IMAGE_REFERENCES} images, and no other files.`;
       return sendOpenAiError(
@@ -140,15 +153,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
     return sendOpenAiError(reply, openAiErrorOf(failure.code, detail, failure.fieldErrors));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendOpenAiError(
-      reply,
-      openAiErrorOf(
-        'not_found',
-        `No route for ${request.method} ${request.url.split('?')[0]}; this face serves /v1/images/generations, /v1/images/edits and /v1/models.`,
-      ),
-    ),
-  );
+  app.setNotFoundHandler(sendUnrouted);
 
   /** Runs an admitted request to its answer: the images, or the error of a failed task or a spent wait. */
   async function answer(
