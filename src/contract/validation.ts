@@ -205,7 +205,7 @@ export function fieldErrorOf(error: ErrorObject, context: string | undefined): F
 
 /** What a pattern of the contract asks for, where its text alone does not say it. */
 const PATTERN_DETAILS: Record<string, string> = {
-  [NON_BLANK_PATTERN]: 'Must contain a character other than whitespace, and no U+0000 or lone surrogate.',
+  [NON_BLANK_PATTERN]: 'Must contain a character other than whitespace, and no U+0000.',
 };
 
 const COMPARISON_WORDS: Record<string, string> = {

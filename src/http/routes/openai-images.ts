@@ -330,7 +330,8 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         security: BEARER_SECURITY,
         params: Type.Object({
           model: Type.String({
-            maxLength: 200,
+            // The router's longest path parameter (fastify's maxParamLength); past it, a 400.
+            maxLength: 100,
             examples: [MODEL_IDS[0]],
             description: `One of ${MODEL_IDS.join(', ')}.`,
           }),
