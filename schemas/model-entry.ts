@@ -45,17 +45,22 @@ export function StringEnum<T extends string>(values: readonly T[], options: Reco
 }
 
 /**
- * Text every store can keep as sent, with at least one character that is not whitespace: with
- * Ajv's unicode regular expressions this matches only strings without lone surrogates (not text:
- * no UTF-8 form) and without U+0000 (which PostgreSQL's text type cannot hold, and which means
- * nothing to a model). Linear: each star stops at the one character class between them.
+ * Text with at least one character that is not whitespace, and no U+0000 (which PostgreSQL's text
+ * type cannot hold, and which means nothing to a model). Linear: each star stops at the one
+ * character class between them. A lone UTF-16 surrogate (not text: it has no UTF-8 form) is refused
+ * where a JSON body is read (src/http/json-body.ts), not here: a pattern that names the surrogate
+ * range is one that schema-driven generators cannot produce strings for.
  */
-export const NON_BLANK_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*[^\\s\\u0000\\uD800-\\uDFFF][^\\u0000\\uD800-\\uDFFF]*$';
+export const NON_BLANK_PATTERN = '^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$';
 
 export const WebhookUrl = Type.String({
   minLength: 1,
   maxLength: 2048,
-  description: 'Absolute https URL that receives a signed event when the task reaches a terminal state.',
+  format: 'uri',
+  // The scheme in either case; the rest (userinfo, port, address) is checked when it is read.
+  pattern: '^[Hh][Tt][Tt][Pp][Ss]?://[^\\s]+$',
+  description:
+    'Absolute https URL that receives a signed event when the task reaches a terminal state (http only where the server allows it); no userinfo, a public address, port 80, 443 or 1024-65535.',
 });
 
 /**
@@ -70,8 +75,8 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
       prompt: Type.String({
         minLength: entry.promptLength.min,
         maxLength: entry.promptLength.max,
-        // JSON can carry a lone UTF-16 surrogate or a U+0000, which no store can keep as sent; a
-        // prompt of whitespace alone asks for nothing and is not charged.
+        // JSON can carry a U+0000, which no store can keep as sent; a prompt of whitespace alone
+        // asks for nothing and is not charged.
         pattern: NON_BLANK_PATTERN,
         description: `Text prompt, ${entry.promptLength.min} to ${entry.promptLength.max} Unicode code points, not whitespace alone.`,
       }),

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
-import { MAX_PROMPT_LENGTH, MAX_IMAGE_REFERENCES, MODEL_IDS } from './catalog.js';
+import { MAX_IMAGE_REFERENCES, MODEL_CATALOG, MODEL_IDS } from './catalog.js';
+import { NON_BLANK_PATTERN } from './model-entry.js';
 import { DEFAULT_OUTPUT_COMPRESSION, OUTPUT_FORMATS } from './output-format.js';
 import { Int32, TokenAmount } from './primitives.js';
 
@@ -10,6 +11,11 @@ import { Int32, TokenAmount } from './primitives.js';
  */
 
 const OPENAI_MAX_IMAGES = 10;
+/** The prompt lengths every model of the catalog takes. */
+const COMMON_PROMPT_LENGTH = {
+  min: Math.max(...MODEL_CATALOG.map((m) => m.promptLength.min)),
+  max: Math.min(...MODEL_CATALOG.map((m) => m.promptLength.max)),
+};
 /** A time as OpenAI gives it: whole seconds since 1970, bounded so that clients know it fits a number. */
 const UnixSeconds = (description: string) =>
   Type.Integer({ format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description });
@@ -23,7 +29,13 @@ const imageFields = {
     enum: MODEL_IDS,
     description: 'A model of this service; another name is 404 `model_not_found`.',
   }),
-  prompt: Type.String({ maxLength: MAX_PROMPT_LENGTH, description: "Text prompt, within the model's prompt length." }),
+  prompt: Type.String({
+    // The bounds every model takes; a model's own, where wider, are in its description.
+    minLength: COMMON_PROMPT_LENGTH.min,
+    maxLength: COMMON_PROMPT_LENGTH.max,
+    pattern: NON_BLANK_PATTERN,
+    description: `Text prompt in Unicode code points, not whitespace alone: ${MODEL_CATALOG.map((m) => `${m.promptLength.min} to ${m.promptLength.max} for ${m.id}`).join(', ')}.`,
+  }),
   n: Type.Optional(
     Type.Integer({
       format: 'int32',
@@ -72,7 +84,9 @@ const imageFields = {
   ),
   user: Type.Optional(
     Type.String({
+      minLength: 1,
       maxLength: 256,
+      pattern: NON_BLANK_PATTERN,
       description: 'The end user you act for: kept on the task and passed to the providers as their safety identifier.',
     }),
   ),
@@ -87,13 +101,14 @@ export const OpenAiImageGenerationBody = Type.Object(imageFields, {
 export const OpenAiImageEditBody = Type.Object(
   {
     ...imageFields,
-    image: Type.Array(Type.Unsafe<unknown>({ contentMediaType: 'application/octet-stream' }), {
+    image: Type.Array(Type.Unsafe<unknown>({ type: 'string', contentMediaType: 'application/octet-stream' }), {
       maxItems: MAX_IMAGE_REFERENCES,
       description:
         "Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account.",
     }),
     mask: Type.Optional(
       Type.Unsafe<unknown>({
+        type: 'string',
         contentMediaType: 'application/octet-stream',
         description: 'Not offered: a `mask` part is refused (400, param `mask`).',
       }),

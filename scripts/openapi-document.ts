@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { FsBlobStore } from '../src/blobs/fs-blob-store.js';
 import { loadConfig } from '../src/config.js';
 import { buildApp } from '../src/http/app.js';
+import { openApiYaml } from '../src/http/plugins/openapi.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 
 /**
@@ -32,7 +33,7 @@ export async function renderOpenApiYaml(): Promise<string> {
   });
   try {
     await app.ready();
-    return app.swagger({ yaml: true });
+    return openApiYaml(app.swagger());
   } finally {
     await app.close();
     await store.close();

@@ -7,7 +7,7 @@ import { PIXEL_SIZES } from '../schemas/pixel-sizes.js';
 import { renderConfigurationDoc } from '../scripts/configuration-doc.js';
 import { ConfigSchema } from '../src/config.js';
 import { openAiSizeRule, plannedSize } from '../src/core/size-plan.js';
-import { PROBLEM_BY_CODE } from '../src/http/problem.js';
+import { PROBLEM_BY_CODE } from '../src/contract/problems.js';
 import { canTransition, nextStatus, refundsOnEntry, type TaskEvent, type TaskStatus } from '../src/core/task.js';
 import { TASK_STATUSES } from '../schemas/resources.js';
 

@@ -125,3 +125,36 @@ t.test('services import no layer above them (http, worker)', async (t) => {
     t.same([...importsInto(file, 'src/http'), ...importsInto(file, 'src/worker')], [], `${path} imports downward only`);
   }
 });
+
+t.test('the MCP tools import nothing of src/http: both faces share the contract module and the services', async (t) => {
+  const files = sourceFiles('src/mcp');
+  t.ok(files.length >= 4, `${files.length} files checked`);
+  for (const path of files) {
+    const file = parseFile(path);
+    t.same(
+      [...importsInto(file, 'src/http'), ...importsInto(file, 'src/store')],
+      [],
+      `${path} imports no http or store`,
+    );
+  }
+});
+
+t.test('the contract module belongs to no face: it imports no http, mcp, store or worker', async (t) => {
+  for (const path of sourceFiles('src/contract')) {
+    const file = parseFile(path);
+    const faces = ['src/http', 'src/mcp', 'src/store', 'src/worker'].flatMap((layer) => importsInto(file, layer));
+    t.same(faces, [], `${path} imports downward only`);
+  }
+});
+
+t.test('no face holds an Idempotency-Key itself: the creates hand theirs to the one create', async (t) => {
+  // The idempotency plugin (src/http/plugins) settles the keys of the routes that change one record.
+  const faces = [...sourceFiles('src/http/routes'), ...sourceFiles('src/mcp')];
+  for (const path of faces) {
+    const held = parseFile(path)
+      .imports.filter((i) => i.module.startsWith('src/services/idempotency'))
+      .flatMap((i) => i.names)
+      .filter((name) => /IdempotencyService|HeldIdempotencyKey/.test(name));
+    t.same(held, [], `${path} neither claims, renews nor releases a key`);
+  }
+});

@@ -557,7 +557,10 @@ export interface components {
                  */
                 output_compression?: number;
             };
-            /** @description Absolute https URL that receives a signed event when the task reaches a terminal state. */
+            /**
+             * Format: uri
+             * @description Absolute https URL that receives a signed event when the task reaches a terminal state (http only where the server allows it); no userinfo, a public address, port 80, 443 or 1024-65535.
+             */
             webhook_url?: string;
         };
         /**
@@ -600,7 +603,10 @@ export interface components {
                  */
                 output_compression?: number;
             };
-            /** @description Absolute https URL that receives a signed event when the task reaches a terminal state. */
+            /**
+             * Format: uri
+             * @description Absolute https URL that receives a signed event when the task reaches a terminal state (http only where the server allows it); no userinfo, a public address, port 80, 443 or 1024-65535.
+             */
             webhook_url?: string;
         };
         /**
@@ -3201,7 +3207,7 @@ export interface operations {
             content: {
                 "multipart/form-data": {
                     /** @description The image: PNG, JPEG or WebP. */
-                    file: unknown;
+                    file: string;
                 };
             };
         };
@@ -4568,7 +4574,7 @@ export interface operations {
                      * @enum {string}
                      */
                     model: "alpha-pro" | "beta-v5-pro";
-                    /** @description Text prompt, within the model's prompt length. */
+                    /** @description Text prompt in Unicode code points, not whitespace alone: 3 to 10000 for alpha-pro, 3 to 5000 for beta-v5-pro. */
                     prompt: string;
                     /**
                      * Format: int32
@@ -4909,7 +4915,7 @@ export interface operations {
                      * @enum {string}
                      */
                     model: "alpha-pro" | "beta-v5-pro";
-                    /** @description Text prompt, within the model's prompt length. */
+                    /** @description Text prompt in Unicode code points, not whitespace alone: 3 to 10000 for alpha-pro, 3 to 5000 for beta-v5-pro. */
                     prompt: string;
                     /**
                      * Format: int32
@@ -4961,9 +4967,9 @@ export interface operations {
                     /** @description Not offered: `true` is refused (400, param `stream`). */
                     stream?: boolean;
                     /** @description Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account. */
-                    image: unknown[];
+                    image: string[];
                     /** @description Not offered: a `mask` part is refused (400, param `mask`). */
-                    mask?: unknown;
+                    mask?: string;
                 } & {
                     [key: string]: unknown;
                 };

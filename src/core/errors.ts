@@ -24,6 +24,20 @@ export class DomainError extends Error {
   }
 }
 
+/**
+ * A refusal that knows when a retry can succeed (a backend's open circuit, a rate limit's window):
+ * every face announces that wait (Retry-After, MCP's retry_after_seconds).
+ */
+export class RetryLaterError extends DomainError {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    readonly retryAfterSeconds: number,
+  ) {
+    super(code, message);
+  }
+}
+
 export const notFound = (what: string) => new DomainError('not_found', `${what} not found.`);
 
 /** A list cursor this API did not hand out (forged, truncated, or another list's). */

@@ -22,8 +22,8 @@ export interface ApiV1Options {
  * limits, Bearer auth, idempotency): the route plugins, each given the services it names.
  */
 export const apiV1: FastifyPluginAsyncTypebox<ApiV1Options> = async (api, { config, services, rateLimits }) => {
-  const { now, signer, tasks } = services;
-  await api.register(generationRoutes, { tasks, signer, now, createsRateLimit: rateLimits.creates });
+  const { now, signer, tasks, submission } = services;
+  await api.register(generationRoutes, { submission, tasks, signer, now, createsRateLimit: rateLimits.creates });
   // The package's module.exports is the plugin wrapped by fastify-plugin (its hooks reach the
   // routes of this scope); its typings call the module object a namespace with a `default`.
   await api.register(sse as unknown as typeof sse.fastifySSE, { heartbeatInterval: config.SSE_HEARTBEAT_MS });

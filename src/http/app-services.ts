@@ -11,6 +11,7 @@ import { ImageTools } from '../mcp/tools.js';
 import { AccountService } from '../services/account-service.js';
 import { ApiKeyAuthentication } from '../services/api-keys.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
+import { GenerationSubmission } from '../services/generation-submission.js';
 import { IdempotencyService } from '../services/idempotency.js';
 import { MediaService } from '../services/media-service.js';
 import { OpenAiImagesService } from '../services/openai-images.js';
@@ -42,16 +43,8 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     lookup: deps.webhookLookup,
     allowedPorts: parsePortRanges(config.WEBHOOK_ALLOWED_PORTS),
   };
-  const tasks = new TaskService({
-    store,
-    events: deps.events ?? new TaskEvents(),
-    now,
-    maxActiveTasks: config.MAX_ACTIVE_TASKS,
-    crossProcessPollMs: config.LONG_POLL_FALLBACK_MS,
-    webhookPolicy: userUrlPolicy,
-    resolutionCheck,
-    backendUnavailableFor: backendCircuit(config, store.backendLimits),
-  });
+  const events = deps.events ?? new TaskEvents();
+  const tasks = new TaskService({ store, events, now, crossProcessPollMs: config.LONG_POLL_FALLBACK_MS });
   const media = new MediaService({
     store: store.media,
     blobs,
@@ -72,6 +65,19 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
   };
   const circuits = backendCircuitStates(config, store.backendLimits);
   const idempotency = new IdempotencyService({ store: store.idempotencyKeys, now });
+  // The one create of every face: the native route, the OpenAI face and the MCP tool.
+  const submission = new GenerationSubmission({
+    store,
+    idempotency,
+    deleteUpload: (accountId, mediaId) => media.delete(accountId, mediaId),
+    events,
+    now,
+    maxActiveTasks: config.MAX_ACTIVE_TASKS,
+    webhookPolicy: userUrlPolicy,
+    resolutionCheck,
+    backendUnavailableFor: backendCircuit(config, store.backendLimits),
+    log: context.log,
+  });
   const uploadTempDir = join(config.DATA_DIR, 'tmp');
   const accounts = new AccountService({
     store,
@@ -88,6 +94,7 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     signer,
     resolutionCheck,
     tasks,
+    submission,
     media,
     diskSpace,
     readinessChecks,
@@ -95,13 +102,14 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     uploadTempDir,
     idempotency,
     openAiImages: new OpenAiImagesService({
+      submission,
       tasks,
       media,
-      idempotency,
       waitMs: config.OPENAI_COMPAT_WAIT_SECONDS * 1000,
     }),
     // The MCP server's tools (decision 0026): the same services as the REST routes.
     imageTools: new ImageTools({
+      submission,
       tasks,
       media,
       references: new ReferenceImport({
@@ -111,7 +119,6 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
         urlPolicy: userUrlPolicy,
       }),
       accounts,
-      idempotency,
       signer,
       resolutionCheck,
       now,

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { DomainError } from '../core/errors.js';
-import { escapePointer } from './problem.js';
+import { escapePointer } from '../contract/problems.js';
 
 /**
  * The parser of JSON bodies: fastify's own (secure-json-parse, refusing keys that could poison
@@ -40,7 +40,7 @@ export function parseJsonBody(
     done(new DomainError('invalid_json', 'The body is not valid JSON.'));
     return;
   }
-  const forbidden = value === null ? forbiddenKeyPointer(JSON.parse(body)) : null;
+  const forbidden = value === null ? firstPointer(JSON.parse(body), isForbiddenKey) : null;
   if (forbidden !== null) {
     const detail = 'A key named "__proto__" (or "constructor" holding "prototype") is not a field of any request.';
     done(
@@ -50,19 +50,41 @@ export function parseJsonBody(
     );
     return;
   }
+  // UTF-8 bytes cannot hold a lone UTF-16 surrogate, but a JSON escape (\ud800) can: such a
+  // string is not text, and no store keeps it as sent. Looked for only where an escape names one.
+  const notText = SURROGATE_ESCAPE.test(body) ? firstPointer(value, isNotText) : null;
+  if (notText !== null) {
+    const detail = 'Must be text: a lone UTF-16 surrogate (an unpaired \\uD800-\\uDFFF escape) has no UTF-8 form.';
+    done(
+      new DomainError('invalid_request', `body ${notText || '(root)'}: ${detail}`, [
+        { pointer: notText, location: 'body', code: 'invalid_format', detail },
+      ]),
+    );
+    return;
+  }
   done(null, value);
 }
+
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+const isForbiddenKey = (key: string, value: unknown) =>
+  key === '__proto__' ||
+  (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype'));
+
+const isNotText = (key: string, value: unknown) =>
+  !key.isWellFormed() || (typeof value === 'string' && !value.isWellFormed());
 
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
 /**
- * The JSON Pointer of the first key secure-json-parse refuses, in a value parsed without it. Walked
+ * The JSON Pointer of the first member or item that `refused` names (the keys secure-json-parse
+ * refuses, in a value parsed without it; strings that are not text), depth first. Walked
  * with an explicit stack, not recursion: a body nested thousands of levels deep (well within the
  * body limit) would otherwise overflow the call stack and end as a 500. Each entry links to its
  * parent, and the pointer is spelled out only for the key found, so the walk stays linear in the
  * body's size however deep it goes.
  */
-function forbiddenKeyPointer(root: unknown): string | null {
+function firstPointer(root: unknown, refused: (key: string, value: unknown) => boolean): string | null {
   interface Visit {
     value: unknown;
     key: string;
@@ -73,16 +95,13 @@ function forbiddenKeyPointer(root: unknown): string | null {
     for (let at: Visit | null = visit; at?.parent; at = at.parent) segments.push(escapePointer(at.key));
     return segments.length === 0 ? '' : `/${segments.reverse().join('/')}`;
   };
-  const pending: Visit[] = [{ value: root, key: '', parent: null }];
+  const top: Visit = { value: root, key: '', parent: null };
+  if (typeof root === 'string' && refused('', root)) return pointerOf(top);
+  const pending: Visit[] = [top];
   for (let visit = pending.pop(); visit; visit = pending.pop()) {
     if (visit.value === null || typeof visit.value !== 'object') continue;
     const children = Object.entries(visit.value).map(([key, value]): Visit => ({ value, key, parent: visit }));
-    for (const child of children) {
-      const { key, value } = child;
-      if (key === '__proto__') return pointerOf(child);
-      if (key === 'constructor' && value !== null && typeof value === 'object' && Object.hasOwn(value, 'prototype'))
-        return pointerOf(child);
-    }
+    for (const child of children) if (refused(child.key, child.value)) return pointerOf(child);
     // Reversed onto the stack so that the first key's subtree is searched first, as before.
     for (let i = children.length - 1; i >= 0; i--) pending.push(children[i]);
   }

@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import ipaddr from 'ipaddr.js';
-import { PROBLEM_CONTENT_TYPE, problemBody } from './problem.js';
+import { PROBLEM_CONTENT_TYPE, problemBody } from '../contract/problems.js';
 
 /**
  * Who may read /metrics (docs/design.md §3.8): with a token, requests that send `Authorization: Bearer

@@ -10,7 +10,7 @@ import type { FastifyRequest } from 'fastify';
 import { DomainError, type FieldError } from '../core/errors.js';
 import { dependencyFailureOf } from '../services/dependency-failure.js';
 import { spoolFileName } from '../services/upload-spool.js';
-import { escapePointer } from './problem.js';
+import { escapePointer } from '../contract/problems.js';
 
 /** The one part an upload body may have. */
 export const UPLOAD_FIELD = 'file';

@@ -1,7 +1,7 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { Problem, type ErrorCode } from '../../schemas/resources.js';
 import { Cursor, UuidInput } from '../../schemas/primitives.js';
-import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE } from './problem.js';
+import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE } from '../contract/problems.js';
 
 /**
  * Response headers as the OpenAPI document declares them (fastify ignores `headers` in a response

@@ -1,17 +1,17 @@
 import type { ValidateFunction } from 'ajv';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { GENERATION_REQUEST_SCHEMAS, GenerationRequest, MODEL_CATALOG } from '../../schemas/catalog.js';
+import { GENERATION_REQUEST_SCHEMAS, type GenerationRequest, MODEL_CATALOG } from '../../schemas/catalog.js';
 import { SHARED_SCHEMAS } from '../../schemas/resources.js';
 import { DomainError } from '../core/errors.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
-import { isTerminal, type TaskRecord } from '../core/task.js';
-import { taskStepOf } from '../core/task-stream.js';
-import { bodyAjv, invalidRequestOf } from '../http/validation.js';
+import type { TaskRecord } from '../core/task.js';
+import { bodyAjv, invalidRequestOf, validateGenerationRequest } from '../contract/validation.js';
 import { previewOf } from '../images/preview.js';
 import { toModelResource } from '../presenters/models.js';
 import { toEstimateResource, toMediaResource, toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
 import type { AccountService } from '../services/account-service.js';
-import { jsonRequestFingerprint, type IdempotencyService } from '../services/idempotency.js';
+import type { GenerationSubmission } from '../services/generation-submission.js';
+import { jsonRequestFingerprint } from '../services/idempotency.js';
 import type { MediaService } from '../services/media-service.js';
 import type { ReferenceImport } from '../services/reference-import.js';
 import type { TaskService } from '../services/task-service.js';
@@ -28,11 +28,11 @@ import {
 } from './tool-schemas.js';
 
 export interface ImageToolsDependencies {
+  submission: GenerationSubmission;
   tasks: TaskService;
   media: MediaService;
   references: ReferenceImport;
   accounts: Pick<AccountService, 'balance'>;
-  idempotency: IdempotencyService;
   signer: MediaUrlSigner;
   resolutionCheck: ResolutionCheck;
   now: () => Date;
@@ -70,7 +70,7 @@ export class ImageTools {
 
   constructor(private readonly deps: ImageToolsDependencies) {
     const ajv = bodyAjv([...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS]);
-    this.validateRequest = ajv.compile(GenerationRequest);
+    this.validateRequest = validateGenerationRequest();
     this.validateGenerateOptions = ajv.compile(GenerateOptions);
     this.validators = {
       list_models: ajv.compile(NoArguments),
@@ -115,7 +115,7 @@ export class ImageTools {
 
   private async estimatePrice(args: ToolArguments, call: ToolCall): Promise<CallToolResult> {
     const request = this.generationRequest(args);
-    const estimate = toEstimateResource(await this.deps.tasks.estimate(call.accountId, request));
+    const estimate = toEstimateResource(await this.deps.submission.estimate(call.accountId, request));
     return this.result(
       estimate,
       `${estimate.model} at ${estimate.parameters.resolution} ${estimate.parameters.aspect_ratio} (${estimate.width}x${estimate.height}) costs ${estimate.cost} tokens. Nothing was charged.`,
@@ -129,57 +129,29 @@ export class ImageTools {
       throw invalidRequestOf(this.validateGenerateOptions.errors ?? [], 'body');
     const request = this.generationRequest(body);
     await call.spendCreate();
-    const { task, replayed } =
-      typeof idempotencyKey === 'string'
-        ? await this.createOnce(call.accountId, idempotencyKey, request)
-        : { task: await this.create(call.accountId, request), replayed: false };
-    const waited = await this.follow(
-      call,
-      task.id,
-      ((waitSeconds as number | undefined) ?? DEFAULT_WAIT_SECONDS) * 1000,
-    );
-    const lead = replayed
+    // The idempotency_key argument is an Idempotency-Key (docs/design.md §3.8) of its own scope:
+    // a key used on REST is not replayed here.
+    const submitted = await this.deps.submission.submit({
+      accountId: call.accountId,
+      request,
+      idempotency:
+        typeof idempotencyKey === 'string'
+          ? { key: idempotencyKey, fingerprint: jsonRequestFingerprint('POST', IDEMPOTENCY_SCOPE, request) }
+          : null,
+      answerOf: ([task]) => ({
+        statusCode: 202,
+        headers: { 'content-type': JSON_CONTENT_TYPE },
+        body: Buffer.from(JSON.stringify({ task_id: task.id })),
+      }),
+    });
+    const taskId = submitted.replayed
+      ? (JSON.parse(submitted.response.body.toString('utf8')) as { task_id: string }).task_id
+      : submitted.tasks[0].id;
+    const task = await this.follow(call, taskId, ((waitSeconds as number | undefined) ?? DEFAULT_WAIT_SECONDS) * 1000);
+    const lead = submitted.replayed
       ? `Task ${task.id} was created for this idempotency_key before; nothing was charged again.`
       : `Task ${task.id} created for ${task.cost} tokens.`;
-    return this.taskOutcome(waited, call, lead);
-  }
-
-  private async create(accountId: string, request: GenerationRequest): Promise<TaskRecord> {
-    const task = await this.deps.tasks.prepare(accountId, request);
-    await this.deps.tasks.create(task);
-    return task;
-  }
-
-  /**
-   * Idempotency-Key semantics (docs/design.md §3.8) for the idempotency_key argument: the key is
-   * completed with the task id in the charge's own transaction, so a retry finds that task and is
-   * never charged again; a key still held answers idempotency_in_progress, one used with another
-   * request idempotency_key_reused, as on REST.
-   */
-  private async createOnce(
-    accountId: string,
-    key: string,
-    request: GenerationRequest,
-  ): Promise<{ task: TaskRecord; replayed: boolean }> {
-    const { idempotency, tasks } = this.deps;
-    const claim = await idempotency.claim(accountId, key, jsonRequestFingerprint('POST', IDEMPOTENCY_SCOPE, request));
-    if (claim.outcome === 'replay') {
-      const { task_id: taskId } = JSON.parse(claim.response.body.toString('utf8')) as { task_id: string };
-      return { task: await tasks.get(accountId, taskId), replayed: true };
-    }
-    try {
-      const task = await tasks.prepare(accountId, request);
-      const body = Buffer.from(JSON.stringify({ task_id: task.id }));
-      await tasks.create(task, {
-        ...claim.held,
-        response: { statusCode: 202, headers: { 'content-type': JSON_CONTENT_TYPE }, body },
-      });
-      return { task, replayed: false };
-    } catch (error) {
-      // Nothing was created: the key is free for a retry (as a 4xx or 5xx releases it on REST).
-      await idempotency.release(claim.held).catch(() => {});
-      throw error;
-    }
+    return this.taskOutcome(task, call, lead);
   }
 
   private async getTask(args: ToolArguments, call: ToolCall): Promise<CallToolResult> {
@@ -219,34 +191,22 @@ export class ImageTools {
   }
 
   /**
-   * The task once terminal or when waitMs has passed, read through the same long-poll as
-   * GET …?wait=N. Each change, and a heartbeat while none comes, is a progress notification.
+   * The task once terminal or when waitMs has passed, through the tasks' one wait. Each change,
+   * and a heartbeat while none comes, is a progress notification.
    */
   private async follow(call: ToolCall, taskId: string, waitMs: number): Promise<TaskRecord> {
-    const { tasks } = this.deps;
     const started = Date.now();
-    const deadline = started + waitMs;
     let sent = 0;
-    const report = async (task: TaskRecord) => {
-      if (!call.progress) return;
-      const seconds = Math.round((Date.now() - started) / 1000);
-      await call.progress(++sent, `Task ${task.id}: ${task.status} (${seconds} s)`);
-    };
-    let task = await tasks.get(call.accountId, taskId);
-    if (waitMs > 0) await report(task);
-    while (!isTerminal(task.status) && !call.signal.aborted) {
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) break;
-      const step = taskStepOf(task);
-      task = await tasks.waitForNextStep(
-        call.accountId,
-        taskId,
-        step,
-        Math.min(remaining, PROGRESS_HEARTBEAT_MS),
-        call.signal,
-      );
-      if (Date.now() < deadline || taskStepOf(task) !== step) await report(task);
-    }
+    const progress = call.progress;
+    const [task] = await this.deps.tasks.waitForTasks(call.accountId, [taskId], {
+      waitMs,
+      signal: call.signal,
+      heartbeatMs: PROGRESS_HEARTBEAT_MS,
+      onProgress: async (task) => {
+        const seconds = Math.round((Date.now() - started) / 1000);
+        await progress?.(++sent, `Task ${task.id}: ${task.status} (${seconds} s)`);
+      },
+    });
     return task;
   }
 

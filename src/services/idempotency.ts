@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { DomainError, type FieldError } from '../core/errors.js';
+import { DomainError, RetryLaterError, type FieldError } from '../core/errors.js';
 import type { IdempotencyClaim, IdempotencyStore, StoredResponse } from '../store/port.js';
 
 /** An answer kept under a key for replays; the HTTP layer names it through this service. */
@@ -15,6 +15,14 @@ export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
  */
 export const IDEMPOTENCY_LEASE_MS = 5 * 1000;
 export const IDEMPOTENCY_LEASE_RENEW_MS = Math.floor(IDEMPOTENCY_LEASE_MS / 3);
+/** The first request finishes in milliseconds; a prompt retry will most likely be its replay. */
+const IN_PROGRESS_RETRY_AFTER_SECONDS = 1;
+/**
+ * A guard, not a limit a request should meet: renewal ends when the key is settled, and a request
+ * is cut off by HTTP_REQUEST_TIMEOUT_MS long before this. Should a holder never settle its key,
+ * the key is not held for ever.
+ */
+const MAX_RENEWED_HOLD_MS = 15 * 60 * 1000;
 
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 /** Visible ASCII and spaces: what a client can type, log and compare without surprises. */
@@ -144,9 +152,10 @@ export class IdempotencyService {
       case 'replay':
         return claim;
       case 'in_progress':
-        throw new DomainError(
+        throw new RetryLaterError(
           'idempotency_in_progress',
           'A request with this Idempotency-Key is still being processed; retry shortly.',
+          IN_PROGRESS_RETRY_AFTER_SECONDS,
         );
       case 'fingerprint_mismatch':
         throw new DomainError(
@@ -172,5 +181,23 @@ export class IdempotencyService {
   /** The request changed nothing (or failed on our side): the key is free for a retry. */
   release(held: HeldIdempotencyKey): Promise<void> {
     return this.options.store.releaseIdempotencyKey(held);
+  }
+
+  /**
+   * Keeps a claimed key's short lease alive while its request works (a large upload, an edit's
+   * images stored before the charge), until `stop`. A process that dies stops renewing, so its keys
+   * are free again within IDEMPOTENCY_LEASE_MS.
+   */
+  keepAlive(held: HeldIdempotencyKey, onError: (error: unknown) => void): { stop(): void } {
+    const until = Date.now() + MAX_RENEWED_HOLD_MS;
+    const timer = setInterval(() => {
+      if (Date.now() > until) return clearInterval(timer);
+      this.renew(held).then((kept) => {
+        // Lost: another request took the key over; renewing it further would be in vain.
+        if (!kept) clearInterval(timer);
+      }, onError);
+    }, IDEMPOTENCY_LEASE_RENEW_MS);
+    timer.unref();
+    return { stop: () => clearInterval(timer) };
   }
 }

@@ -1,55 +1,40 @@
-import type { GenerationRequest } from '../../schemas/catalog.js';
-import { DomainError, notFound } from '../core/errors.js';
-import { priceRequest, type PricedRequest } from '../core/pricing.js';
-import type { ResolutionCheck } from '../core/size-plan.js';
-import { assertReferencesUsable } from '../core/task-admission.js';
-import { createTask, imageReferencesOf, isTerminal, type TaskRecord } from '../core/task.js';
-import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
+import { notFound } from '../core/errors.js';
+import { isTerminal, type TaskRecord } from '../core/task.js';
 import { taskStepOf } from '../core/task-stream.js';
 import type { TaskEvents } from './task-events.js';
-import { newIdAt } from '../ids.js';
-import type { Page, Store, StoredResponse, TaskListQuery } from '../store/port.js';
-import type { HeldIdempotencyKey } from './idempotency.js';
+import type { Page, Store, TaskListQuery } from '../store/port.js';
 import { WaitTimers } from './wait-timers.js';
 import { TaskChangePoll, type PolledWait } from './task-change-poll.js';
 
 export interface TaskServiceOptions {
-  store: Pick<Store, 'tasks' | 'media'>;
+  store: Pick<Store, 'tasks'>;
   events: TaskEvents;
   now: () => Date;
-  maxActiveTasks: number;
   /** How often the waited tasks' states are read, for changes made by other processes. */
   crossProcessPollMs: number;
-  webhookPolicy: WebhookUrlPolicy;
+}
+
+/** How a face follows tasks it waits for (waitForTasks). */
+export interface TaskFollowing {
+  /** How long to wait for all of them, from now. */
+  waitMs: number;
+  /** The caller went away: stop waiting (the tasks go on). */
+  signal: AbortSignal;
   /**
-   * Milliseconds until the model's backend may be tried again when it is known unavailable (its
-   * circuit is open), else null; unset = never.
+   * Told of each task's state when the wait starts, at each change, and every heartbeatMs while
+   * none comes (MCP's progress notifications); unset, the wait is the long-poll's.
    */
-  backendUnavailableFor?: (model: string, now: Date) => Promise<number | null>;
-  /** Whether the model's backend makes a cell without enlarging it past MAX_UPSCALE; unset = always. */
-  resolutionCheck?: ResolutionCheck;
+  onProgress?: (task: TaskRecord) => Promise<void> | void;
+  heartbeatMs?: number;
 }
 
-/** What a face knows of a request beyond its native body. */
-export interface TaskOrigin {
-  /**
-   * The end user of the account's product the task is for (OpenAI's \`user\`), at most
-   * END_USER_ID_MAX_LENGTH characters: stored on the task and hashed into the providers' safety identifier.
-   */
-  endUserId?: string;
-}
+/** While a followed task does not change, its progress is still reported this often (it is alive). */
+const DEFAULT_HEARTBEAT_MS = 10_000;
 
-/** A create refused because the model's backend is known unavailable (503; the route sets Retry-After). */
-export class BackendUnavailableError extends DomainError {
-  constructor(
-    message: string,
-    readonly retryAfterSeconds: number,
-  ) {
-    super('unavailable', message);
-  }
-}
-
-/** Task use cases: the steps around the pure core that need the store and the clock. */
+/**
+ * Task use cases after the create (GenerationSubmission): reads, lists, cancels and the waits of
+ * every face, around the pure core, with the store and the clock.
+ */
 export class TaskService {
   /**
    * The waits' deadlines on one timer, at most 10 ms (and a twentieth of the poll interval) late.
@@ -74,78 +59,6 @@ export class TaskService {
     return this.changePoll.size;
   }
 
-  /**
-   * Prices the request after the checks a create would make of it first, so that an estimate
-   * promises nothing a create then refuses: the webhook URL, and each image reference must be an
-   * unexpired upload of the account (core assertReferencesUsable, the rule a create's admission applies).
-   */
-  async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
-    const priced = priceRequest(request.model, request.parameters);
-    this.assertResolutionServed(request.model, priced);
-    if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
-    const now = this.options.now();
-    const references = imageReferencesOf(request);
-    const found = await Promise.all(references.map((id) => this.options.store.media.getMedia(accountId, id, now)));
-    assertReferencesUsable(
-      references,
-      found.filter((media) => media !== null),
-      now,
-    );
-    return priced;
-  }
-
-  /**
-   * The task a request asks for, priced and with its id, not yet stored: its 202 can be written
-   * before it is charged, so that an Idempotency-Key is completed with that answer in the charge's
-   * transaction (see create).
-   */
-  async prepare(accountId: string, request: GenerationRequest, origin: TaskOrigin = {}): Promise<TaskRecord> {
-    const now = this.options.now();
-    // The URL is stored (and later sent to) as read: its normalised href.
-    const webhookUrl =
-      request.webhook_url === undefined ? undefined : await this.assertWebhookUrlAllowed(request.webhook_url);
-    const task = createTask(webhookUrl === undefined ? request : { ...request, webhook_url: webhookUrl }, {
-      accountId,
-      now,
-      newId: () => newIdAt(now),
-      ...(origin.endUserId === undefined ? {} : { endUserId: origin.endUserId }),
-    });
-    this.assertResolutionServed(request.model, task);
-    await this.assertBackendAvailable(request.model, now);
-    return task;
-  }
-
-  /**
-   * Stores and charges a prepared task; the store checks its image references in the same
-   * transaction. With an Idempotency-Key held for the request, the key is completed with its
-   * response in that transaction too, so that a crash right after the charge cannot let a retry
-   * charge again.
-   */
-  async create(task: TaskRecord, completesKey?: HeldIdempotencyKey & { response: StoredResponse }): Promise<void> {
-    await this.options.store.tasks.insertTaskWithDebit(
-      task,
-      { maxActiveTasks: this.options.maxActiveTasks },
-      completesKey,
-    );
-    this.options.events.taskCreated(task.model);
-  }
-
-  /**
-   * create for the tasks of one request (an OpenAI `n` > 1): all stored and charged in one
-   * transaction, or none.
-   */
-  async createMany(
-    tasks: readonly TaskRecord[],
-    completesKey?: HeldIdempotencyKey & { response: StoredResponse },
-  ): Promise<void> {
-    await this.options.store.tasks.insertTasksWithDebits(
-      tasks,
-      { maxActiveTasks: this.options.maxActiveTasks },
-      completesKey,
-    );
-    for (const task of tasks) this.options.events.taskCreated(task.model);
-  }
-
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {
     const task = await this.options.store.tasks.cancelTask(accountId, taskId, this.options.now());
     this.options.events.taskChanged(taskId);
@@ -164,6 +77,45 @@ export class TaskService {
       waitMs,
       signal,
     );
+  }
+
+  /**
+   * The tasks once each is terminal, or as they are when `waitMs` has passed (one deadline for
+   * all): the wait of the OpenAI face's answer and of the MCP tools, over the long-poll's.
+   */
+  async waitForTasks(accountId: string, taskIds: readonly string[], following: TaskFollowing): Promise<TaskRecord[]> {
+    const deadline = Date.now() + following.waitMs;
+    const tasks: TaskRecord[] = [];
+    for (const taskId of taskIds) {
+      const remaining = Math.max(0, deadline - Date.now());
+      tasks.push(
+        following.onProgress
+          ? await this.followSteps(accountId, taskId, remaining, following)
+          : await this.waitForTerminal(accountId, taskId, remaining, following.signal),
+      );
+    }
+    return tasks;
+  }
+
+  /** One task until terminal or waitMs, reporting its state at the start, at each change and at each heartbeat. */
+  private async followSteps(
+    accountId: string,
+    taskId: string,
+    waitMs: number,
+    { signal, onProgress, heartbeatMs = DEFAULT_HEARTBEAT_MS }: TaskFollowing,
+  ): Promise<TaskRecord> {
+    const deadline = Date.now() + waitMs;
+    let task = await this.get(accountId, taskId);
+    if (waitMs > 0) await onProgress?.(task);
+    while (!isTerminal(task.status) && !signal.aborted) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      const step = taskStepOf(task);
+      task = await this.waitForNextStep(accountId, taskId, step, Math.min(remaining, heartbeatMs), signal);
+      // A heartbeat, or a change; the deadline's own read is no news.
+      if (Date.now() < deadline || taskStepOf(task) !== step) await onProgress?.(task);
+    }
+    return task;
   }
 
   /**
@@ -219,50 +171,6 @@ export class TaskService {
 
   list(accountId: string, query: TaskListQuery): Promise<Page<TaskRecord>> {
     return this.options.store.tasks.listTasks(accountId, query);
-  }
-
-  /** A backend known unavailable takes no work: 503 with Retry-After, nothing charged. */
-  private async assertBackendAvailable(model: string, now: Date): Promise<void> {
-    const waitMs = await this.options.backendUnavailableFor?.(model, now);
-    if (waitMs === null || waitMs === undefined) return;
-    throw new BackendUnavailableError(
-      `The backend serving ${model} is unavailable; no task is accepted for it until it is back.`,
-      Math.max(1, Math.ceil(waitMs / 1000)),
-    );
-  }
-
-  /**
-   * A cell the configured backend would make only by enlarging a smaller image past MAX_UPSCALE is
-   * refused before any charge (the price is per resolution; docs/design.md §3.2).
-   */
-  private assertResolutionServed(
-    model: string,
-    priced: { parameters: { aspect_ratio: string; resolution: string }; width: number; height: number },
-  ): void {
-    const check = this.options.resolutionCheck?.(model, {
-      aspectRatio: priced.parameters.aspect_ratio,
-      resolution: priced.parameters.resolution,
-      width: priced.width,
-      height: priced.height,
-    });
-    if (!check || check.allowed) return;
-    const { resolution } = priced.parameters;
-    const detail = `${model} makes ${check.native.width}x${check.native.height} here; ${resolution} (${priced.width}x${priced.height}) would enlarge it ${check.factor.toFixed(2)}x, more than this service allows. Choose a lower resolution.`;
-    throw new DomainError('resolution_unavailable', detail, [
-      { pointer: '/parameters/resolution', location: 'body', code: 'resolution_unavailable', detail },
-    ]);
-  }
-
-  /** The URL's normalised href, or the 400 (pointer /webhook_url) that refuses it. */
-  private async assertWebhookUrlAllowed(url: string): Promise<string> {
-    try {
-      return (await assertWebhookUrlAllowed(url, this.options.webhookPolicy)).href;
-    } catch (error) {
-      if (!(error instanceof WebhookUrlRejectedError)) throw error;
-      throw new DomainError('invalid_request', error.message, [
-        { pointer: '/webhook_url', location: 'body', code: `webhook_${error.reason}`, detail: error.message },
-      ]);
-    }
   }
 }
 

@@ -371,8 +371,8 @@ t.test('a retry after a dropped connection, with an Idempotency-Key, gets the im
   const client = new OpenAI({ baseURL: `http://${proxy.address}/v1`, apiKey: h.key });
   // The first attempt's tasks are charged; then its connection drops before the answer.
   const charged = new Promise<void>((resolve) => {
-    const insert = h.store.tasks.insertTasksWithDebits.bind(h.store.tasks);
-    h.store.tasks.insertTasksWithDebits = async (...args) => {
+    const insert = h.store.tasks.insertTaskWithDebit.bind(h.store.tasks);
+    h.store.tasks.insertTaskWithDebit = async (...args) => {
       await insert(...args);
       resolve();
     };

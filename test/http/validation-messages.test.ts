@@ -1,7 +1,7 @@
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import t from 'tap';
-import { fieldErrorOf } from '../../src/http/validation.js';
+import { fieldErrorOf } from '../../src/contract/validation.js';
 
 /**
  * Every validation keyword's field error reads as a sentence ("Must be at most 100."), never as

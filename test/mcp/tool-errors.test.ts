@@ -1,7 +1,7 @@
 import t from 'tap';
 import { DomainError } from '../../src/core/errors.js';
 import { toolErrorOf } from '../../src/mcp/tool-errors.js';
-import { BackendUnavailableError } from '../../src/services/task-service.js';
+import { BackendUnavailableError } from '../../src/services/generation-submission.js';
 import { RateLimitedError } from '../../src/http/plugins/rate-limit.js';
 
 /** The log a tool call writes to, kept so that a test can see what went to it rather than to the agent. */

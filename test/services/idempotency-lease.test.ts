@@ -5,8 +5,7 @@ import {
   IDEMPOTENCY_LEASE_RENEW_MS,
   IdempotencyService,
 } from '../../src/services/idempotency.js';
-import type { FastifyRequest } from 'fastify';
-import { IdempotentRequest } from '../../src/http/plugins/idempotency.js';
+import type { IdempotencyStore } from '../../src/store/port.js';
 import { testStoreAdapter } from '../helpers/store.js';
 
 async function setUp(t: Test) {
@@ -52,25 +51,23 @@ t.test('a holder that renews keeps its key past the first lease', async (t) => {
   t.equal((await service.claim(accountId, 'k', 'fp')).outcome, 'acquired');
 });
 
-t.test('a request holding a key renews its lease while it runs, and stops once the key is settled', async (t) => {
+t.test('a held key is renewed while its request works, until the lease is stopped', async (t) => {
   const renewed: string[] = [];
   let firstRenewal!: () => void;
   const renewedOnce = new Promise<void>((resolve) => (firstRenewal = resolve));
-  const service = {
-    renew: async (held: { key: string }) => {
+  const store = {
+    renewIdempotencyKey: async (held: { key: string }) => {
       renewed.push(held.key);
       firstRenewal();
       return true;
     },
-  } as unknown as IdempotencyService;
-  const request = { log: { warn() {} } } as unknown as FastifyRequest;
-  const holding = new IdempotentRequest('k', request, service);
-  holding.held = { accountId: 'a', key: 'k', leaseToken: 'token' };
+  } as unknown as IdempotencyStore;
+  const service = new IdempotencyService({ store, now: () => new Date() });
+  const lease = service.keepAlive({ accountId: 'a', key: 'k', leaseToken: 'token' }, () => {});
   // The renewal timer is unref'd (it must not keep a process alive); this keeps the test's alive meanwhile.
   const keepAlive = setTimeout(() => {}, 60_000);
   await renewedOnce;
   clearTimeout(keepAlive);
+  lease.stop();
   t.same(renewed, ['k'], 'renewed within a renewal period, before the lease could run out');
-  holding.settle();
-  t.equal(holding.held, null);
 });

@@ -34,9 +34,7 @@ async function waitingService(t: Test, fallbackMs = 60_000) {
     store: gatedStore,
     events,
     now: () => new Date(),
-    maxActiveTasks: 100,
     crossProcessPollMs: fallbackMs,
-    webhookPolicy: { allowPrivate: true },
   });
   const accountId = await newAccountWithTokens(store, 100);
   const task = await insertTask(store, accountId);

@@ -4,24 +4,16 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import Router from 'find-my-way';
 import { DomainError, type ErrorCode, type FieldError } from '../../core/errors.js';
-import { dependencyFailureOf } from '../../services/dependency-failure.js';
+import {
+  failureOf,
+  PROBLEM_BY_CODE,
+  PROBLEM_CONTENT_TYPE,
+  problemBody,
+  retryAfterOf,
+  type Failure,
+} from '../../contract/problems.js';
+import { invalidRequestOf } from '../../contract/validation.js';
 import { openAiErrorOf } from '../../presenters/openai-images.js';
-import { PROBLEM_BY_CODE, PROBLEM_CONTENT_TYPE, problemBody } from '../problem.js';
-import { invalidRequestOf } from '../validation.js';
-
-/**
- * Tasks of the local renderer finish in well under this, so it is a sensible first retry after a
- * 429 that has no window to wait out, rather than a promise.
- */
-export const UNTIMED_429_RETRY_AFTER_SECONDS = 5;
-
-/**
- * A 503 for a dependency that is away (a failover, a storage blip) or full: long enough for a
- * failover or a pooler restart to finish, short enough that a retrying client is not kept waiting.
- */
-export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
-export const DEPENDENCY_DETAIL =
-  'The service cannot complete this request right now. Retry after the time in Retry-After; a create retried with the same Idempotency-Key is never charged twice.';
 
 /**
  * The one error handler: every failure, ours or fastify's, leaves as application/problem+json
@@ -29,16 +21,11 @@ export const DEPENDENCY_DETAIL =
  */
 export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFull?: () => void } = {}): void {
   app.setErrorHandler((error: FastifyError | DomainError, request, reply) => {
-    const dependency = dependencyFailureOf(error);
-    if (dependency) {
-      if (dependency === 'storage_full') hooks.onStorageFull?.();
-      // Not a bug: a dependency is away or full. The client is told to come back; the cause stays here.
-      request.log.warn({ err: error, dependency }, 'request failed: a dependency is unavailable');
-      sendProblem(request, reply, 'unavailable', DEPENDENCY_DETAIL);
-      return;
-    }
-    const { code, detail, fieldErrors } = classify(error, request);
-    if (PROBLEM_BY_CODE[code].status >= 500) request.log.error({ err: error }, 'request failed');
+    // A request no route takes fails its body's checks before the not-found handler sees it (a
+    // QUERY without a Content-Type): what it is told is that the path or method is not served.
+    if (request.is404) return sendUnrouted(request, reply);
+    const { code, detail, fieldErrors, retryAfterSeconds } = classify(error, request, hooks);
+    if (retryAfterSeconds !== null && !reply.hasHeader('retry-after')) reply.header('retry-after', retryAfterSeconds);
     sendProblem(request, reply, code, detail, fieldErrors);
   });
 
@@ -51,22 +38,36 @@ export function registerErrorHandling(app: FastifyInstance, hooks: { onStorageFu
       if (!routes.hasRoute(method, route.url)) routes.on(method, route.url, () => {});
     }
   });
-
-  app.setNotFoundHandler((request, reply) => {
+  app.decorate('unrouted', (request: FastifyRequest): Unrouted => {
     const path = request.url.split('?')[0];
     const allowed = ALL_METHODS.filter((method) => routes.find(method, path) !== null);
-    if (allowed.length > 0) {
-      reply.header('allow', allowed.join(', '));
-      sendProblem(
-        request,
-        reply,
-        'method_not_allowed',
-        `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`,
-      );
-      return;
-    }
-    sendProblem(request, reply, 'not_found', `No route for ${request.method} ${path}.`);
+    if (allowed.length === 0)
+      return { code: 'not_found', detail: `No route for ${request.method} ${path}.`, allow: [] };
+    const detail = `${request.method} is not allowed on ${path}; it takes ${allowed.join(', ')}.`;
+    return { code: 'method_not_allowed', detail, allow: allowed };
   });
+
+  const sendUnrouted = (request: FastifyRequest, reply: FastifyReply) => {
+    const { code, detail, allow } = app.unrouted(request);
+    if (allow.length > 0) reply.header('allow', allow.join(', '));
+    return sendProblem(request, reply, code, detail);
+  };
+  app.setNotFoundHandler(sendUnrouted);
+}
+
+/** What a request that no route takes is told: 405 with the methods its path takes, or 404. */
+export interface Unrouted {
+  code: 'not_found' | 'method_not_allowed';
+  detail: string;
+  /** The methods the path takes (the Allow header of a 405); empty for a 404. */
+  allow: string[];
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Why no route takes this request (registerErrorHandling): every face answers it in its own shape. */
+    unrouted(request: FastifyRequest): Unrouted;
+  }
 }
 
 const ALL_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
@@ -109,14 +110,26 @@ export function clientErrorHandler(error: NodeJS.ErrnoException, socket: Socket)
   if (socket.writable && !inProgress?.headersSent) {
     const [code, detail] = CLIENT_ERRORS[error.code ?? ''] ?? CLIENT_ERRORS.default;
     const requestId = randomUUID();
-    const body = JSON.stringify(problemBody(code, detail, requestId));
     const status = PROBLEM_BY_CODE[code].status;
+    // The OpenAI face answers in OpenAI's error shape, even before there is a request: its path is
+    // read from the request line the parser received, where it got that far.
+    const openAi = requestPathOf(error).startsWith(OPENAI_FACE_PREFIX);
+    const body = JSON.stringify(openAi ? openAiErrorOf(code, detail).body : problemBody(code, detail, requestId));
+    const contentType = openAi ? 'application/json; charset=utf-8' : PROBLEM_CONTENT_TYPE;
     socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${contentType}\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nx-request-id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroySoon();
+}
+
+/** The path of the request line Node's parser was given (`rawPacket`), or '' where there is none. */
+function requestPathOf(error: NodeJS.ErrnoException): string {
+  const raw = (error as { rawPacket?: unknown }).rawPacket;
+  if (!Buffer.isBuffer(raw)) return '';
+  const requestLine = raw.subarray(0, Math.min(raw.length, 2048)).toString('latin1').split('\r\n', 1)[0];
+  return /^[A-Z]+ (\/\S*) HTTP\/1\.[01]$/.exec(requestLine)?.[1] ?? '';
 }
 
 const CLIENT_ERRORS: Record<string, [ErrorCode, string]> = {
@@ -134,20 +147,14 @@ export function sendProblem(
 ): FastifyReply {
   const body = problemBody(code, detail, String(request.id), fieldErrors);
   if (code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
-  // Every 429 tells the client when to come back. The rate limits set their window's end; the rest
-  // (too_many_active_tasks) have no window to wait for.
-  if (body.status === 429 && !reply.hasHeader('retry-after'))
-    reply.header('retry-after', UNTIMED_429_RETRY_AFTER_SECONDS);
-  if (body.status === 503 && !reply.hasHeader('retry-after'))
-    reply.header('retry-after', UNAVAILABLE_RETRY_AFTER_SECONDS);
+  // Every 429 and 503 tells the client when to come back. The rate limits set their window's end;
+  // the rest (too_many_active_tasks, a dependency away) have no window to wait for.
+  const retryAfter = reply.hasHeader('retry-after') ? null : retryAfterOf(body.status, null);
+  if (retryAfter !== null) reply.header('retry-after', retryAfter);
   return reply.code(body.status).type(PROBLEM_CONTENT_TYPE).send(body);
 }
 
-export interface Classified {
-  code: ErrorCode;
-  detail: string;
-  fieldErrors?: FieldError[];
-}
+type Classified = Pick<Failure, 'code' | 'detail' | 'fieldErrors'>;
 
 const CODE_BY_FASTIFY_ERROR: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'unsupported_media_type',
@@ -217,26 +224,42 @@ const CODE_BY_STATUS: Record<number, ErrorCode> = {
   503: 'unavailable',
 };
 
-/** What an error means as the service's stable code, detail and field errors (also read by the OpenAI face). */
-export function classify(error: FastifyError | DomainError, request: FastifyRequest): Classified {
-  if (error instanceof DomainError) return { code: error.code, detail: error.message, fieldErrors: error.fieldErrors };
-
-  if (error.validation) {
-    const invalid = invalidRequestOf(error.validation as never, error.validationContext);
-    return { code: invalid.code, detail: invalid.message, fieldErrors: invalid.fieldErrors };
-  }
-
-  const multipartProblem = error.code ? MULTIPART_PROBLEMS[error.code] : undefined;
-  if (multipartProblem) return multipartProblem;
-  const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
-  if (fastifyCode) return { code: fastifyCode, detail: publicDetail(fastifyCode, error, request) };
-  const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
-  if (byStatus) return { code: byStatus, detail: error.message };
-  if (error.statusCode === 503) return { code: 'unavailable', detail: 'The service is temporarily unavailable.' };
-  return { code: 'internal_error', detail: INTERNAL_ERROR_DETAIL };
+/**
+ * What an error of a request means, for the native API and the OpenAI face alike: fastify's own
+ * errors (validation, the body parsers, multipart limits) read here, everything else by the
+ * contract's failureOf. Logs what is not the client's doing: a dependency away (a warning: not a
+ * bug; the client is told to come back, the cause stays here) or a 500 (an error).
+ */
+export function classify(
+  error: FastifyError | DomainError,
+  request: FastifyRequest,
+  hooks: { onStorageFull?: () => void } = {},
+): Failure {
+  const failure = fastifyFailureOf(error, request) ?? failureOf(error);
+  if (failure.dependency) {
+    if (failure.dependency === 'storage_full') hooks.onStorageFull?.();
+    request.log.warn({ err: error, dependency: failure.dependency }, 'request failed: a dependency is unavailable');
+  } else if (PROBLEM_BY_CODE[failure.code].status >= 500) request.log.error({ err: error }, 'request failed');
+  return failure;
 }
 
-export const INTERNAL_ERROR_DETAIL = 'Something went wrong on our side; the request id identifies it in our logs.';
+function fastifyFailureOf(error: FastifyError | DomainError, request: FastifyRequest): Failure | null {
+  if (error instanceof DomainError) return null;
+  const known = (classified: Classified): Failure => ({ ...classified, retryAfterSeconds: null, dependency: null });
+  if (error.validation) {
+    const invalid = invalidRequestOf(error.validation as never, error.validationContext);
+    return known({ code: invalid.code, detail: invalid.message, fieldErrors: invalid.fieldErrors });
+  }
+  const multipartProblem = error.code ? MULTIPART_PROBLEMS[error.code] : undefined;
+  if (multipartProblem) return known(multipartProblem);
+  const fastifyCode = error.code ? CODE_BY_FASTIFY_ERROR[error.code] : undefined;
+  if (fastifyCode) return known({ code: fastifyCode, detail: publicDetail(fastifyCode, error, request) });
+  const byStatus = error.statusCode && error.statusCode < 500 ? CODE_BY_STATUS[error.statusCode] : undefined;
+  if (byStatus) return known({ code: byStatus, detail: error.message });
+  if (error.statusCode === 503)
+    return known({ code: 'unavailable', detail: 'The service is temporarily unavailable.' });
+  return null;
+}
 
 function publicDetail(code: ErrorCode, error: FastifyError, request: FastifyRequest): string {
   switch (code) {

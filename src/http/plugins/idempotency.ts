@@ -6,30 +6,33 @@ import type {
   onSendAsyncHookHandler,
   preHandlerAsyncHookHandler,
 } from 'fastify';
-import { DomainError } from '../../core/errors.js';
 import {
   IDEMPOTENCY_KEY_MAX_LENGTH,
   IDEMPOTENCY_KEY_PATTERN,
-  IDEMPOTENCY_LEASE_RENEW_MS,
   assertValidIdempotencyKey,
   jsonRequestFingerprint,
   type HeldIdempotencyKey,
   type IdempotencyService,
+  type StoredResponse,
 } from '../../services/idempotency.js';
-import type { StoredResponse } from '../../services/idempotency.js';
 import { withRouteHook } from '../route-hooks.js';
 
 /**
- * Idempotency-Key (docs/design.md §3.8) as a per-route opt-in:
+ * Idempotency-Key (docs/design.md §3.8) over HTTP: the header, and the replay of a stored answer.
+ *
+ * The creates (native, OpenAI, MCP) hand the key to their use case, GenerationSubmission, which
+ * claims, renews, completes and releases it: `idempotencyOf(request, fingerprint)` reads it and
+ * `sendStoredResponse` answers a replay. Routes that only change one record (a cancel, an upload)
+ * opt in with
  *
  *   config: { idempotent: true }      the key binds to method, path and the parsed JSON body
  *   config: { idempotent: 'manual' }  the handler computes its own fingerprint (a multipart upload
  *                                     hashes the bytes it streamed) and calls
  *                                     `if (!(await request.idempotency?.claim(reply, fp) ?? true)) return reply;`
  *
- * plus `headers: IdempotencyKeyHeaders` in the route schema so that the header is validated and
- * documented. Successful responses (< 400) are kept and replayed; 4xx and 5xx release the key,
- * because they leave nothing behind that a retry could duplicate.
+ * and their successful responses (< 400) are kept and replayed; 4xx and 5xx release the key,
+ * because they leave nothing behind that a retry could duplicate. Every such route declares
+ * `headers: IdempotencyKeyHeaders` in its schema, so that the header is validated and documented.
  */
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -45,13 +48,6 @@ export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
 export const REPLAYED_HEADER = 'idempotent-replayed';
 /** The headers that are part of the answer; the rest (request id, rate limits) belong to each delivery. */
 const KEPT_HEADERS = ['location', 'content-type'] as const;
-const IN_PROGRESS_RETRY_AFTER_SECONDS = 1;
-/**
- * A guard, not a limit a request should meet: renewal ends with the response, and a request is cut
- * off by HTTP_REQUEST_TIMEOUT_MS long before this. Should a response never settle its key, the key
- * is not held for ever.
- */
-const MAX_RENEWED_HOLD_MS = 15 * 60 * 1000;
 
 export const IdempotencyKeyHeaders = Type.Object({
   [IDEMPOTENCY_KEY_HEADER]: Type.Optional(
@@ -67,10 +63,30 @@ export const IdempotencyKeyHeaders = Type.Object({
   ),
 });
 
+/** The request's Idempotency-Key (checked as the schema checks it) with the fingerprint it binds to; null without one. */
+export function idempotencyOf(
+  request: FastifyRequest,
+  fingerprint: () => string,
+): { key: string; fingerprint: string } | null {
+  const header = request.headers[IDEMPOTENCY_KEY_HEADER];
+  if (header === undefined) return null;
+  const key = Array.isArray(header) ? header.join(', ') : header;
+  assertValidIdempotencyKey(key);
+  return { key, fingerprint: fingerprint() };
+}
+
+/** Answers with the response kept under a key, marked as a replay. */
+export function sendStoredResponse(reply: FastifyReply, response: StoredResponse): FastifyReply {
+  reply.code(response.statusCode);
+  for (const [name, value] of Object.entries(response.headers)) reply.header(name, value);
+  reply.header(REPLAYED_HEADER, 'true');
+  return reply.send(response.body);
+}
+
 export class IdempotentRequest {
   /** Non-null from a successful claim until the response settles it. */
   private heldKey: HeldIdempotencyKey | null = null;
-  private renewal: NodeJS.Timeout | null = null;
+  private lease: { stop(): void } | null = null;
 
   constructor(
     readonly key: string,
@@ -84,59 +100,26 @@ export class IdempotentRequest {
    * and 422 problems.
    */
   async claim(reply: FastifyReply, fingerprint: string): Promise<boolean> {
-    if (this.held) throw new Error('Idempotency key claimed twice in one request.');
-    let result: Awaited<ReturnType<IdempotencyService['claim']>>;
-    try {
-      result = await this.service.claim(this.request.caller.accountId, this.key, fingerprint);
-    } catch (error) {
-      // The first request finishes in milliseconds; a prompt retry will most likely be its replay.
-      if (error instanceof DomainError && error.code === 'idempotency_in_progress')
-        reply.header('retry-after', IN_PROGRESS_RETRY_AFTER_SECONDS);
-      throw error;
-    }
+    if (this.heldKey) throw new Error('Idempotency key claimed twice in one request.');
+    const result = await this.service.claim(this.request.caller.accountId, this.key, fingerprint);
     if (result.outcome === 'replay') {
-      sendReplay(reply, result.response);
+      sendStoredResponse(reply, result.response);
       return false;
     }
-    this.held = result.held;
+    this.heldKey = result.held;
+    this.lease = this.service.keepAlive(result.held, (err) =>
+      this.request.log.warn({ err }, 'could not renew an idempotency lease'),
+    );
     return true;
   }
 
-  get held(): HeldIdempotencyKey | null {
-    return this.heldKey;
-  }
-
-  /**
-   * Holding a key renews its short lease until the key is settled; setting null (the response
-   * settled it) stops the renewal. A process that dies stops renewing, so its keys are free again
-   * within IDEMPOTENCY_LEASE_MS.
-   */
-  set held(held: HeldIdempotencyKey | null) {
-    this.heldKey = held;
-    if (this.renewal) clearInterval(this.renewal);
-    this.renewal = null;
-    if (!held) return;
-    const until = Date.now() + MAX_RENEWED_HOLD_MS;
-    this.renewal = setInterval(() => {
-      if (Date.now() > until) return this.stopRenewing();
-      this.service.renew(held).then(
-        (kept) => {
-          if (!kept && this.heldKey === held) this.stopRenewing();
-        },
-        (err: unknown) => this.request.log.warn({ err }, 'could not renew an idempotency lease'),
-      );
-    }, IDEMPOTENCY_LEASE_RENEW_MS);
-    this.renewal.unref();
-  }
-
-  private stopRenewing(): void {
-    if (this.renewal) clearInterval(this.renewal);
-    this.renewal = null;
-  }
-
-  /** The handler's own transaction completed the key (with the resource it created); onSend leaves it. */
-  settle(): void {
-    this.held = null;
+  /** The key, once the response no longer needs it: its lease is no longer renewed. */
+  settle(): HeldIdempotencyKey | null {
+    const held = this.heldKey;
+    this.heldKey = null;
+    this.lease?.stop();
+    this.lease = null;
+    return held;
   }
 }
 
@@ -155,24 +138,22 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
   // preHandler: after authentication, rate limiting and validation, so that a refused request
   // never takes a key and the fingerprint is computed from a body known to be well-formed.
   const claimKey: preHandlerAsyncHookHandler = async (request, reply) => {
-    const header = request.headers[IDEMPOTENCY_KEY_HEADER];
-    if (header === undefined) return;
-    const key = Array.isArray(header) ? header.join(', ') : header;
-    assertValidIdempotencyKey(key);
-    const idempotency = new IdempotentRequest(key, request, service);
+    const asked = idempotencyOf(request, () =>
+      jsonRequestFingerprint(request.method, request.url.split('?')[0], request.body),
+    );
+    if (!asked) return;
+    const idempotency = new IdempotentRequest(asked.key, request, service);
     request.idempotency = idempotency;
     if (request.routeOptions.config.idempotent === true) {
-      const fingerprint = jsonRequestFingerprint(request.method, request.url.split('?')[0], request.body);
-      if (!(await idempotency.claim(reply, fingerprint))) return reply;
+      if (!(await idempotency.claim(reply, asked.fingerprint))) return reply;
     }
   };
 
   // onSend runs for every response, errors included, and before any byte leaves: the key is
   // settled before the client can retry.
   const settleKey: onSendAsyncHookHandler = async (request, reply, payload) => {
-    const held = request.idempotency?.held;
+    const held = request.idempotency?.settle();
     if (!held) return payload;
-    request.idempotency!.held = null;
     const body = storableBody(payload);
     try {
       if (reply.statusCode < 400 && body) {
@@ -196,13 +177,6 @@ export function registerIdempotency(scope: FastifyInstance, { service }: Idempot
     route.preHandler = withRouteHook(route.preHandler, claimKey);
     route.onSend = withRouteHook(route.onSend, settleKey);
   });
-}
-
-function sendReplay(reply: FastifyReply, response: StoredResponse): FastifyReply {
-  reply.code(response.statusCode);
-  for (const [name, value] of Object.entries(response.headers)) reply.header(name, value);
-  reply.header(REPLAYED_HEADER, 'true');
-  return reply.send(response.body);
 }
 
 function keptHeaders(reply: FastifyReply): Record<string, string> {

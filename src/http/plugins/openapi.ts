@@ -1,4 +1,5 @@
 // biome-ignore-all lint/suspicious/noExplicitAny: addDiscriminatorMappings walks the OpenAPI document, a JSON tree of any shape
+import { stringify as stringifyYaml } from 'yaml';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
@@ -164,7 +165,19 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
     await app.register(swaggerUi, { routePrefix: '/docs' });
   }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  app.get('/openapi.yaml', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('application/yaml; charset=utf-8').send(app.swagger({ yaml: true })),
-  );
+  // Written once, at the first request: the routes are all known by then.
+  let yaml: string | undefined;
+  app.get('/openapi.yaml', { schema: { hide: true } }, async (_request, reply) => {
+    yaml ??= openApiYaml(app.swagger());
+    return reply.type('application/yaml; charset=utf-8').send(yaml);
+  });
+}
+
+/**
+ * The document as YAML that YAML 1.1 and 1.2 parsers read alike. Written for 1.1, every string a
+ * 1.1 parser would type is quoted: the aspect ratios (`16:9` is a base-60 integer there), times,
+ * `yes`/`no`/`on`/`off`, octal-looking numbers; what 1.2 parsers read is the same document.
+ */
+export function openApiYaml(document: unknown): string {
+  return stringifyYaml(document, { strict: false, version: '1.1' });
 }

@@ -2,7 +2,7 @@ import { ConfigError } from '../../config.js';
 import rateLimit, { normalizeIP, type RateLimitOptions, type RateLimitPluginOptions } from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
-import { DomainError } from '../../core/errors.js';
+import { DomainError, RetryLaterError } from '../../core/errors.js';
 import type { AuthFailureLimiter } from './auth.js';
 
 /**
@@ -44,12 +44,9 @@ export interface RateLimits {
 }
 
 /** A 429 with the seconds its window still runs (what Retry-After says on REST). */
-export class RateLimitedError extends DomainError {
-  constructor(
-    message: string,
-    readonly retryAfterSeconds: number,
-  ) {
-    super('rate_limited', message);
+export class RateLimitedError extends RetryLaterError {
+  constructor(message: string, retryAfterSeconds: number) {
+    super('rate_limited', message, retryAfterSeconds);
   }
 }
 

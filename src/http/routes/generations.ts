@@ -5,9 +5,12 @@ import type { RateLimitOptions } from '@fastify/rate-limit';
 import { GenerationRequest, MODEL_IDS } from '../../../schemas/catalog.js';
 import { StringEnum } from '../../../schemas/model-entry.js';
 import { EXAMPLE_TASK_ID, Timestamp } from '../../../schemas/primitives.js';
-import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage } from '../../../schemas/resources.js';
-import { BackendUnavailableError, type TaskService } from '../../services/task-service.js';
-import { IdempotencyKeyHeaders } from '../plugins/idempotency.js';
+import { Estimate, TASK_STATUSES, TaskEnvelope, TaskPage, type TaskResource } from '../../../schemas/resources.js';
+import type { TaskRecord } from '../../core/task.js';
+import type { GenerationSubmission } from '../../services/generation-submission.js';
+import { jsonRequestFingerprint } from '../../services/idempotency.js';
+import type { TaskService } from '../../services/task-service.js';
+import { IdempotencyKeyHeaders, idempotencyOf, sendStoredResponse } from '../plugins/idempotency.js';
 import { toEstimateResource, toTaskResource, type MediaUrlSigner } from '../../presenters/resources.js';
 import {
   AUTHENTICATED_CODES,
@@ -23,6 +26,7 @@ import {
 } from '../route-schemas.js';
 
 export interface GenerationRoutesOptions {
+  submission: GenerationSubmission;
   tasks: TaskService;
   signer: MediaUrlSigner;
   now: () => Date;
@@ -71,14 +75,16 @@ const ListQuery = Type.Object(
   { additionalProperties: false },
 );
 
+const locationOf = (task: TaskRecord) => `/api/v1/images/generations/${task.id}`;
+
 export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions> = async (
   app,
-  { tasks, signer, now, createsRateLimit },
+  { submission, tasks, signer, now, createsRateLimit },
 ) => {
   app.post(
     '/images/generations',
     {
-      config: { idempotent: true, rateLimit: createsRateLimit },
+      config: { rateLimit: createsRateLimit },
       schema: {
         operationId: 'createGeneration',
         tags: ['generations'],
@@ -107,29 +113,30 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request, reply) => {
-      const task = await tasks.prepare(request.caller.accountId, request.body).catch((error: unknown) => {
-        // The model's backend is known unavailable: come back when its probe is due.
-        if (error instanceof BackendUnavailableError) reply.header('retry-after', error.retryAfterSeconds);
-        throw error;
-      });
-      const answer = { data: toTaskResource(task, signer, now()) };
-      const location = `/api/v1/images/generations/${task.id}`;
-      const held = request.idempotency?.held ?? undefined;
-      // With an Idempotency-Key, the answer a retry replays is stored in the charge's transaction
-      // (serialised by this route's 202 schema, as it is sent).
-      const completesKey = held && {
-        ...held,
-        response: {
-          statusCode: 202,
-          headers: { location, 'content-type': JSON_CONTENT_TYPE },
-          body: Buffer.from(reply.code(202).serialize(answer) as string),
-        },
+      // Presented once: a replay under the same key answers these very bytes.
+      let answer: { data: TaskResource } | undefined;
+      const present = (task: TaskRecord) => {
+        answer ??= { data: toTaskResource(task, signer, now()) };
+        return answer;
       };
-      await tasks.create(task, completesKey);
-      if (held) request.idempotency!.settle();
+      const submitted = await submission.submit({
+        accountId: request.caller.accountId,
+        request: request.body,
+        idempotency: idempotencyOf(request, () =>
+          jsonRequestFingerprint('POST', '/api/v1/images/generations', request.body),
+        ),
+        answerOf: ([task]) => ({
+          statusCode: 202,
+          headers: { location: locationOf(task), 'content-type': JSON_CONTENT_TYPE },
+          // Serialised by this route's 202 schema, as it is sent.
+          body: Buffer.from(reply.code(202).serialize(present(task)) as string),
+        }),
+      });
+      if (submitted.replayed) return sendStoredResponse(reply, submitted.response);
+      const [task] = submitted.tasks;
       // Only now: a refused create (402, 409, 429) must not point at a task that was never stored.
-      reply.code(202).header('location', location);
-      return answer;
+      reply.code(202).header('location', locationOf(task));
+      return present(task);
     },
   );
 
@@ -249,7 +256,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       },
     },
     async (request) => {
-      const priced = await tasks.estimate(request.caller.accountId, request.body);
+      const priced = await submission.estimate(request.caller.accountId, request.body);
       return { data: toEstimateResource(priced) };
     },
   );

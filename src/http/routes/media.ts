@@ -65,7 +65,11 @@ const BINARY = { type: 'string', format: 'binary', maxLength: 2_147_483_647 };
  * Swagger UI shows a file picker for it, and openapi-typescript types it `unknown`, which a Blob
  * or File satisfies (a `type: string, format: binary` part would become `string`).
  */
-const UPLOAD_FILE_PART = { contentMediaType: 'application/octet-stream', description: 'The image: PNG, JPEG or WebP.' };
+const UPLOAD_FILE_PART = {
+  type: 'string',
+  contentMediaType: 'application/octet-stream',
+  description: 'The image: PNG, JPEG or WebP.',
+};
 
 /** A presigned URL: the object's URL with its signature, credential scope and response headers in the query. */
 const PRESIGNED_LOCATION = {

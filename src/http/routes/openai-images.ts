@@ -28,20 +28,13 @@ import {
   type OpenAiImageItem,
 } from '../../presenters/openai-images.js';
 import type { MediaUrlSigner } from '../../presenters/resources.js';
-import { dependencyFailureOf } from '../../services/dependency-failure.js';
-import {
-  assertValidIdempotencyKey,
-  canonicalJson,
-  jsonRequestFingerprint,
-  requestFingerprint,
-} from '../../services/idempotency.js';
+import { canonicalJson, jsonRequestFingerprint, requestFingerprint } from '../../services/idempotency.js';
 import type { MediaService } from '../../services/media-service.js';
 import type { OpenAiImagesOutcome, OpenAiImagesService } from '../../services/openai-images.js';
-import { BackendUnavailableError } from '../../services/task-service.js';
 import type { TaskRecord } from '../../core/task.js';
 import { EDIT_IMAGE_FIELDS, editParserOptions, receiveEditBody } from '../openai-edit-body.js';
 import { classify } from '../plugins/errors.js';
-import { IDEMPOTENCY_KEY_HEADER, IdempotencyKeyHeaders, REPLAYED_HEADER } from '../plugins/idempotency.js';
+import { IdempotencyKeyHeaders, idempotencyOf, REPLAYED_HEADER } from '../plugins/idempotency.js';
 import { BEARER_SECURITY, COMMON_HEADERS, RATE_LIMIT_HEADERS } from '../route-schemas.js';
 
 /**
@@ -71,7 +64,6 @@ class OpenAiAnswer extends Error {
 
 export const TASK_IDS_HEADER = 'x-imagegen-task-ids';
 const UNTIMED_RETRY_AFTER_SECONDS = 5;
-const IN_PROGRESS_RETRY_AFTER_SECONDS = 1;
 const JSON_TYPE = 'application/json; charset=utf-8';
 const DEPENDENCY_MESSAGE =
   'The service cannot complete this request right now. Retry after the time in Retry-After; a request retried with the same Idempotency-Key is never charged twice.';
@@ -133,15 +125,21 @@ const IMAGES_SUCCESS = {
 export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOptions> = async (app, options) => {
   const { images, signer, now } = options;
 
+  // Why no route of this face takes a request: 405 with Allow, or 404, in OpenAI's shape.
+  const sendUnrouted = (request: FastifyRequest, reply: FastifyReply) => {
+    const { code, detail, allow } = app.unrouted(request);
+    if (allow.length > 0) reply.header('allow', allow.join(', '));
+    const served = 'this face serves /v1/images/generations, /v1/images/edits and /v1/models.';
+    return sendOpenAiError(
+      reply,
+      openAiErrorOf(code, code === 'not_found' ? `${detail.slice(0, -1)}; ${served}` : detail),
+    );
+  };
+
   app.setErrorHandler((error: FastifyError | DomainError | OpenAiAnswer, request, reply) => {
     if (error instanceof OpenAiAnswer) return sendOpenAiError(reply, error.answer);
-    const dependency = dependencyFailureOf(error);
-    if (dependency) {
-      if (dependency === 'storage_full') options.onStorageFull?.();
-      request.log.warn({ err: error, dependency }, 'request failed: a dependency is unavailable');
-      return sendOpenAiError(reply, openAiErrorOf('unavailable', DEPENDENCY_MESSAGE));
-    }
-    if (error instanceof BackendUnavailableError) reply.header('retry-after', error.retryAfterSeconds);
+    // A request no route takes can fail its body's checks first (a QUERY without a Content-Type).
+    if (request.is404) return sendUnrouted(request, reply);
     if ((error as FastifyError).code === 'FST_FILES_LIMIT') {
       const detail = `An edit takes at most ${MAX_IMAGE_REFERENCES} images, and no other files.`;
       return sendOpenAiError(
@@ -149,22 +147,13 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         openAiErrorOf('invalid_request', detail, [{ pointer: '/image', location: 'body', code: 'too_many', detail }]),
       );
     }
-    const { code, detail, fieldErrors } = classify(error as FastifyError | DomainError, request);
-    const answer = openAiErrorOf(code, detail, fieldErrors);
-    if (answer.status >= 500) request.log.error({ err: error }, 'request failed');
-    if (code === 'idempotency_in_progress') reply.header('retry-after', IN_PROGRESS_RETRY_AFTER_SECONDS);
-    return sendOpenAiError(reply, answer);
+    const failure = classify(error, request, { onStorageFull: options.onStorageFull });
+    if (failure.retryAfterSeconds !== null) reply.header('retry-after', failure.retryAfterSeconds);
+    const detail = failure.dependency ? DEPENDENCY_MESSAGE : failure.detail;
+    return sendOpenAiError(reply, openAiErrorOf(failure.code, detail, failure.fieldErrors));
   });
 
-  app.setNotFoundHandler((request, reply) =>
-    sendOpenAiError(
-      reply,
-      openAiErrorOf(
-        'not_found',
-        `No route for ${request.method} ${request.url.split('?')[0]}; this face serves /v1/images/generations, /v1/images/edits and /v1/models.`,
-      ),
-    ),
-  );
+  app.setNotFoundHandler(sendUnrouted);
 
   /** Runs an admitted request to its answer: the images, or the error of a failed task or a spent wait. */
   async function answer(
@@ -237,17 +226,11 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
     },
     async (request, reply) => {
       const asked = accepted(request.body);
-      const key = idempotencyKeyOf(request);
-      return answer(request, reply, asked, key !== null, (signal) =>
-        images.generate({
-          accountId: request.caller.accountId,
-          request: asked,
-          idempotency:
-            key === null
-              ? undefined
-              : { key, fingerprint: jsonRequestFingerprint('POST', '/v1/images/generations', request.body) },
-          signal,
-        }),
+      const idempotency = idempotencyOf(request, () =>
+        jsonRequestFingerprint('POST', '/v1/images/generations', request.body),
+      );
+      return answer(request, reply, asked, idempotency !== null, (signal) =>
+        images.generate({ accountId: request.caller.accountId, request: asked, idempotency, signal }),
       );
     },
   );
@@ -288,24 +271,22 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         });
         try {
           const asked = accepted(received.fields, received.images.length);
-          const key = idempotencyKeyOf(request);
-          const fingerprint = requestFingerprint(
-            'POST',
-            '/v1/images/edits',
-            canonicalJson({ fields: received.fields, images: received.images.map((image) => image.sha256) }),
+          const idempotency = idempotencyOf(request, () =>
+            requestFingerprint(
+              'POST',
+              '/v1/images/edits',
+              canonicalJson({ fields: received.fields, images: received.images.map((image) => image.sha256) }),
+            ),
           );
           const accountId = request.caller.accountId;
-          return await answer(request, reply, asked, key !== null, (signal) =>
+          return await answer(request, reply, asked, idempotency !== null, (signal) =>
             images.generate({
               accountId,
               request: asked,
-              idempotency: key === null ? undefined : { key, fingerprint },
-              storeReferences: async () => {
-                const ids: string[] = [];
-                for (const image of received.images)
-                  ids.push((await options.media.createUpload(accountId, image.path)).id);
-                return ids;
-              },
+              idempotency,
+              referenceUploads: received.images.map(
+                (image) => async () => (await options.media.createUpload(accountId, image.path)).id,
+              ),
               signal,
             }),
           );
@@ -349,7 +330,8 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         security: BEARER_SECURITY,
         params: Type.Object({
           model: Type.String({
-            maxLength: 200,
+            // The router's longest path parameter (fastify's maxParamLength); past it, a 400.
+            maxLength: 100,
             examples: [MODEL_IDS[0]],
             description: `One of ${MODEL_IDS.join(', ')}.`,
           }),
@@ -380,15 +362,6 @@ function sendOpenAiError(reply: FastifyReply, answer: OpenAiError): FastifyReply
     reply.header('retry-after', UNTIMED_RETRY_AFTER_SECONDS);
   if (answer.shouldRetry !== undefined) reply.header('x-should-retry', String(answer.shouldRetry));
   return reply.code(status).type(JSON_TYPE).send(answer.body);
-}
-
-/** The request's Idempotency-Key, checked as the native routes check it; null without one. */
-function idempotencyKeyOf(request: FastifyRequest): string | null {
-  const header = request.headers[IDEMPOTENCY_KEY_HEADER];
-  if (header === undefined) return null;
-  const key = Array.isArray(header) ? header.join(', ') : header;
-  assertValidIdempotencyKey(key);
-  return key;
 }
 
 /** Aborts when the connection closes before the answer was sent: the wait stops, the tasks go on. */
