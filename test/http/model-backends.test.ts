@@ -15,9 +15,10 @@ import { testWorker } from '../helpers/worker.js';
 const GEMINI_KEY = 'gemini-e2e-key-never-logged';
 
 /** An in-process worker for `harness`, its generators from configuration. */
-function startWorker(t: Test, harness: TestApp, events: TaskEvents): void {
+function startWorker(t: Test, harness: TestApp, events: TaskEvents, now?: () => Date): void {
   const { config } = harness;
   testWorker(t, harness, {
+    ...(now ? { now } : {}),
     events,
     backends: workerBackends(config, 1),
     generationTimeoutMs: config.GENERATION_TIMEOUT_MS,
@@ -47,8 +48,8 @@ async function shared(): Promise<Harness> {
   return { ...harness, ...(await harness.newAccount(1000)), upstream: upstreamFromHere(fileUpstream) };
 }
 
-/** An app of the test's own and its worker, alpha-pro on a loopback Gemini of its own. */
-async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, string> = () => ({})) {
+/** An app of the test's own and its worker (on the clock `now`, if given), alpha-pro on a loopback Gemini of its own. */
+async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, string> = () => ({}), now?: () => Date) {
   const upstream = await FakeUpstream.start(t);
   const events = new TaskEvents();
   const env = {
@@ -57,8 +58,8 @@ async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, s
     GEMINI_BASE_URL: upstream.url,
     ...moreEnv(upstream.url),
   };
-  const harness = await buildTestApp(t, env, { events });
-  startWorker(t, harness, events);
+  const harness = await buildTestApp(t, env, now ? { events, now } : { events });
+  startWorker(t, harness, events, now);
   const account = await harness.newAccount(1000);
   return { ...harness, ...account, upstream };
 }
@@ -478,8 +479,11 @@ t.test(
 t.test(
   'a bad key opens the backend circuit: creates 503 with Retry-After, nothing charged; after the cool-down one probe closes it',
   async (t) => {
-    // An app of its own: its circuit opens, with a cool-down of 1.5 s.
-    const h = await setup(t, () => ({ BACKEND_UNAVAILABLE_COOLDOWN_MS: '1500' }));
+    // An app of its own: its circuit opens, with a cool-down of 1.5 s. Its clock runs with real
+    // time, ahead by what the test skips: the cool-down is skipped, not waited out.
+    let skippedMs = 0;
+    const now = () => new Date(Date.now() + skippedMs);
+    const h = await setup(t, () => ({ BACKEND_UNAVAILABLE_COOLDOWN_MS: '1500' }), now);
     h.upstream.replyWith(
       documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply,
       geminiReply.image(await pngBase64(1024, 1024)),
@@ -517,10 +521,10 @@ t.test(
     const open = await readyz();
     t.same(Object.keys(open), ['gemini'], 'the remote backends only');
     t.equal(open.gemini.circuit, 'open');
-    const untilMs = Date.parse(open.gemini.until) - Date.now();
+    const untilMs = Date.parse(open.gemini.until) - now().getTime();
     t.ok(untilMs > 0 && untilMs <= 1500, `open until the end of the cool-down (${untilMs} ms from now)`);
 
-    await new Promise((resolve) => setTimeout(resolve, 1600));
+    skippedMs += 1600;
     t.same(await readyz(), { gemini: { circuit: 'half_open' } }, 'cool-down over: the next call probes');
     // Probing: a create is accepted, and its task is the one probe call; the key works again.
     const probe = await create(h, { model: 'alpha-pro', prompt: 'the key was fixed' });
