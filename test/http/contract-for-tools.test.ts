@@ -2,7 +2,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { lintWithRedocly, lintWithSpectral, type LintFinding } from '../helpers/api-linters.js';
-import { buildTestApp, fileTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 import { encodedImage } from '../helpers/images.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
 import { storeUpload } from '../helpers/uploads.js';
@@ -12,8 +12,11 @@ const document = parse(committed);
 const CREATE = '/api/v1/images/generations';
 const ESTIMATE = '/api/v1/images/estimates';
 
-// One app for the file, each test with its own account.
-const ctx = fileTestApp();
+// One app for the file, each test with its own account. Its clock runs with real time, ahead by
+// what a test skips (only ever forward, and no test reads it as an absolute time).
+let skippedMs = 0;
+const now = () => new Date(Date.now() + skippedMs);
+const ctx = fileTestApp({}, { now });
 
 const summary = (findings: LintFinding[]) => findings.map((f) => `${f.severity} ${f.rule} ${f.path}`).sort();
 
@@ -238,15 +241,13 @@ t.test(
 t.test(
   'estimate refuses the image references create refuses: unknown, another account’s, expired, generated',
   async (t) => {
-    // An app of its own: its clock is moved on past an upload's expiry.
-    let clock = new Date();
-    const h = await buildTestApp(t, {}, { now: () => clock });
+    const h = ctx();
     const mine = await h.newAccount(10_000);
     const other = await h.newAccount(10_000);
-    const own = await storeUpload(h.store, mine.accountId, clock);
-    const foreign = await storeUpload(h.store, other.accountId, clock);
-    const expiring = await storeUpload(h.store, mine.accountId, clock, 1000);
-    clock = new Date(clock.getTime() + 2000);
+    const own = await storeUpload(h.store, mine.accountId, now());
+    const foreign = await storeUpload(h.store, other.accountId, now());
+    const expiring = await storeUpload(h.store, mine.accountId, now(), 1000);
+    skippedMs += 2000;
     const cases: Record<string, string> = {
       unknown: '01937f4c-9a2b-7c3d-8e4f-a0b1c2d3e4f5',
       'another account’s': foreign.id,
