@@ -1,8 +1,8 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { lintWithRedocly, lintWithSpectral, type LintFinding } from '../helpers/api-linters.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 import { encodedImage } from '../helpers/images.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
 import { storeUpload } from '../helpers/uploads.js';
@@ -11,6 +11,12 @@ const committed = readFileSync(new URL('../../openapi.yaml', import.meta.url), '
 const document = parse(committed);
 const CREATE = '/api/v1/images/generations';
 const ESTIMATE = '/api/v1/images/estimates';
+
+// One app for the file, each test with its own account. Its clock runs with real time, ahead by
+// what a test skips (only ever forward, and no test reads it as an absolute time).
+let skippedMs = 0;
+const now = () => new Date(Date.now() + skippedMs);
+const ctx = fileTestApp({}, { now });
 
 const summary = (findings: LintFinding[]) => findings.map((f) => `${f.severity} ${f.rule} ${f.path}`).sort();
 
@@ -134,7 +140,7 @@ t.test('one webhooks entry per event, with its payload schema and the three sign
 t.test(
   'every example of the create body succeeds as it stands, image-to-image ones once their placeholder names an upload',
   async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount(10_000);
     const examples = Object.entries<any>(document.paths[CREATE].post.requestBody.content['application/json'].examples);
     t.ok(examples.length >= 4, 'a text-to-image and an image-to-image example per model');
@@ -159,8 +165,8 @@ t.test(
   },
 );
 
-async function uploadedMedia(t: Test) {
-  const h = await buildTestApp(t);
+async function uploadedMedia() {
+  const h = ctx();
   const account = await h.newAccount(10_000);
   const upload = multipartRequest([filePart(await encodedImage('png', 32, 32))]);
   const uploaded = await h.app.inject({
@@ -175,7 +181,7 @@ async function uploadedMedia(t: Test) {
 t.test(
   'an uppercase spelling of a media id behaves as the lowercase one (record, content, reference, delete)',
   async (t) => {
-    const { app, auth, mediaId } = await uploadedMedia(t);
+    const { app, auth, mediaId } = await uploadedMedia();
     const upper = mediaId.toUpperCase();
     t.not(upper, mediaId);
     t.equal(
@@ -210,7 +216,7 @@ t.test(
 t.test(
   'an uppercase spelling of a task id behaves as the lowercase one (read, long-poll, cancel, deliveries filter)',
   async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount(1000);
     const created = await app.inject({
       method: 'POST',
@@ -235,14 +241,13 @@ t.test(
 t.test(
   'estimate refuses the image references create refuses: unknown, another account’s, expired, generated',
   async (t) => {
-    let clock = new Date();
-    const h = await buildTestApp(t, {}, { now: () => clock });
+    const h = ctx();
     const mine = await h.newAccount(10_000);
     const other = await h.newAccount(10_000);
-    const own = await storeUpload(h.store, mine.accountId, clock);
-    const foreign = await storeUpload(h.store, other.accountId, clock);
-    const expiring = await storeUpload(h.store, mine.accountId, clock, 1000);
-    clock = new Date(clock.getTime() + 2000);
+    const own = await storeUpload(h.store, mine.accountId, now());
+    const foreign = await storeUpload(h.store, other.accountId, now());
+    const expiring = await storeUpload(h.store, mine.accountId, now(), 1000);
+    skippedMs += 2000;
     const cases: Record<string, string> = {
       unknown: '01937f4c-9a2b-7c3d-8e4f-a0b1c2d3e4f5',
       'another account’s': foreign.id,
@@ -278,7 +283,7 @@ t.test(
 t.test(
   'the declared response headers are sent: request id, CORS, rate limits, Location, WWW-Authenticate',
   async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount(1000);
     const created = await app.inject({
       method: 'POST',

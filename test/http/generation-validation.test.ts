@@ -1,57 +1,78 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import type { Test } from 'tap';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 import { PIXELS, SEED } from '../helpers/seed-tables.js';
-import { PROBLEM_TEXT_MAX_LENGTH } from '../../schemas/resources.js';
+import { GENERATION_REQUEST_SCHEMAS, GenerationRequest } from '../../schemas/catalog.js';
+import { PROBLEM_TEXT_MAX_LENGTH, SHARED_SCHEMAS } from '../../schemas/resources.js';
+import { bodyAjv, invalidRequestOf } from '../../src/http/validation.js';
 
 // The create/estimate contract, table-driven from the seed values of docs/design.md §3.1 and §3.2.
+// One app for the file; each test has its own account. The tables of invalid bodies are checked
+// against the body schema both routes declare (GenerationRequest), compiled as the routes compile
+// it; a sample of them goes through both routes to show that the routes answer what it says.
 const CREATE = '/api/v1/images/generations';
 const ESTIMATE = '/api/v1/images/estimates';
 const PROMPT = 'a lighthouse at dawn';
 const GRINNING = '😀'; // U+1F600: one code point, two UTF-16 units
 const E_ACUTE_DECOMPOSED = 'e\u0301'; // one visible character, two code points
 
-interface Api extends TestApp {
-  auth: { authorization: string };
-  post(url: string, body: unknown): Promise<{ statusCode: number; headers: Record<string, unknown>; body: any }>;
-}
+const ctx = fileTestApp();
 
-/** An app with one funded account; `post` sends JSON with that account's key. */
-async function apiFor(t: Test): Promise<Api> {
-  const testApp = await buildTestApp(t);
-  const { auth } = await testApp.newAccount(1_000_000);
+type Answer = { statusCode: number; headers: Record<string, unknown>; body: any };
+
+/** A new funded account; `post` sends JSON with its key. */
+async function newClient(): Promise<{
+  auth: { authorization: string };
+  post(url: string, body: unknown): Promise<Answer>;
+}> {
+  const { app, newAccount } = ctx();
+  const { auth } = await newAccount(1_000_000);
   return {
-    ...testApp,
     auth,
     async post(url, body) {
-      const res = await testApp.app.inject({ method: 'POST', url, headers: auth, payload: body as object });
+      const res = await app.inject({ method: 'POST', url, headers: auth, payload: body as object });
       return { statusCode: res.statusCode, headers: res.headers, body: res.json() };
     },
   };
 }
 
+// The routes' body validator: the same Ajv setup, the same schemas (src/http/validation.ts).
+const validateRequest = bodyAjv([...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS]).compile(GenerationRequest);
+
+/** The 400 the body schema makes of `body` as it arrives in JSON, or null if the schema accepts it. */
+function schemaRefusal(body: unknown) {
+  const parsed = JSON.parse(JSON.stringify(body));
+  return validateRequest(parsed) ? null : invalidRequestOf(validateRequest.errors ?? [], 'body');
+}
+
+/** The body schema refuses `body` with exactly one field error, at `pointer`. */
+function assertSchemaRefuses(t: Test, body: unknown, pointer: string, code?: string): void {
+  const refusal = schemaRefusal(body);
+  t.ok(refusal, 'the body schema refuses it');
+  t.equal(refusal?.code, 'invalid_request', 'code invalid_request');
+  t.equal(refusal?.fieldErrors.length, 1, 'exactly one error, not one per oneOf branch');
+  t.equal(refusal?.fieldErrors[0]?.pointer, pointer, `pointer ${pointer}`);
+  t.equal(refusal?.fieldErrors[0]?.location, 'body', 'location body');
+  if (code) t.equal(refusal?.fieldErrors[0]?.code, code, `field code ${code}`);
+}
+
 /** Asserts one 400 invalid_request problem with exactly one field error at `pointer`. */
-function assertSingleFieldError(
-  t: Test,
-  res: { statusCode: number; headers: Record<string, unknown>; body: any },
-  pointer: string,
-  code?: string,
-): void {
+function assertSingleFieldError(t: Test, res: Answer, pointer: string, code?: string): void {
   t.equal(res.statusCode, 400, 'status 400');
   t.match(String(res.headers['content-type']), /^application\/problem\+json/, 'problem+json');
   t.equal(res.body.code, 'invalid_request', 'code invalid_request');
   t.equal(res.body.status, 400);
   t.ok(Array.isArray(res.body.errors), 'has errors');
-  t.equal(res.body.errors?.length, 1, 'exactly one error, not one per oneOf branch');
+  t.equal(res.body.errors?.length, 1, 'exactly one error');
   t.equal(res.body.errors?.[0]?.pointer, pointer, `pointer ${pointer}`);
   t.equal(res.body.errors?.[0]?.location, 'body', 'location body');
   if (code) t.equal(res.body.errors?.[0]?.code, code, `field code ${code}`);
 }
 
-/** Both endpoints must reject the same body the same way. */
+/** Both endpoints must reject the same body the same way (for what the core refuses, not the schema). */
 async function assertRejectedByBoth(t: Test, body: unknown, pointer: string, code?: string): Promise<void> {
-  const api = await apiFor(t);
+  const api = await newClient();
   for (const url of [ESTIMATE, CREATE]) {
     await t.test(url, async (t) => assertSingleFieldError(t, await api.post(url, body), pointer, code));
   }
@@ -65,7 +86,7 @@ async function assertAcceptedByBoth(
 ): Promise<void> {
   // A body without output_format asks for a PNG, which has no compression.
   const expected = { ...given, parameters: { output_format: 'png', output_compression: null, ...given.parameters } };
-  const api = await apiFor(t);
+  const api = await newClient();
   const estimate = await api.post(ESTIMATE, body);
   t.equal(estimate.statusCode, 200, 'estimate 200');
   const [width, height] = PIXELS[expected.parameters.aspect_ratio][expected.parameters.resolution];
@@ -103,7 +124,7 @@ for (const model of SEED) {
 for (const model of SEED) {
   for (const aspect_ratio of model.disallowedRatios) {
     t.test(`${model.id} rejects aspect_ratio ${JSON.stringify(aspect_ratio)}`, async (t) => {
-      await assertRejectedByBoth(
+      assertSchemaRefuses(
         t,
         { model: model.id, prompt: PROMPT, parameters: { aspect_ratio } },
         '/parameters/aspect_ratio',
@@ -113,7 +134,7 @@ for (const model of SEED) {
   }
   for (const resolution of model.disallowedResolutions) {
     t.test(`${model.id} rejects resolution ${JSON.stringify(resolution)}`, async (t) => {
-      await assertRejectedByBoth(
+      assertSchemaRefuses(
         t,
         { model: model.id, prompt: PROMPT, parameters: { resolution } },
         '/parameters/resolution',
@@ -124,7 +145,7 @@ for (const model of SEED) {
 }
 
 t.test('beta-v5-pro rejects 4K even with an aspect ratio it offers', async (t) => {
-  await assertRejectedByBoth(
+  assertSchemaRefuses(
     t,
     { model: 'beta-v5-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '4K' } },
     '/parameters/resolution',
@@ -133,7 +154,7 @@ t.test('beta-v5-pro rejects 4K even with an aspect ratio it offers', async (t) =
 });
 
 t.test('a ratio of the other model is refused even at a resolution both offer', async (t) => {
-  await assertRejectedByBoth(
+  assertSchemaRefuses(
     t,
     { model: 'beta-v5-pro', prompt: PROMPT, parameters: { aspect_ratio: '4:5', resolution: '1K' } },
     '/parameters/aspect_ratio',
@@ -173,15 +194,15 @@ for (const model of SEED) {
   }
   for (const [label, prompt, code] of rejected) {
     t.test(`${model.id} rejects a prompt of ${label} (${code})`, async (t) => {
-      await assertRejectedByBoth(t, { model: model.id, prompt }, '/prompt', code);
+      assertSchemaRefuses(t, { model: model.id, prompt }, '/prompt', code);
     });
   }
 }
 
 t.test('a prompt holding a lone surrogate is refused or stored exactly, never altered', async (t) => {
   // "ab\ud800" is valid JSON but not valid Unicode text: it has no UTF-8 form to store.
-  const api = await apiFor(t);
-  const res = await api.app.inject({
+  const api = await newClient();
+  const res = await ctx().app.inject({
     method: 'POST',
     url: CREATE,
     headers: { ...api.auth, 'content-type': 'application/json' },
@@ -193,7 +214,7 @@ t.test('a prompt holding a lone surrogate is refused or stored exactly, never al
   }
   t.equal(res.statusCode, 202);
   t.equal(res.json().data.prompt, 'ab\ud800', 'create response echoes the prompt as sent');
-  const stored = await api.app.inject({ method: 'GET', url: res.headers.location as string, headers: api.auth });
+  const stored = await ctx().app.inject({ method: 'GET', url: res.headers.location as string, headers: api.auth });
   t.equal(stored.json().data.prompt, res.json().data.prompt, 'GET returns the prompt the create response showed');
 });
 
@@ -205,7 +226,7 @@ for (const model of SEED) {
   const { min, max } = model.imageReference;
 
   t.test(`${model.id} rejects an empty image_reference (too_few_items)`, async (t) => {
-    await assertRejectedByBoth(
+    assertSchemaRefuses(
       t,
       { model: model.id, prompt: PROMPT, image_reference: [] },
       '/image_reference',
@@ -216,7 +237,7 @@ for (const model of SEED) {
   for (const count of [min, max]) {
     // No media can exist yet, so a 422 on the first reference proves the schema accepted the count.
     t.test(`${model.id} accepts ${count} image references as far as the schema goes`, async (t) => {
-      const api = await apiFor(t);
+      const api = await newClient();
       const body = { model: model.id, prompt: PROMPT, image_reference: uuids(count) };
       const estimate = await api.post(ESTIMATE, body);
       t.not(estimate.statusCode, 400, 'the estimate schema accepts the count');
@@ -229,7 +250,7 @@ for (const model of SEED) {
   }
 
   t.test(`${model.id} rejects ${max + 1} image references (too_many_items)`, async (t) => {
-    await assertRejectedByBoth(
+    assertSchemaRefuses(
       t,
       { model: model.id, prompt: PROMPT, image_reference: uuids(max + 1) },
       '/image_reference',
@@ -245,7 +266,7 @@ for (const model of SEED) {
     t.test(`${model.id} rejects a non-UUID reference ${JSON.stringify(bad)} at index ${index}`, async (t) => {
       const image_reference: unknown[] = uuids(index);
       image_reference.push(bad);
-      await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, image_reference }, `/image_reference/${index}`);
+      assertSchemaRefuses(t, { model: model.id, prompt: PROMPT, image_reference }, `/image_reference/${index}`);
     });
   }
 }
@@ -327,12 +348,12 @@ const shapeCases: [string, unknown, string, string | undefined][] = [
 
 for (const [label, body, pointer, code] of shapeCases) {
   t.test(`rejects ${label}`, async (t) => {
-    await assertRejectedByBoth(t, body, pointer, code);
+    assertSchemaRefuses(t, body, pointer, code);
   });
 }
 
 t.test('a JSON array body is rejected, not coerced', async (t) => {
-  const api = await apiFor(t);
+  const api = await newClient();
   for (const url of [ESTIMATE, CREATE]) {
     const res = await api.post(url, [{ model: 'alpha-pro', prompt: PROMPT }]);
     t.equal(res.statusCode, 400, url);
@@ -342,15 +363,15 @@ t.test('a JSON array body is rejected, not coerced', async (t) => {
 
 // ── transport-level failures ────────────────────────────────────────────────────────────────────
 
-async function rawPost(t: Test, url: string, payload: string | Buffer, contentType: string) {
-  const { app, newAccount } = await buildTestApp(t);
+async function rawPost(url: string, payload: string | Buffer, contentType: string) {
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   return app.inject({ method: 'POST', url, headers: { ...auth, 'content-type': contentType }, payload });
 }
 
 for (const url of [CREATE, ESTIMATE]) {
   t.test(`${url}: invalid JSON is 400 invalid_json`, async (t) => {
-    const res = await rawPost(t, url, '{"model": "alpha-pro", "prompt": ', 'application/json');
+    const res = await rawPost(url, '{"model": "alpha-pro", "prompt": ', 'application/json');
     t.equal(res.statusCode, 400);
     t.match(res.headers['content-type'], /^application\/problem\+json/);
     t.equal(res.json().code, 'invalid_json');
@@ -371,7 +392,7 @@ for (const url of [CREATE, ESTIMATE]) {
         ],
       ];
       for (const [body, pointer] of cases) {
-        const res = await rawPost(t, url, body, 'application/json');
+        const res = await rawPost(url, body, 'application/json');
         t.equal(res.statusCode, 400);
         t.match(res.headers['content-type'], /^application\/problem\+json/);
         t.match(
@@ -388,7 +409,7 @@ for (const url of [CREATE, ESTIMATE]) {
     async (t) => {
       const depth = 10_000;
       const body = `${'{"a":'.repeat(depth)}{"__proto__":1}${'}'.repeat(depth)}`;
-      const res = await rawPost(t, url, body, 'application/json');
+      const res = await rawPost(url, body, 'application/json');
       t.equal(res.statusCode, 400);
       t.match(res.headers['content-type'], /^application\/problem\+json/);
       t.match(res.json(), { code: 'invalid_request', errors: [{ code: 'forbidden_key' }] });
@@ -404,7 +425,6 @@ for (const url of [CREATE, ESTIMATE]) {
 
   t.test(`${url}: a "constructor" key without "prototype" is an ordinary unknown field`, async (t) => {
     const res = await rawPost(
-      t,
       url,
       `{"model": "alpha-pro", "prompt": "${PROMPT}", "constructor": 1}`,
       'application/json',
@@ -415,13 +435,13 @@ for (const url of [CREATE, ESTIMATE]) {
   });
 
   t.test(`${url}: an empty JSON body is 400 invalid_json`, async (t) => {
-    const res = await rawPost(t, url, '', 'application/json');
+    const res = await rawPost(url, '', 'application/json');
     t.equal(res.statusCode, 400);
     t.equal(res.json().code, 'invalid_json');
   });
 
   t.test(`${url}: text/plain is 415 unsupported_media_type`, async (t) => {
-    const res = await rawPost(t, url, JSON.stringify({ model: 'alpha-pro', prompt: PROMPT }), 'text/plain');
+    const res = await rawPost(url, JSON.stringify({ model: 'alpha-pro', prompt: PROMPT }), 'text/plain');
     t.equal(res.statusCode, 415);
     t.match(res.headers['content-type'], /^application\/problem\+json/);
     t.equal(res.json().code, 'unsupported_media_type');
@@ -429,7 +449,7 @@ for (const url of [CREATE, ESTIMATE]) {
 
   t.test(`${url}: a body over 1 MiB is 413 payload_too_large`, async (t) => {
     const body = JSON.stringify({ model: 'alpha-pro', prompt: 'x'.repeat(1024 * 1024 + 1) });
-    const res = await rawPost(t, url, body, 'application/json');
+    const res = await rawPost(url, body, 'application/json');
     t.equal(res.statusCode, 413);
     t.match(res.headers['content-type'], /^application\/problem\+json/);
     t.equal(res.json().code, 'payload_too_large');
@@ -437,10 +457,10 @@ for (const url of [CREATE, ESTIMATE]) {
 }
 
 t.test('a rejected create debits nothing and creates nothing', async (t) => {
-  const api = await apiFor(t);
+  const api = await newClient();
   const res = await api.post(CREATE, { model: 'beta-v5-pro', prompt: PROMPT, parameters: { resolution: '4K' } });
   t.equal(res.statusCode, 400);
-  const list = await api.app.inject({ method: 'GET', url: CREATE, headers: api.auth });
+  const list = await ctx().app.inject({ method: 'GET', url: CREATE, headers: api.auth });
   t.strictSame(list.json().data, []);
 });
 
@@ -510,6 +530,9 @@ for (const model of SEED) {
       '/parameters/output_compression',
       'wrong_type',
     ],
+  ];
+  // Refused by the core (src/core/pricing.ts), after the schema has accepted the body: through both routes.
+  const refusedByCore: [string, Record<string, unknown>, string, string][] = [
     [
       'output_compression with output_format png',
       { output_format: 'png', output_compression: 80 },
@@ -525,13 +548,18 @@ for (const model of SEED) {
   ];
   for (const [label, extra, pointer, code] of refused) {
     t.test(`${model.id} rejects ${label}`, async (t) => {
+      assertSchemaRefuses(t, { model: model.id, prompt: PROMPT, parameters: extra }, pointer, code);
+    });
+  }
+  for (const [label, extra, pointer, code] of refusedByCore) {
+    t.test(`${model.id} rejects ${label}`, async (t) => {
       await assertRejectedByBoth(t, { model: model.id, prompt: PROMPT, parameters: extra }, pointer, code);
     });
   }
 }
 
 t.test('output_compression with png says why it is refused', async (t) => {
-  const api = await apiFor(t);
+  const api = await newClient();
   const res = await api.post(CREATE, {
     model: 'alpha-pro',
     prompt: PROMPT,
@@ -551,7 +579,7 @@ function fieldErrors(res: { statusCode: number; body: any }): [string, string][]
 }
 
 t.test('beta-v5-pro: a short prompt and 4K are both reported, each with its pointer', async (t) => {
-  const api = await apiFor(t);
+  const api = await newClient();
   for (const url of [ESTIMATE, CREATE]) {
     const res = await api.post(url, { model: 'beta-v5-pro', prompt: 'ab', parameters: { resolution: '4K' } });
     t.equal(res.statusCode, 400, url);
@@ -566,7 +594,7 @@ t.test('beta-v5-pro: a short prompt and 4K are both reported, each with its poin
 });
 
 t.test('alpha-pro: every invalid field of one body is reported, once each', async (t) => {
-  const api = await apiFor(t);
+  const api = await newClient();
   for (const url of [ESTIMATE, CREATE]) {
     const res = await api.post(url, {
       model: 'alpha-pro',
@@ -592,7 +620,7 @@ t.test('alpha-pro: every invalid field of one body is reported, once each', asyn
 });
 
 t.test('a body with many invalid fields gets at most 20 errors', async (t) => {
-  const api = await apiFor(t);
+  const api = await newClient();
   const unknown = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`field_${i}`, i]));
   const res = await api.post(CREATE, { model: 'beta-v5-pro', prompt: PROMPT, ...unknown });
   t.equal(res.statusCode, 400);
@@ -600,3 +628,52 @@ t.test('a body with many invalid fields gets at most 20 errors', async (t) => {
   t.ok(res.body.errors.every((e: { code: string }) => e.code === 'unknown_field'));
   t.equal(new Set(res.body.errors.map((e: { pointer: string }) => e.pointer)).size, 20, 'each field once');
 });
+
+// ── the routes answer a refused body as the body schema does ────────────────────────────────────
+
+const [ALPHA, BETA] = SEED;
+const throughRoutes: [string, unknown][] = [
+  [
+    'an aspect ratio alpha-pro does not offer',
+    { model: 'alpha-pro', prompt: PROMPT, parameters: { aspect_ratio: ALPHA.disallowedRatios[0] } },
+  ],
+  [
+    'beta-v5-pro at 4K',
+    { model: 'beta-v5-pro', prompt: PROMPT, parameters: { aspect_ratio: '16:9', resolution: '4K' } },
+  ],
+  ['a prompt one astral code point too long', { model: 'beta-v5-pro', prompt: GRINNING.repeat(BETA.prompt.max + 1) }],
+  ['a prompt of one decomposed é', { model: 'alpha-pro', prompt: E_ACUTE_DECOMPOSED }],
+  [
+    'one image reference too many',
+    { model: 'alpha-pro', prompt: PROMPT, image_reference: uuids(ALPHA.imageReference.max + 1) },
+  ],
+  [
+    'a reference one hex digit short of a UUID',
+    { model: 'beta-v5-pro', prompt: PROMPT, image_reference: [randomUUID(), '01890a5d-ac96-774b-bcce-b302099a805'] },
+  ],
+  ['an unknown field inside parameters', { model: 'alpha-pro', prompt: PROMPT, parameters: { foo: 'bar' } }],
+  ['prompt: 123', { model: 'alpha-pro', prompt: 123 }],
+  ['model missing', { prompt: PROMPT }],
+  ['an unknown model', { model: 'gamma-1', prompt: PROMPT }],
+  ['output_format "PNG"', { model: 'beta-v5-pro', prompt: PROMPT, parameters: { output_format: 'PNG' } }],
+  [
+    'output_compression "80"',
+    { model: 'alpha-pro', prompt: PROMPT, parameters: { output_format: 'webp', output_compression: '80' } },
+  ],
+];
+
+for (const [label, body] of throughRoutes) {
+  for (const url of [ESTIMATE, CREATE]) {
+    t.test(`${url} answers ${label} with the body schema's 400`, async (t) => {
+      const refusal = schemaRefusal(body);
+      t.ok(refusal, 'the body schema refuses it');
+      const res = await (await newClient()).post(url, body);
+      t.equal(res.statusCode, 400, 'status 400');
+      t.match(String(res.headers['content-type']), /^application\/problem\+json/, 'problem+json');
+      t.equal(res.body.code, 'invalid_request', 'code invalid_request');
+      t.equal(res.body.status, 400);
+      t.equal(res.body.detail, refusal?.message, "the schema's summary");
+      t.strictSame(res.body.errors, refusal?.fieldErrors, "the schema's field errors, and only them");
+    });
+  }
+}

@@ -1,18 +1,27 @@
 import t from 'tap';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
-import { buildTestApp } from '../helpers/app.js';
-import { listenOnLoopback, rawRequest } from '../helpers/raw-http.js';
+import { buildTestApp, fileTestApp } from '../helpers/app.js';
+import { loopbackPort } from '../helpers/listening.js';
+import { rawRequest } from '../helpers/raw-http.js';
 import { testOnEveryStore } from '../helpers/store.js';
 import { testWorker } from '../helpers/worker.js';
 
 const ESTIMATE = '/api/v1/images/estimates';
 const CREATE = '/api/v1/images/generations';
 
+// One app for the file, each test with its own account. Its webhook hosts resolve as this table
+// says, not through DNS: hooks.example.com to a public address, any other name to a private one.
+const privateName: LookupAll = async (host) => [
+  { address: host === 'hooks.example.com' ? '93.184.216.34' : '10.0.0.7', family: 4 },
+];
+const ctx = fileTestApp({}, { webhookLookup: privateName });
+
 testOnEveryStore(
   t,
   'a prompt holding U+0000 is refused by create and estimate alike, at /prompt',
   async (t, storeAdapter) => {
     // PostgreSQL's text cannot hold U+0000: accepted, it would be a 500 there and a 202 on SQLite.
+    // An app per store adapter: the test is of every store, whichever the file's app runs on.
     const { app, newAccount } = await buildTestApp(t, {}, { storeAdapter });
     const { auth } = await newAccount();
     for (const url of [CREATE, ESTIMATE]) {
@@ -33,10 +42,7 @@ testOnEveryStore(
 t.test(
   'an estimate checks webhook_url as a create does, so it never prices a request the create refuses',
   async (t) => {
-    const privateName: LookupAll = async (host) => [
-      { address: host === 'hooks.example.com' ? '93.184.216.34' : '10.0.0.7', family: 4 },
-    ];
-    const { app, newAccount } = await buildTestApp(t, {}, { webhookLookup: privateName });
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     const estimate = (webhook_url: string) =>
       app.inject({
@@ -63,9 +69,9 @@ t.test(
 );
 
 t.test('two Authorization headers are 400 invalid_request, whichever of them is valid', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { key } = await newAccount();
-  const port = await listenOnLoopback(app);
+  const port = await loopbackPort(app);
   const request = (headers: string) =>
     rawRequest(port, `GET /api/v1/account HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headers}\r\n`);
   for (const headers of [
@@ -84,7 +90,7 @@ t.test('two Authorization headers are 400 invalid_request, whichever of them is 
 });
 
 t.test("a deleted generated image leaves its task's generated list", async (t) => {
-  const h = await buildTestApp(t);
+  const h = ctx();
   const { auth } = await h.newAccount();
   const created = await h.app.inject({
     method: 'POST',
@@ -108,7 +114,7 @@ t.test("a deleted generated image leaves its task's generated list", async (t) =
 });
 
 t.test('ledger entry ids are UUIDv7s, newest first, paged without gaps or repeats', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const first = await newAccount(10);
   const second = await newAccount(10);
   for (let i = 0; i < 3; i++) {

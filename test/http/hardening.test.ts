@@ -4,7 +4,8 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
-import { buildTestApp } from '../helpers/app.js';
+import { buildTestApp, fileTestApp } from '../helpers/app.js';
+import { loopbackPort } from '../helpers/listening.js';
 import { BOUNDARY, multipartRequest } from '../helpers/multipart.js';
 import { encodedImage } from '../helpers/images.js';
 import { listenOnLoopback, openConnection, rawRequest, responseUntilClose } from '../helpers/raw-http.js';
@@ -12,9 +13,14 @@ import { listenOnLoopback, openConnection, rawRequest, responseUntilClose } from
 const PROBLEM = /^application\/problem\+json/;
 const UNKNOWN_TASK = '0190a0a0-0000-7000-8000-000000000000';
 
+// One app for the file, each test with its own account; the HTTP timeouts are set when the server
+// is made, so the tests of them share an app of that configuration.
+const ctx = fileTestApp();
+const withShortTimeouts = fileTestApp({ HTTP_HEADERS_TIMEOUT_MS: '100', HTTP_REQUEST_TIMEOUT_MS: '300' });
+
 for (const path of ['/api/v1/images/generations', '/api/v1/account/ledger', '/api/v1/webhooks/deliveries']) {
   t.test(`${path}: limit=Infinity, 1e309, -Infinity and 1e400 are 400 out_of_range, not 500`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     for (const limit of ['Infinity', '1e309', '-Infinity', '1e400']) {
       const res = await app.inject({ url: `${path}?limit=${limit}`, headers: auth });
@@ -30,7 +36,7 @@ for (const path of ['/api/v1/images/generations', '/api/v1/account/ledger', '/ap
 }
 
 t.test('wait=Infinity or 1e400 is refused like wait=61, before the task is even looked up', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   for (const wait of ['Infinity', '1e400', '61']) {
     const res = await app.inject({ url: `/api/v1/images/generations/${UNKNOWN_TASK}?wait=${wait}`, headers: auth });
@@ -44,7 +50,7 @@ t.test('wait=Infinity or 1e400 is refused like wait=61, before the task is even 
 });
 
 t.test('a wrong method on a known path is 405 with Allow naming the methods the path takes', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const cases: [string, string, string][] = [
     ['PUT', '/api/v1/account', 'GET, HEAD'],
@@ -65,7 +71,7 @@ t.test('a wrong method on a known path is 405 with Allow naming the methods the 
 });
 
 t.test('router errors (an undecodable path, an over-long id) are problem+json 400s', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   for (const url of [
     '/api/v1/images/generations/%ff',
@@ -81,8 +87,7 @@ t.test('router errors (an undecodable path, an over-long id) are problem+json 40
 });
 
 t.test("what Node's HTTP parser refuses is answered with problem+json and a stable code", async (t) => {
-  const { app } = await buildTestApp(t);
-  const port = await listenOnLoopback(app);
+  const port = await loopbackPort(ctx().app);
   const cases: [string, string | Buffer, number, string][] = [
     ['a bad method', 'FR0B /api/v1/account HTTP/1.1\r\nHost: x\r\n\r\n', 400, 'invalid_request'],
     [
@@ -123,8 +128,7 @@ t.test("what Node's HTTP parser refuses is answered with problem+json and a stab
 t.test(
   'headers that do not arrive within HTTP_HEADERS_TIMEOUT_MS get 408 request_timeout and a closed connection',
   async (t) => {
-    const { app } = await buildTestApp(t, { HTTP_HEADERS_TIMEOUT_MS: '200', HTTP_REQUEST_TIMEOUT_MS: '400' });
-    const port = await listenOnLoopback(app);
+    const port = await loopbackPort(withShortTimeouts().app);
     const socket = await openConnection(port);
     const response = responseUntilClose(socket);
     socket.write('GET /api/v1/account HTTP/1.1\r\nHost: x\r\n');
@@ -137,12 +141,9 @@ t.test(
 t.test(
   'a body that does not arrive within HTTP_REQUEST_TIMEOUT_MS gets 408 request_timeout and a closed connection',
   async (t) => {
-    const { app, newAccount } = await buildTestApp(t, {
-      HTTP_HEADERS_TIMEOUT_MS: '100',
-      HTTP_REQUEST_TIMEOUT_MS: '300',
-    });
+    const { app, newAccount } = withShortTimeouts();
     const { key } = await newAccount();
-    const port = await listenOnLoopback(app);
+    const port = await loopbackPort(app);
     const socket = await openConnection(port);
     const response = responseUntilClose(socket);
     socket.write(
@@ -187,6 +188,7 @@ async function spoolFilesOnce(dataDir: string, done: (names: string[]) => boolea
 t.test(
   'a stalled upload body: the server closes the socket after UPLOAD_IDLE_TIMEOUT_MS and removes its spool file',
   async (t) => {
+    // An app of its own: a short idle timeout, and a spool directory no other test writes to.
     const { app, dataDir, newAccount } = await buildTestApp(t, { UPLOAD_IDLE_TIMEOUT_MS: '300' });
     const { key } = await newAccount();
     const port = await listenOnLoopback(app);
@@ -198,6 +200,7 @@ t.test(
 );
 
 t.test('uploads in flight are capped per key (429) and per process (503), before the body is read', async (t) => {
+  // An app of its own: caps of 1 and 2 uploads, and a spool directory no other test writes to.
   const { app, dataDir, newAccount } = await buildTestApp(t, {
     UPLOAD_MAX_IN_FLIGHT_PER_KEY: '1',
     UPLOAD_MAX_IN_FLIGHT: '2',
@@ -252,6 +255,7 @@ t.test('spool files of a dead process are removed when an app starts; those of l
   const live = `upload-${hostname()}-${process.pid}-${randomUUID()}`;
   const otherHost = `upload-elsewhere-${deadPid}-${randomUUID()}`;
   for (const name of [dead, live, otherHost]) await writeFile(join(tmp, name), 'bytes');
+  // An app of its own: what is tested is what an app does when it starts on this data directory.
   const { app } = await buildTestApp(t, { DATA_DIR: dataDir });
   await app.ready();
   t.same((await readdir(tmp)).sort(), [live, otherHost].sort());

@@ -1,14 +1,21 @@
 import { Registry } from 'prom-client';
 import t from 'tap';
 import { buildWorkerMetricsApp } from '../../src/http/worker-metrics-app.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 
 /** Decision 0018: what a hostile client tried, each refused (or served) as docs/design.md §3.6–§3.8 say. */
 
 const ACCOUNT = '/api/v1/account';
 
+// One app for the file, each test with its own account; failed-auth budgets are per client
+// address, so the test that spends one sends from an address of its own. METRICS_TOKEN is read
+// when the app is built: the test of it has an app of its own configuration.
+const ctx = fileTestApp();
+const METRICS_TOKEN = 'metrics-token-0123456789';
+const withMetricsToken = fileTestApp({ METRICS_TOKEN });
+
 t.test('60 bad keys from one address, then a good key → 200; the 61st bad key → 429', async (t) => {
-  const { app, newAccount, config } = await buildTestApp(t);
+  const { app, newAccount, config } = ctx();
   t.equal(config.RATE_LIMIT_AUTH_FAILURES_PER_MIN, 60, 'the default budget');
   const { auth } = await newAccount(10);
   const remoteAddress = '203.0.113.20';
@@ -28,7 +35,7 @@ t.test('60 bad keys from one address, then a good key → 200; the 61st bad key 
 t.test(
   'webhook URLs that parsers disagree on, or that name a port of another service → 400 /webhook_url',
   async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount(1000);
     const create = (webhook_url: string) =>
       app.inject({
@@ -64,7 +71,7 @@ t.test(
 );
 
 t.test('secrets and keyed answers are not cached; nosniff everywhere; /docs cannot be framed', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount(10);
   for (const url of ['/api/v1/webhooks/secret', ACCOUNT, '/api/v1/account/ledger']) {
     const res = await app.inject({ url, headers: auth });
@@ -82,7 +89,7 @@ t.test('secrets and keyed answers are not cached; nosniff everywhere; /docs cann
 
 t.test('/metrics: loopback clients only, unless METRICS_TOKEN is set; then only with the token', async (t) => {
   await t.test('without a token', async (t) => {
-    const { app } = await buildTestApp(t);
+    const { app } = ctx();
     t.equal((await app.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 200);
     t.equal((await app.inject({ url: '/metrics', remoteAddress: '::1' })).statusCode, 200);
     const outside = await app.inject({ url: '/metrics', remoteAddress: '203.0.113.5' });
@@ -90,8 +97,8 @@ t.test('/metrics: loopback clients only, unless METRICS_TOKEN is set; then only 
     t.equal(outside.json().code, 'not_found');
   });
   await t.test('with a token, on the API and on a worker process alike', async (t) => {
-    const token = 'metrics-token-0123456789';
-    const { app } = await buildTestApp(t, { METRICS_TOKEN: token });
+    const { app } = withMetricsToken();
+    const token = METRICS_TOKEN;
     const worker = buildWorkerMetricsApp(new Registry(), { metricsToken: token });
     t.teardown(() => worker.close());
     for (const server of [app, worker]) {
@@ -115,7 +122,7 @@ t.test('/metrics: loopback clients only, unless METRICS_TOKEN is set; then only 
 });
 
 t.test('a prompt of whitespace alone is 400 at /prompt, and nothing is charged', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount(1000);
   for (const prompt of ['     ', '   \t\n ', '\u00a0\u3000\u2003']) {
     const res = await app.inject({
@@ -134,7 +141,7 @@ t.test('a prompt of whitespace alone is 400 at /prompt, and nothing is charged',
 });
 
 t.test('a JSON body that is not valid UTF-8 is 400 invalid_json', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount(1000);
   const bytes = Buffer.concat([
     Buffer.from('{"model":"alpha-pro","prompt":"a kite '),

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { publicBaseUrl } from '../../src/config.js';
 import { HmacMediaUrlSigner } from '../../src/services/media-url-signer.js';
-import { buildTestApp, TEST_MEDIA_SIGNING_SECRET, type TestApp } from '../helpers/app.js';
+import { buildTestApp, fileTestApp, TEST_MEDIA_SIGNING_SECRET, type TestApp } from '../helpers/app.js';
 import { CONTENT_TYPE_OF, encodedImage, noisyImage, type UploadFormat } from '../helpers/images.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
 
@@ -29,11 +29,11 @@ function testClock(start = START) {
   };
 }
 
-async function clockedApp(t: Test, env: Record<string, string> = {}) {
-  const clock = testClock();
-  const ctx = await buildTestApp(t, env, { now: clock.now });
-  return { ...ctx, clock };
-}
+// One app for the file, each test with its own account, on one clock that tests only move
+// forward and read relative to its current value (an upload's times are those of its upload).
+const fileClock = testClock();
+const fileApp = fileTestApp({}, { now: fileClock.now });
+const clockedApp = () => ({ ...fileApp(), clock: fileClock });
 
 function upload(
   app: FastifyInstance,
@@ -83,9 +83,10 @@ const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex
 
 for (const format of ['png', 'jpeg', 'webp'] as const satisfies readonly UploadFormat[]) {
   t.test(`a ${format.toUpperCase()} upload is stored, described and served back`, async (t) => {
-    const ctx = await clockedApp(t);
+    const ctx = clockedApp();
     const { auth } = await ctx.newAccount();
     const original = await encodedImage(format, 80, 60);
+    const start = ctx.clock.now();
 
     const res = await upload(ctx.app, auth, original, {
       filename: `photo.${format}`,
@@ -101,8 +102,8 @@ for (const format of ['png', 'jpeg', 'webp'] as const satisfies readonly UploadF
       size_bytes: Number,
       sha256: /^[0-9a-f]{64}$/,
       source: 'upload',
-      created_at: START.toISOString(),
-      expires_at: new Date(START.getTime() + 7 * 24 * HOUR_MS).toISOString(),
+      created_at: start.toISOString(),
+      expires_at: new Date(start.getTime() + 7 * 24 * HOUR_MS).toISOString(),
     });
     t.equal(res.headers.location, `${MEDIA}/${media.media_id}`);
 
@@ -128,7 +129,7 @@ for (const format of ['png', 'jpeg', 'webp'] as const satisfies readonly UploadF
 }
 
 t.test('the declared filename and type do not matter: a PNG sent as photo.jpg image/jpeg is a PNG', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const res = await upload(ctx.app, auth, await encodedImage('png', 10, 10), {
     filename: 'photo.jpg',
@@ -139,7 +140,7 @@ t.test('the declared filename and type do not matter: a PNG sent as photo.jpg im
 });
 
 t.test('EXIF orientation is applied: a 60×20 JPEG shown rotated is stored as 20×60', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const rotated = await noisyImage(60, 20).jpeg().withMetadata({ orientation: 6 }).toBuffer();
   const media = await uploaded(ctx.app, auth, rotated);
@@ -151,14 +152,16 @@ t.test('EXIF orientation is applied: a 60×20 JPEG shown rotated is stored as 20
 });
 
 t.test('retention comes from UPLOAD_RETENTION_HOURS', async (t) => {
-  const ctx = await clockedApp(t, { UPLOAD_RETENTION_HOURS: '2' });
+  // An app of its own: UPLOAD_RETENTION_HOURS is read when an app is built.
+  const clock = testClock();
+  const ctx = await buildTestApp(t, { UPLOAD_RETENTION_HOURS: '2' }, { now: clock.now });
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   t.equal(media.expires_at, new Date(START.getTime() + 2 * HOUR_MS).toISOString());
 });
 
 t.test('the spooled upload is removed whatever happens', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   await uploaded(ctx.app, auth);
   const rejected = await upload(ctx.app, auth, Buffer.from('not an image at all'));
@@ -173,7 +176,7 @@ for (const [model, max] of [
   t.test(
     `${model}: ${max} uploads (PNG, JPEG, WebP mixed) are accepted as references and ${max + 1} are not`,
     async (t) => {
-      const ctx = await clockedApp(t);
+      const ctx = clockedApp();
       const { auth } = await ctx.newAccount();
       const formats: UploadFormat[] = ['png', 'jpeg', 'webp'];
       const ids: string[] = [];
@@ -202,7 +205,7 @@ for (const [model, max] of [
 }
 
 t.test('a reference to a foreign, deleted or expired media is a 422 pointing at its index', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const owner = await ctx.newAccount();
   const other = await ctx.newAccount();
   const mine = [
@@ -245,7 +248,7 @@ t.test('a reference to a foreign, deleted or expired media is a 422 pointing at 
 });
 
 t.test('a signed URL serves the content without a key', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const res = await ctx.app.inject({ method: 'GET', url: signedPath(ctx, media.media_id, ctx.clock.now()) });
@@ -256,7 +259,7 @@ t.test('a signed URL serves the content without a key', async (t) => {
 });
 
 t.test('a signed URL fails once expired', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const path = signedPath(ctx, media.media_id, ctx.clock.now());
@@ -266,7 +269,7 @@ t.test('a signed URL fails once expired', async (t) => {
 });
 
 t.test('a tampered signed URL fails with 401', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const otherMedia = await uploaded(ctx.app, auth);
@@ -291,7 +294,7 @@ t.test('a tampered signed URL fails with 401', async (t) => {
 });
 
 t.test('a valid signature decides even when another account sends its key', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const owner = await ctx.newAccount();
   const other = await ctx.newAccount();
   const media = await uploaded(ctx.app, owner.auth);
@@ -304,7 +307,7 @@ t.test('a valid signature decides even when another account sends its key', asyn
 });
 
 t.test('a signed URL of a deleted media is a 404', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const path = signedPath(ctx, media.media_id, ctx.clock.now());
@@ -313,7 +316,7 @@ t.test('a signed URL of a deleted media is a 404', async (t) => {
 });
 
 t.test('content needs a key or a signature; the record and the upload need a key', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const content = assertProblem(
@@ -336,7 +339,7 @@ t.test('content needs a key or a signature; the record and the upload need a key
 });
 
 t.test('another account can neither read nor delete the media', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const owner = await ctx.newAccount();
   const other = await ctx.newAccount();
   const media = await uploaded(ctx.app, owner.auth);
@@ -356,17 +359,25 @@ t.test('another account can neither read nor delete the media', async (t) => {
 });
 
 t.test('DELETE removes the record, the content and the blob', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
+  // The blobs of the file's other tests are there too: what is compared is what this upload and
+  // this delete change.
+  const blobsBefore = await ctx.storedBlobKeys();
   const media = await uploaded(ctx.app, auth);
   const blobKey = `media/${media.media_id}`;
-  t.same(await ctx.storedBlobKeys(), [blobKey], 'the blob is stored');
+  t.same(await ctx.storedBlobKeys(), [...blobsBefore, blobKey].sort(), 'the blob is stored');
 
+  const dueBefore = await ctx.store.media.listDueBlobDeletions(new Date(8.64e15), 10_000);
   const res = await ctx.app.inject({ method: 'DELETE', url: `${MEDIA}/${media.media_id}`, headers: auth });
   t.equal(res.statusCode, 204);
   t.equal(res.body, '');
-  t.same(await ctx.storedBlobKeys(), [], 'the blob is gone');
-  t.same(await ctx.store.media.listDueBlobDeletions(new Date(8.64e15), 10), [], 'nothing left for the sweeper');
+  t.same(await ctx.storedBlobKeys(), blobsBefore, 'the blob is gone');
+  t.same(
+    await ctx.store.media.listDueBlobDeletions(new Date(8.64e15), 10_000),
+    dueBefore,
+    'nothing left for the sweeper',
+  );
   assertProblem(
     t,
     await ctx.app.inject({ method: 'GET', url: `${MEDIA}/${media.media_id}`, headers: auth }),
@@ -388,7 +399,7 @@ t.test('DELETE removes the record, the content and the blob', async (t) => {
 });
 
 t.test('expired media are gone before the sweeper runs', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   ctx.clock.advance(7 * 24 * HOUR_MS);
@@ -407,7 +418,7 @@ t.test('expired media are gone before the sweeper runs', async (t) => {
 });
 
 t.test('If-None-Match with the ETag gives 304 without a body', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const url = `${MEDIA}/${media.media_id}/content`;
@@ -428,7 +439,7 @@ t.test('If-None-Match with the ETag gives 304 without a body', async (t) => {
 });
 
 t.test('a byte range is a 206 with exactly those bytes', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const url = `${MEDIA}/${media.media_id}/content`;
@@ -456,7 +467,7 @@ t.test('a byte range is a 206 with exactly those bytes', async (t) => {
 });
 
 t.test('a range outside the content is a 416 naming its size; what a server may ignore gives it all', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const url = `${MEDIA}/${media.media_id}/content`;
@@ -486,7 +497,7 @@ t.test('a range outside the content is a 416 naming its size; what a server may 
 });
 
 t.test('the cache lifetime never outlasts the media', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   ctx.clock.advance(7 * 24 * HOUR_MS - 100_000);
@@ -495,7 +506,7 @@ t.test('the cache lifetime never outlasts the media', async (t) => {
 });
 
 t.test('HEAD of the content gives its headers and no body', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const media = await uploaded(ctx.app, auth);
   const res = await ctx.app.inject({ method: 'HEAD', url: `${MEDIA}/${media.media_id}/content`, headers: auth });
@@ -505,7 +516,7 @@ t.test('HEAD of the content gives its headers and no body', async (t) => {
 });
 
 t.test('an Idempotency-Key replays the first upload and refuses other bytes', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const { auth } = await ctx.newAccount();
   const bytes = await encodedImage('png', 16, 16);
   const headers = { 'idempotency-key': 'upload-1' };
@@ -525,14 +536,14 @@ t.test('an Idempotency-Key replays the first upload and refuses other bytes', as
 });
 
 t.test('readiness checks the blob storage', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   const res = await ctx.app.inject({ method: 'GET', url: '/readyz' });
   t.equal(res.statusCode, 200);
   t.equal(res.json().checks.blobs, 'ok');
 });
 
 t.test('the OpenAPI document describes the upload as multipart with one binary `file`', async (t) => {
-  const ctx = await clockedApp(t);
+  const ctx = clockedApp();
   await ctx.app.ready();
   const document = ctx.app.swagger() as any;
   const upload = document.paths['/api/v1/media'].post;

@@ -2,19 +2,54 @@ import sharp from 'sharp';
 import t, { type Test } from 'tap';
 import { workerBackends } from '../../src/worker/build-worker.js';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { buildTestApp } from '../helpers/app.js';
+import { buildTestApp, fileTestApp, type TestApp } from '../helpers/app.js';
 import { FakeUpstream, type JsonReply, pngBase64 } from '../helpers/fake-upstream.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
 import { GEMINI_FAILURES } from '../helpers/provider-failures.js';
 import { geminiReply, openAiReply } from '../helpers/provider-replies.js';
+import { upstreamFromHere, type UpstreamUnderTest } from '../helpers/upstream-view.js';
 import { testWorker } from '../helpers/worker.js';
 
 const GEMINI_KEY = 'gemini-e2e-key-never-logged';
 
-/** The app and an in-process worker whose generators come from configuration, alpha-pro on a loopback Gemini. */
-async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, string> = () => ({})) {
+/** An in-process worker for `harness`, its generators from configuration. */
+function startWorker(t: Test, harness: TestApp, events: TaskEvents, now?: () => Date): void {
+  const { config } = harness;
+  testWorker(t, harness, {
+    ...(now ? { now } : {}),
+    events,
+    backends: workerBackends(config, 1),
+    generationTimeoutMs: config.GENERATION_TIMEOUT_MS,
+    maxAttempts: config.TASK_MAX_ATTEMPTS,
+  }).start();
+}
+
+type Harness = TestApp & { accountId: string; key: string; auth: { authorization: string } } & {
+  upstream: UpstreamUnderTest;
+};
+
+// One app for the file, alpha-pro on a loopback Gemini, with its worker; each test has its own
+// account and sees the upstream's requests from its start (upstreamFromHere). A test that needs
+// other configuration, or whose backend's circuit opens (that state is the store's, for every
+// account), has its own app and upstream (setup).
+const fileUpstream = await FakeUpstream.start(t);
+const fileEvents = new TaskEvents();
+const fileApp = fileTestApp(
+  { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: GEMINI_KEY, GEMINI_BASE_URL: fileUpstream.url },
+  { events: fileEvents },
+);
+t.before(() => startWorker(t, fileApp(), fileEvents));
+
+/** A new account of 1000 tokens on the file's app. */
+async function shared(): Promise<Harness> {
+  const harness = fileApp();
+  return { ...harness, ...(await harness.newAccount(1000)), upstream: upstreamFromHere(fileUpstream) };
+}
+
+/** An app of the test's own and its worker (on the clock `now`, if given), alpha-pro on a loopback Gemini of its own. */
+async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, string> = () => ({}), now?: () => Date) {
   const upstream = await FakeUpstream.start(t);
   const events = new TaskEvents();
   const env = {
@@ -23,20 +58,11 @@ async function setup(t: Test, moreEnv: (upstreamUrl: string) => Record<string, s
     GEMINI_BASE_URL: upstream.url,
     ...moreEnv(upstream.url),
   };
-  const harness = await buildTestApp(t, env, { events });
-  const { config } = harness;
-  const worker = testWorker(t, harness, {
-    events,
-    backends: workerBackends(config, 1),
-    generationTimeoutMs: config.GENERATION_TIMEOUT_MS,
-    maxAttempts: config.TASK_MAX_ATTEMPTS,
-  });
-  worker.start();
+  const harness = await buildTestApp(t, env, now ? { events, now } : { events });
+  startWorker(t, harness, events, now);
   const account = await harness.newAccount(1000);
   return { ...harness, ...account, upstream };
 }
-
-type Harness = Awaited<ReturnType<typeof setup>>;
 
 async function upload(h: Harness, width: number, height: number): Promise<string> {
   return uploadBytes(h, await encodedImage('png', width, height));
@@ -79,7 +105,7 @@ async function refundsOf(h: Harness, taskId: string): Promise<number> {
 }
 
 t.test('alpha-pro image-to-image on Gemini completes; the result has the exact catalog size', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   // The model answers 1024×1024 to a 16:9 request: the service resizes and crops to 1376×768.
   h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
   const references = [await upload(h, 320, 240), await upload(h, 200, 300)];
@@ -128,7 +154,7 @@ t.test('alpha-pro image-to-image on Gemini completes; the result has the exact c
 t.test(
   "8 references (alpha-pro's most) over the per-image limit: each reaches Gemini within it, in order, and the task completes",
   async (t) => {
-    const h = await setup(t);
+    const h = await shared();
     h.upstream.replyWith(geminiReply.image(await pngBase64(1024, 1024)));
     // Noise does not compress: ~7.9 MB each, over the 7 MB per inline image and over each one's
     // share (1.75 MB) of the 20 MB request: sent as stored, Gemini would refuse the call.
@@ -157,7 +183,7 @@ t.test(
 );
 
 t.test('a prompt Gemini blocks fails with content_policy and exactly one refund', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   h.upstream.replyWith(geminiReply.promptBlocked('PROHIBITED_CONTENT'));
   const taskId = await create(h, { model: 'alpha-pro', prompt: 'something the provider refuses' });
   const task = await awaitTerminal(h, taskId);
@@ -171,7 +197,7 @@ t.test('a prompt Gemini blocks fails with content_policy and exactly one refund'
 });
 
 t.test('cancel during a slow Gemini call aborts the call and refunds once', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   h.upstream.replyWith({ hang: true });
   const taskId = await create(h, { model: 'alpha-pro', prompt: 'a slow one' });
   await h.upstream.received(1);
@@ -193,6 +219,7 @@ t.test('cancel during a slow Gemini call aborts the call and refunds once', asyn
 t.test(
   'a Gemini call past GENERATION_TIMEOUT_MS is aborted; out of attempts, the task fails with one refund',
   async (t) => {
+    // An app of its own: a generation timeout of 300 ms and one attempt.
     const h = await setup(t, () => ({ GENERATION_TIMEOUT_MS: '300', TASK_MAX_ATTEMPTS: '1' }));
     h.upstream.replyWith({ hang: true });
     const taskId = await create(h, { model: 'alpha-pro', prompt: 'a hanging one' });
@@ -207,7 +234,7 @@ t.test(
 );
 
 t.test('beta-v5-pro stays on the local renderer when only alpha-pro is on Gemini', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const taskId = await create(h, { model: 'beta-v5-pro', prompt: 'a local one' });
   const task = (await awaitTerminal(h, taskId)) as { status: string; generated: { resized_from: unknown }[] };
   t.equal(task.status, 'COMPLETED');
@@ -216,6 +243,7 @@ t.test('beta-v5-pro stays on the local renderer when only alpha-pro is on Gemini
 });
 
 t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through images.edit, exact size', async (t) => {
+  // An app of its own: beta-v5-pro on an OpenAI-compatible backend.
   const h = await setup(t, (url) => ({
     ALPHA_PRO_BACKEND: 'local',
     BETA_V5_PRO_BACKEND: 'openai',
@@ -242,6 +270,7 @@ t.test('beta-v5-pro on an OpenAI-compatible backend: image-to-image through imag
 });
 
 t.test('beta-v5-pro on Azure OpenAI v1 by configuration: the deployment as model, the key as api-key', async (t) => {
+  // An app of its own: beta-v5-pro on Azure OpenAI.
   const h = await setup(t, (url) => ({
     ALPHA_PRO_BACKEND: 'local',
     BETA_V5_PRO_BACKEND: 'openai',
@@ -319,6 +348,7 @@ t.test(
     ];
     for (const c of cases) {
       t.test(c.name, async (t) => {
+        // An app of its own per case: its backend and model.
         const h = await setup(t, (url) => ({
           OPENAI_API_KEY: 'sk-e2e',
           OPENAI_BASE_URL: `${url}/v1`,
@@ -342,6 +372,7 @@ t.test(
 const documented = (name: string) => GEMINI_FAILURES.find((row) => row.name === name)!;
 
 t.test('a bad Gemini key fails the task at once with generator_unavailable, refunded, one call', async (t) => {
+  // An app of its own: a bad key opens its backend's circuit.
   const h = await setup(t);
   h.upstream.replyWith(documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply);
   const taskId = await create(h, { model: 'alpha-pro', prompt: 'with a revoked key' });
@@ -356,6 +387,7 @@ t.test('a bad Gemini key fails the task at once with generator_unavailable, refu
 });
 
 t.test('a per-day Gemini quota fails the task within seconds, one call, refunded', async (t) => {
+  // An app of its own: an exhausted quota opens its backend's circuit.
   const h = await setup(t);
   h.upstream.replyWith(documented('a per-day quota: 429 with a QuotaFailure naming a PerDay quota').reply);
   const started = Date.now();
@@ -370,7 +402,7 @@ t.test('a per-day Gemini quota fails the task within seconds, one call, refunded
 });
 
 t.test('Gemini NO_IMAGE then an image: the task completes, not refunded', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   h.upstream.replyWith(documented('finishReason NO_IMAGE').reply, geminiReply.image(await pngBase64(1024, 1024)));
   const taskId = await create(h, { model: 'alpha-pro', prompt: 'second time lucky' });
   const task = await awaitTerminal(h, taskId);
@@ -381,6 +413,7 @@ t.test('Gemini NO_IMAGE then an image: the task completes, not refunded', async 
 });
 
 t.test('a cell the backend would enlarge past MAX_UPSCALE is refused before any charge', async (t) => {
+  // An app of its own: beta-v5-pro on gpt-image-1.
   const h = await setup(t, (url) => ({
     BETA_V5_PRO_BACKEND: 'openai',
     OPENAI_API_KEY: 'sk-e2e',
@@ -420,6 +453,7 @@ t.test(
   'a backend that answers 1024² to a 2K 21:9 task: FAILED upscale_exceeded, refunded, not completed',
   async (t) => {
     // A compatible model said to take any size: the plan cannot know it, the reply tells.
+    // An app of its own: beta-v5-pro on a model said to take any size.
     const h = await setup(t, (url) => ({
       BETA_V5_PRO_BACKEND: 'openai',
       OPENAI_API_KEY: 'sk-e2e',
@@ -445,7 +479,11 @@ t.test(
 t.test(
   'a bad key opens the backend circuit: creates 503 with Retry-After, nothing charged; after the cool-down one probe closes it',
   async (t) => {
-    const h = await setup(t, () => ({ BACKEND_UNAVAILABLE_COOLDOWN_MS: '1500' }));
+    // An app of its own: its circuit opens, with a cool-down of 1.5 s. Its clock runs with real
+    // time, ahead by what the test skips: the cool-down is skipped, not waited out.
+    let skippedMs = 0;
+    const now = () => new Date(Date.now() + skippedMs);
+    const h = await setup(t, () => ({ BACKEND_UNAVAILABLE_COOLDOWN_MS: '1500' }), now);
     h.upstream.replyWith(
       documented('an invalid or expired key: 400 INVALID_ARGUMENT, ErrorInfo API_KEY_INVALID').reply,
       geminiReply.image(await pngBase64(1024, 1024)),
@@ -483,10 +521,10 @@ t.test(
     const open = await readyz();
     t.same(Object.keys(open), ['gemini'], 'the remote backends only');
     t.equal(open.gemini.circuit, 'open');
-    const untilMs = Date.parse(open.gemini.until) - Date.now();
+    const untilMs = Date.parse(open.gemini.until) - now().getTime();
     t.ok(untilMs > 0 && untilMs <= 1500, `open until the end of the cool-down (${untilMs} ms from now)`);
 
-    await new Promise((resolve) => setTimeout(resolve, 1600));
+    skippedMs += 1600;
     t.same(await readyz(), { gemini: { circuit: 'half_open' } }, 'cool-down over: the next call probes');
     // Probing: a create is accepted, and its task is the one probe call; the key works again.
     const probe = await create(h, { model: 'alpha-pro', prompt: 'the key was fixed' });
@@ -500,6 +538,7 @@ t.test(
 );
 
 t.test('each catalog model may name its own upstream model on one backend', async (t) => {
+  // An app of its own: beta-v5-pro on Gemini too, under another upstream model.
   const h = await setup(t, () => ({
     BETA_V5_PRO_BACKEND: 'gemini',
     BETA_V5_PRO_UPSTREAM_MODEL: 'gemini-2.5-flash-image',

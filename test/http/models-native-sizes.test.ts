@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp, type TestApp } from '../helpers/app.js';
 
 type NativeSize = { width: number; height: number; result: 'native' | 'resized' | 'unavailable'; scale: number };
 type Model = {
@@ -11,8 +11,23 @@ type Model = {
 // No call reaches this address: the routes only read the backends' configuration.
 const UNUSED_URL = 'http://127.0.0.1:9';
 
-async function models(t: Test, env: Record<string, string> = {}) {
-  const harness = await buildTestApp(t, env);
+// The backends are configured when an app is built: one app per configuration, each built once for
+// the tests that read it.
+const GEMINI = { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: 'k', GEMINI_BASE_URL: UNUSED_URL };
+const OPENAI = {
+  BETA_V5_PRO_BACKEND: 'openai',
+  OPENAI_API_KEY: 'sk-test',
+  OPENAI_BASE_URL: `${UNUSED_URL}/v1`,
+  OPENAI_IMAGE_MODEL: 'gpt-image-1',
+};
+const local = fileTestApp();
+const geminiPro = fileTestApp(GEMINI);
+const geminiFlash = fileTestApp({ ...GEMINI, GEMINI_MODEL: 'gemini-2.5-flash-image' });
+const openai = fileTestApp(OPENAI);
+const openaiUpscale3 = fileTestApp({ ...OPENAI, MAX_UPSCALE: '3' });
+const openaiExact = fileTestApp({ ...OPENAI, OPENAI_IMAGE_MODEL: 'gpt-image-2' });
+
+async function models(t: Test, harness: TestApp) {
   const { auth } = await harness.newAccount(1000);
   const response = await harness.app.inject({ url: '/api/v1/models', headers: auth });
   t.equal(response.statusCode, 200);
@@ -40,7 +55,7 @@ function assertEveryCell(t: Test, model: Model) {
 }
 
 t.test('local: every size generated natively, scale 1', async (t) => {
-  const { byId } = await models(t);
+  const { byId } = await models(t, local());
   for (const model of byId.values()) {
     assertEveryCell(t, model);
     for (const [ratio, cells] of Object.entries(model.native_sizes))
@@ -56,7 +71,7 @@ t.test('local: every size generated natively, scale 1', async (t) => {
 t.test(
   'gemini: a model with imageSize makes every size; one without it is resized, or refused past MAX_UPSCALE',
   async (t) => {
-    const pro = await models(t, { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: 'k', GEMINI_BASE_URL: UNUSED_URL });
+    const pro = await models(t, geminiPro());
     const proAlpha = pro.byId.get('alpha-pro')!;
     assertEveryCell(t, proAlpha);
     t.ok(
@@ -64,12 +79,7 @@ t.test(
       'gemini-3-pro-image-preview: every size native',
     );
 
-    const flash = await models(t, {
-      ALPHA_PRO_BACKEND: 'gemini',
-      GEMINI_API_KEY: 'k',
-      GEMINI_BASE_URL: UNUSED_URL,
-      GEMINI_MODEL: 'gemini-2.5-flash-image',
-    });
+    const flash = await models(t, geminiFlash());
     const alpha = flash.byId.get('alpha-pro')!;
     assertEveryCell(t, alpha);
     t.same(alpha.native_sizes['1:1']['1K'], { width: 1024, height: 1024, result: 'native', scale: 1 });
@@ -93,13 +103,7 @@ t.test(
 );
 
 t.test('openai: the sizes the model accepts, resized to the catalog, refused past MAX_UPSCALE', async (t) => {
-  const env = {
-    BETA_V5_PRO_BACKEND: 'openai',
-    OPENAI_API_KEY: 'sk-test',
-    OPENAI_BASE_URL: `${UNUSED_URL}/v1`,
-    OPENAI_IMAGE_MODEL: 'gpt-image-1',
-  };
-  const { byId, estimateStatus } = await models(t, env);
+  const { byId, estimateStatus } = await models(t, openai());
   const beta = byId.get('beta-v5-pro')!;
   assertEveryCell(t, beta);
   t.same(beta.native_sizes['1:1']['1K'], { width: 1024, height: 1024, result: 'native', scale: 1 });
@@ -114,10 +118,10 @@ t.test('openai: the sizes the model accepts, resized to the catalog, refused pas
         `${ratio} ${resolution} (${cell.result}): a create does as the catalog says`,
       );
 
-  const wider = await models(t, { ...env, MAX_UPSCALE: '3' });
+  const wider = await models(t, openaiUpscale3());
   t.equal(wider.byId.get('beta-v5-pro')!.native_sizes['21:9']['2K'].result, 'resized', 'MAX_UPSCALE 3 takes it');
 
-  const exact = await models(t, { ...env, OPENAI_IMAGE_MODEL: 'gpt-image-2' });
+  const exact = await models(t, openaiExact());
   t.same(exact.byId.get('beta-v5-pro')!.native_sizes['21:9']['2K'], {
     ...beta.pixel_sizes['21:9']['2K'],
     result: 'native',
@@ -126,23 +130,13 @@ t.test('openai: the sizes the model accepts, resized to the catalog, refused pas
 });
 
 t.test('GET /api/v1/models/:model carries the same native sizes', async (t) => {
-  const { byId, harness, auth } = await models(t, {
-    ALPHA_PRO_BACKEND: 'gemini',
-    GEMINI_API_KEY: 'k',
-    GEMINI_BASE_URL: UNUSED_URL,
-    GEMINI_MODEL: 'gemini-2.5-flash-image',
-  });
+  const { byId, harness, auth } = await models(t, geminiFlash());
   const one = await harness.app.inject({ url: '/api/v1/models/alpha-pro', headers: auth });
   t.same(one.json().data.native_sizes, byId.get('alpha-pro')!.native_sizes);
 });
 
 t.test('gemini-2.5-flash-image: a 16:9 2K create is refused up front (422), nothing debited', async (t) => {
-  const { harness, auth } = await models(t, {
-    ALPHA_PRO_BACKEND: 'gemini',
-    GEMINI_API_KEY: 'k',
-    GEMINI_BASE_URL: UNUSED_URL,
-    GEMINI_MODEL: 'gemini-2.5-flash-image',
-  });
+  const { harness, auth } = await models(t, geminiFlash());
   const before = (await harness.app.inject({ url: '/api/v1/account', headers: auth })).json().data.balance;
   const created = await harness.app.inject({
     method: 'POST',

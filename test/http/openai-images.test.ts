@@ -7,7 +7,7 @@ import sharp from 'sharp';
 import t, { type Test } from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { workerBackends } from '../../src/worker/build-worker.js';
-import { buildTestApp } from '../helpers/app.js';
+import { buildTestApp, fileTestApp, type TestApp } from '../helpers/app.js';
 import { startCuttingProxy } from '../helpers/cutting-proxy.js';
 import { FakeUpstream } from '../helpers/fake-upstream.js';
 import { encodedImage } from '../helpers/images.js';
@@ -25,11 +25,43 @@ import { GenerationError, type ImageGenerator } from '../../src/generators/port.
 
 interface SetupOptions {
   env?: Record<string, string>;
-  tokens?: number;
   /** Start the worker at once (default); false: the test starts it. */
   startWorker?: boolean;
   /** One generator for every model (one slot) instead of the configured backends. */
   generator?: ImageGenerator;
+}
+
+/** An account of `tokens` on `harness`, with both clients given its key. */
+async function clientsOf(harness: TestApp, baseURL: string, tokens: number) {
+  const account = await harness.newAccount(tokens);
+  return {
+    ...harness,
+    ...account,
+    baseURL,
+    openai: new OpenAI({ baseURL, apiKey: account.key }),
+    aiSdk: createOpenAICompatible({ name: 'imagegen', baseURL, apiKey: account.key }),
+  };
+}
+
+// One app for the file, listening with its worker running; each test has its own account. A test
+// that needs other configuration, another generator or a worker it starts itself has its own (setup).
+const filePort = await freePort();
+const fileEvents = new TaskEvents();
+const fileApp = fileTestApp({ PUBLIC_BASE_URL: `http://127.0.0.1:${filePort}` }, { events: fileEvents });
+t.before(async () => {
+  const harness = fileApp();
+  testWorker(t, harness, {
+    events: fileEvents,
+    backends: workerBackends(harness.config, 2),
+    generationTimeoutMs: harness.config.GENERATION_TIMEOUT_MS,
+    maxAttempts: harness.config.TASK_MAX_ATTEMPTS,
+  }).start();
+  await harness.app.listen({ host: '127.0.0.1', port: filePort });
+});
+
+/** A new account on the file's app. */
+function shared(tokens = 1000) {
+  return clientsOf(fileApp(), `http://127.0.0.1:${filePort}/v1`, tokens);
 }
 
 async function setup(t: Test, options: SetupOptions = {}) {
@@ -44,19 +76,10 @@ async function setup(t: Test, options: SetupOptions = {}) {
   });
   if (options.startWorker !== false) worker.start();
   await harness.app.listen({ host: '127.0.0.1', port });
-  const account = await harness.newAccount(options.tokens ?? 1000);
-  const baseURL = `http://127.0.0.1:${port}/v1`;
-  return {
-    ...harness,
-    ...account,
-    worker,
-    baseURL,
-    openai: new OpenAI({ baseURL, apiKey: account.key }),
-    aiSdk: createOpenAICompatible({ name: 'imagegen', baseURL, apiKey: account.key }),
-  };
+  return { ...(await clientsOf(harness, `http://127.0.0.1:${port}/v1`, 1000)), worker };
 }
 
-type Harness = Awaited<ReturnType<typeof setup>>;
+type Harness = Awaited<ReturnType<typeof clientsOf>>;
 
 async function pixelsOf(bytes: Uint8Array | Buffer) {
   const { format, width, height } = await sharp(bytes).metadata();
@@ -74,7 +97,7 @@ async function tasksOf(h: Harness) {
 }
 
 t.test('openai SDK: images.generate answers b64_json at the exact catalog size, one task charged', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const { data: result, response } = await h.openai.images
     .generate({ model: 'alpha-pro', prompt: 'a lighthouse at dawn', size: '1024x1024', user: 'end-user-7' })
     .withResponse();
@@ -98,7 +121,7 @@ t.test('openai SDK: images.generate answers b64_json at the exact catalog size, 
 });
 
 t.test('openai SDK: response_format url answers a signed URL that serves the image', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const result = await h.openai.images.generate({
     model: 'beta-v5-pro',
     prompt: 'a harbour in the rain',
@@ -115,7 +138,7 @@ t.test('openai SDK: response_format url answers a signed URL that serves the ima
 });
 
 t.test('AI SDK: generateImage returns the images with nothing beyond createOpenAICompatible', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const { images } = await generateImage({
     model: h.aiSdk.imageModel('alpha-pro'),
     prompt: 'a red bicycle against a wall',
@@ -130,7 +153,7 @@ t.test('AI SDK: generateImage returns the images with nothing beyond createOpenA
 });
 
 t.test('openai SDK: n = 2 answers two images from two tasks, each charged', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const { data: result, response } = await h.openai.images
     .generate({ model: 'beta-v5-pro', prompt: 'two cats on a sofa', n: 2, size: '2752x1536' })
     .withResponse();
@@ -144,7 +167,7 @@ t.test('openai SDK: n = 2 answers two images from two tasks, each charged', asyn
 });
 
 t.test('openai SDK: images.edit with two reference images stores them as uploads and references both', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const first = await toFile(await encodedImage('png', 320, 240), 'first.png', { type: 'image/png' });
   const second = await toFile(await encodedImage('jpeg', 200, 300), 'second.jpg', { type: 'image/jpeg' });
   const result = await h.openai.images.edit({
@@ -163,7 +186,7 @@ t.test('openai SDK: images.edit with two reference images stores them as uploads
 });
 
 t.test('AI SDK: an edit (prompt with images) is sent to /images/edits and answered', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const { images } = await generateImage({
     model: h.aiSdk.imageModel('beta-v5-pro'),
     prompt: {
@@ -177,7 +200,7 @@ t.test('AI SDK: an edit (prompt with images) is sent to /images/edits and answer
 });
 
 t.test('every output format is answered in that format at the exact size', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   for (const format of ['png', 'jpeg', 'webp'] as const) {
     const result = await h.openai.images.generate({
       model: 'alpha-pro',
@@ -192,7 +215,7 @@ t.test('every output format is answered in that format at the exact size', async
 });
 
 t.test('an invalid size is a BadRequestError naming size and the accepted values; nothing charged', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const error = await h.openai.images
     .generate({ model: 'alpha-pro', prompt: 'a lighthouse', size: '1792x1024' as never })
     .catch((e: unknown) => e);
@@ -205,7 +228,7 @@ t.test('an invalid size is a BadRequestError naming size and the accepted values
 });
 
 t.test('several wrong fields are each named; unknown fields are ignored', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const response = await fetch(`${h.baseURL}/images/generations`, {
     method: 'POST',
     headers: { ...h.auth, 'content-type': 'application/json' },
@@ -219,7 +242,7 @@ t.test('several wrong fields are each named; unknown fields are ignored', async 
 });
 
 t.test('stream: true is refused naming stream; a mask naming mask', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const streamed = await h.openai.images
     .generate({ model: 'alpha-pro', prompt: 'a lighthouse', stream: true } as never)
     .catch((e: unknown) => e);
@@ -238,7 +261,7 @@ t.test('stream: true is refused naming stream; a mask naming mask', async (t) =>
 });
 
 t.test('a stream that is no boolean is a BadRequestError naming stream; nothing charged', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const refused = await h.openai.images
     .generate({ model: 'beta-v5-pro', prompt: 'two gulls over the harbour', stream: [[true]] } as never, {
       idempotencyKey: 'stream-array-1',
@@ -254,7 +277,7 @@ t.test('a field nested thousands deep under an Idempotency-Key: answered and rep
   // Found by the OpenAPI fuzz test: the key's fingerprint walked the body by recursion, and a few
   // KiB of nested arrays overflowed the stack. An unknown field is ignored, so the request is valid
   // and is fingerprinted. Sent with fetch: the openai SDK overflows its own stack on such a body.
-  const h = await setup(t);
+  const h = await shared();
   const depth = 20_000;
   const send = () =>
     fetch(`${h.baseURL}/images/generations`, {
@@ -275,7 +298,7 @@ t.test('a field nested thousands deep under an Idempotency-Key: answered and rep
 });
 
 t.test('an unknown model is a NotFoundError model_not_found naming the models there are', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const error = await h.openai.images
     .generate({ model: 'gpt-image-1', prompt: 'a lighthouse' })
     .catch((e: unknown) => e);
@@ -284,7 +307,7 @@ t.test('an unknown model is a NotFoundError model_not_found naming the models th
 });
 
 t.test('models.list and models.retrieve answer the catalog in OpenAI shape', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const ids: string[] = [];
   for await (const model of h.openai.models.list()) ids.push(model.id);
   t.same(ids, ['alpha-pro', 'beta-v5-pro']);
@@ -294,7 +317,7 @@ t.test('models.list and models.retrieve answer the catalog in OpenAI shape', asy
 });
 
 t.test('a wrong key is an AuthenticationError invalid_api_key, for both clients', async (t) => {
-  const h = await setup(t);
+  const h = await shared();
   const wrong = new OpenAI({ baseURL: h.baseURL, apiKey: 'sk-not-a-key' });
   const error = await wrong.images.generate({ model: 'alpha-pro', prompt: 'a lighthouse' }).catch((e: unknown) => e);
   t.ok(error instanceof OpenAI.AuthenticationError);
@@ -309,7 +332,7 @@ t.test('a wrong key is an AuthenticationError invalid_api_key, for both clients'
 });
 
 t.test('too few tokens is 429 insufficient_quota, not retried, nothing debited', async (t) => {
-  const h = await setup(t, { tokens: 30 });
+  const h = await shared(30);
   const { response, error } = await h.openai.images
     .generate({ model: 'alpha-pro', prompt: 'two lighthouses', n: 2 })
     .then(() => ({ response: null, error: null }))
@@ -325,6 +348,7 @@ t.test('too few tokens is 429 insufficient_quota, not retried, nothing debited',
 t.test('a prompt the provider refuses is 400 moderation_blocked; its tokens are refunded', async (t) => {
   const upstream = await FakeUpstream.start(t);
   upstream.replyWith(geminiReply.promptBlocked('PROHIBITED_CONTENT'));
+  // An app of its own: alpha-pro on a provider that refuses the prompt.
   const h = await setup(t, {
     env: { ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: 'gemini-test-key', GEMINI_BASE_URL: upstream.url },
   });
@@ -340,6 +364,7 @@ t.test('a prompt the provider refuses is 400 moderation_blocked; its tokens are 
 });
 
 t.test('n = 2 with one task refused: the images of the other, the refused one refunded', async (t) => {
+  // An app of its own: a worker whose generator refuses the first task.
   const h = await setup(t, {
     generator: new ScriptedGenerator([new GenerationError('content_policy', 'refused by the model', false), 'render']),
   });
@@ -353,6 +378,7 @@ t.test('n = 2 with one task refused: the images of the other, the refused one re
 });
 
 t.test('the creates rate limit is a RateLimitError rate_limit_exceeded with Retry-After', async (t) => {
+  // An app of its own: a creates budget of one a minute.
   const h = await setup(t, { env: { RATE_LIMIT_CREATES_PER_MIN: '1' } });
   await h.openai.images.generate({ model: 'alpha-pro', prompt: 'the first one' });
   const error = (await h.openai.images
@@ -366,6 +392,7 @@ t.test('the creates rate limit is a RateLimitError rate_limit_exceeded with Retr
 });
 
 t.test('a retry after a dropped connection, with an Idempotency-Key, gets the images of one debit', async (t) => {
+  // An app of its own: its worker starts once the first attempt is charged, and its store is watched.
   const h = await setup(t, { startWorker: false });
   const proxy = await startCuttingProxy(t, { host: '127.0.0.1', port: Number(new URL(h.baseURL).port) });
   const client = new OpenAI({ baseURL: `http://${proxy.address}/v1`, apiKey: h.key });
@@ -393,6 +420,7 @@ t.test('a retry after a dropped connection, with an Idempotency-Key, gets the im
 });
 
 t.test('past OPENAI_COMPAT_WAIT_SECONDS: 504 generation_timeout naming the tasks, which go on', async (t) => {
+  // An app of its own: a wait of one second, and a worker started only after it.
   const h = await setup(t, { env: { OPENAI_COMPAT_WAIT_SECONDS: '1' }, startWorker: false });
   const error = (await h.openai.images
     .generate({ model: 'alpha-pro', prompt: 'a slow one' })
@@ -410,6 +438,7 @@ t.test('past OPENAI_COMPAT_WAIT_SECONDS: 504 generation_timeout naming the tasks
 });
 
 t.test('the wait outlasts the HTTP request and idle timeouts: the answer comes, not a closed connection', async (t) => {
+  // An app of its own: HTTP timeouts shorter than its wait, and no worker to end the wait early.
   const h = await setup(t, {
     env: {
       OPENAI_COMPAT_WAIT_SECONDS: '3',

@@ -1,11 +1,17 @@
 import t from 'tap';
 import { loadConfig } from '../../src/config.js';
 import { playgroundContentSecurityPolicy } from '../../src/http/routes/playground.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 import { builtPlayground } from '../helpers/playground.js';
 
+// One app serving the built Playground for the file's tests of it; PLAYGROUND=false is read when
+// an app is built, so the test of it has an app of that configuration.
+const playgroundDir = await builtPlayground();
+const ctx = fileTestApp({}, { playgroundDir });
+const withoutPlayground = fileTestApp({ PLAYGROUND: 'false' }, { playgroundDir });
+
 t.test('GET /playground: the page, its script and styles, with the security headers', async (t) => {
-  const { app } = await buildTestApp(t, {}, { playgroundDir: await builtPlayground() });
+  const { app } = ctx();
   const page = await app.inject({ url: '/playground' });
   t.equal(page.statusCode, 200);
   t.match(page.headers['content-type'], /^text\/html/);
@@ -37,7 +43,7 @@ t.test('GET /playground: the page, its script and styles, with the security head
 });
 
 t.test('PLAYGROUND=false: no page', async (t) => {
-  const { app } = await buildTestApp(t, { PLAYGROUND: 'false' }, { playgroundDir: await builtPlayground() });
+  const { app } = withoutPlayground();
   t.equal((await app.inject({ url: '/playground' })).statusCode, 404);
   t.equal((await app.inject({ url: '/playground/playground.js' })).statusCode, 404);
 });
@@ -80,7 +86,7 @@ t.test('the CSP lets images come from the result URLs and, with presigned downlo
 });
 
 t.test('the page names its icon, which is served under the same CSP (no favicon 404 in the console)', async (t) => {
-  const { app } = await buildTestApp(t, {}, { playgroundDir: await builtPlayground() });
+  const { app } = ctx();
   const page = await app.inject({ url: '/playground' });
   const href = /<link rel="icon" href="([^"]+)" type="image\/svg\+xml">/.exec(page.body)?.[1];
   t.equal(href, '/playground/favicon.svg');

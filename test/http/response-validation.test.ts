@@ -58,6 +58,7 @@ t.test('an attempt list past maxItems breaks it', async (t) => {
 });
 
 t.test('buildTestApp rejects an inject whose answer breaks the contract', async (t) => {
+  // An app of its own: what is tested is buildTestApp, and the hook added here breaks its answers.
   const { app, newAccount } = await buildTestApp(t);
   const { auth } = await newAccount(10);
   app.addHook('onSend', async (request, _reply, payload) =>
