@@ -3,9 +3,8 @@ import t from 'tap';
 import type { Test } from 'tap';
 import { fileTestApp } from '../helpers/app.js';
 import { PIXELS, SEED } from '../helpers/seed-tables.js';
-import { GENERATION_REQUEST_SCHEMAS, GenerationRequest } from '../../schemas/catalog.js';
-import { PROBLEM_TEXT_MAX_LENGTH, SHARED_SCHEMAS } from '../../schemas/resources.js';
-import { bodyAjv, invalidRequestOf } from '../../src/http/validation.js';
+import { PROBLEM_TEXT_MAX_LENGTH } from '../../schemas/resources.js';
+import { invalidRequestOf, validateGenerationRequest } from '../../src/contract/validation.js';
 
 // The create/estimate contract, table-driven from the seed values of docs/design.md §3.1 and §3.2.
 // One app for the file; each test has its own account. The tables of invalid bodies are checked
@@ -38,7 +37,8 @@ async function newClient(): Promise<{
 }
 
 // The routes' body validator: the same Ajv setup, the same schemas (src/http/validation.ts).
-const validateRequest = bodyAjv([...GENERATION_REQUEST_SCHEMAS, ...SHARED_SCHEMAS]).compile(GenerationRequest);
+// The validator the create and estimate routes (and the MCP tools) check a body with.
+const validateRequest = validateGenerationRequest();
 
 /** The 400 the body schema makes of `body` as it arrives in JSON, or null if the schema accepts it. */
 function schemaRefusal(body: unknown) {
