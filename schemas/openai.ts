@@ -98,18 +98,25 @@ export const OpenAiImageGenerationBody = Type.Object(imageFields, {
   description: 'OpenAI `images.generate` body; unknown fields are ignored, as OpenAI does.',
 });
 
+/** A file part of a multipart body: its bytes, at most the upload limit (UPLOAD_MAX_BYTES). */
+const BINARY_PART = {
+  type: 'string',
+  format: 'binary',
+  maxLength: 2_147_483_647,
+  contentMediaType: 'application/octet-stream',
+} as const;
+
 export const OpenAiImageEditBody = Type.Object(
   {
     ...imageFields,
-    image: Type.Array(Type.Unsafe<unknown>({ type: 'string', contentMediaType: 'application/octet-stream' }), {
+    image: Type.Array(Type.Unsafe<unknown>(BINARY_PART), {
       maxItems: MAX_IMAGE_REFERENCES,
       description:
         "Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account.",
     }),
     mask: Type.Optional(
       Type.Unsafe<unknown>({
-        type: 'string',
-        contentMediaType: 'application/octet-stream',
+        ...BINARY_PART,
         description: 'Not offered: a `mask` part is refused (400, param `mask`).',
       }),
     ),

@@ -8,5 +8,5 @@ writeFileSync(documentPath, await renderOpenApiYaml());
 process.stdout.write('openapi.yaml written\n');
 
 const typesPath = fileURLToPath(new URL('../clients/typescript/schema.d.ts', import.meta.url));
-writeFileSync(typesPath, generateClientTypes(documentPath));
+writeFileSync(typesPath, await generateClientTypes(documentPath));
 process.stdout.write('clients/typescript/schema.d.ts written\n');

@@ -65,9 +65,7 @@ export async function uploadMedia(
 ): Promise<Media> {
   const result = await client.POST('/api/v1/media', {
     params: { header: options.idempotencyKey ? { 'idempotency-key': options.idempotencyKey } : {} },
-    // The document types the part as a string of bytes (as OpenAPI 3.1 describes a file), which
-    // openapi-typescript makes `string`; the Blob itself is what the FormData below carries.
-    body: { file: file as unknown as string },
+    body: { file },
     bodySerializer: () => {
       const form = new FormData();
       form.append('file', file, options.filename ?? 'image');

@@ -3206,8 +3206,11 @@ export interface operations {
         requestBody: {
             content: {
                 "multipart/form-data": {
-                    /** @description The image: PNG, JPEG or WebP. */
-                    file: string;
+                    /**
+                     * Format: binary
+                     * @description The image: PNG, JPEG or WebP.
+                     */
+                    file: Blob;
                 };
             };
         };
@@ -3766,9 +3769,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "image/png": string;
-                    "image/jpeg": string;
-                    "image/webp": string;
+                    "image/png": Blob;
+                    "image/jpeg": Blob;
+                    "image/webp": Blob;
                 };
             };
             /** @description The byte range asked for by `Range`. */
@@ -3793,9 +3796,9 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "image/png": string;
-                    "image/jpeg": string;
-                    "image/webp": string;
+                    "image/png": Blob;
+                    "image/jpeg": Blob;
+                    "image/webp": Blob;
                 };
             };
             /** @description The content is served by the object store: `Location` is a short-lived presigned URL (S3_PRESIGNED_DOWNLOADS). */
@@ -4967,9 +4970,12 @@ export interface operations {
                     /** @description Not offered: `true` is refused (400, param `stream`). */
                     stream?: boolean;
                     /** @description Reference images (PNG, JPEG, WebP) as parts named `image` or `image[]`, within the model's reference limit; each is stored as an upload of the account. */
-                    image: string[];
-                    /** @description Not offered: a `mask` part is refused (400, param `mask`). */
-                    mask?: string;
+                    image: Blob[];
+                    /**
+                     * Format: binary
+                     * @description Not offered: a `mask` part is refused (400, param `mask`).
+                     */
+                    mask?: Blob;
                 } & {
                     [key: string]: unknown;
                 };

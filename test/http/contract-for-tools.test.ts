@@ -26,8 +26,6 @@ const summary = (findings: LintFinding[]) => findings.map((f) => `${f.severity} 
  */
 const FREE_TEXT = [
   'Account.properties.key.properties.name',
-  'GenerationRequest_alpha_pro.properties.webhook_url',
-  'GenerationRequest_beta_v5_pro.properties.webhook_url',
   'LedgerEntry.properties.note',
   'Model.properties.description',
   'Problem.properties.detail',
@@ -48,7 +46,7 @@ const OPENAI_FACE_FREE_TEXT = [
   'components.schemas.OpenAiImagesResponse.properties.quality',
   'components.schemas.OpenAiImagesResponse.properties.size',
   ...['/v1/images/edits', '/v1/images/generations'].flatMap((path) => [
-    ...['prompt', 'size', 'user'].map(
+    ...['size'].map(
       (field) =>
         `paths.${path}.post.requestBody.content.${path.endsWith('edits') ? 'multipart/form-data' : 'application/json'}.schema.properties.${field}`,
     ),

@@ -67,6 +67,9 @@ const BINARY = { type: 'string', format: 'binary', maxLength: 2_147_483_647 };
  */
 const UPLOAD_FILE_PART = {
   type: 'string',
+  format: 'binary',
+  // The bytes of at most UPLOAD_MAX_BYTES; the schema states the bound no configuration exceeds.
+  maxLength: 2_147_483_647,
   contentMediaType: 'application/octet-stream',
   description: 'The image: PNG, JPEG or WebP.',
 };
