@@ -32,7 +32,8 @@ interface Operation {
   responses: Record<string, unknown>;
 }
 
-const doc = parse(readFileSync(new URL('../../openapi.yaml', import.meta.url), 'utf8'));
+// Read as YAML 1.1, as PyYAML-based fuzzers read it: an unquoted ratio would be a number here.
+const doc = parse(readFileSync(new URL('../../openapi.yaml', import.meta.url), 'utf8'), { version: '1.1' });
 const DOCUMENTED_CODES = new Set<string>(doc.components.schemas.Problem.properties.code.enum);
 const MAX_ANSWER_MS = 2000;
 const TOTAL_RUNS = Number(process.env.FUZZ_RUNS ?? 5000);
@@ -580,3 +581,67 @@ for (const { method, path, operation } of operations) {
     },
   );
 }
+
+// OPTIONS is CORS's preflight (204), answered before routing.
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'QUERY', 'PROPFIND'];
+
+t.test(
+  "every path of the document answers a method it does not take with 405 and Allow, in its face's shape",
+  async (t) => {
+    const h = ctx();
+    const { auth } = await h.newAccount(0);
+    const fixtures = await fixturesFor(h, (await h.newAccount(1000)).auth, await encodedImage('png', 8, 8));
+    for (const [path, item] of Object.entries<Record<string, Operation>>(doc.paths)) {
+      const taken = Object.keys(item).map((method) => method.toUpperCase());
+      const url = path
+        .replace('{task_id}', fixtures.taskId)
+        .replace('{media_id}', fixtures.mediaId)
+        .replace('{model}', 'alpha-pro')
+        .replace(/\{[^}]+\}/g, randomUUID());
+      for (const method of METHODS.filter((m) => !taken.includes(m) && !(m === 'HEAD' && taken.includes('GET')))) {
+        // Without a Content-Type: fastify refuses a QUERY for that before any route is sought.
+        const res = await h.app.inject({ method: method as 'GET', url, headers: auth });
+        const where = `${method} ${path} → ${res.statusCode} ${res.body.slice(0, 200)}`;
+        t.equal(res.statusCode, 405, where);
+        t.ok(String(res.headers.allow).split(', ').includes(taken[0]), `Allow names ${taken[0]}: ${where}`);
+        if (method === 'HEAD') continue;
+        if (path.startsWith('/v1/')) t.equal(openAiErrorProblem(res.body), null, `OpenAI's error shape: ${where}`);
+        else t.match(res.json(), { code: 'method_not_allowed' }, where);
+      }
+    }
+  },
+);
+
+t.test('a key without tokens: no create-like operation leaves a task, a charge or an image behind', async (t) => {
+  const h = ctx();
+  const { auth, accountId } = await h.newAccount(0);
+  const blobsBefore = (await h.storedBlobKeys()).length;
+  const png = await encodedImage('png', 8, 8);
+  const body = { model: 'alpha-pro', prompt: 'a lighthouse at dusk' };
+  const native = await h.app.inject({
+    method: 'POST',
+    url: '/api/v1/images/generations',
+    headers: auth,
+    payload: body,
+  });
+  t.equal(native.statusCode, 402);
+  const generate = await h.app.inject({ method: 'POST', url: '/v1/images/generations', headers: auth, payload: body });
+  t.equal(generate.statusCode, 429);
+  const parts: FormPart[] = [
+    { name: 'model', data: 'alpha-pro' },
+    { name: 'prompt', data: 'the same lighthouse, at night' },
+    { name: 'image[]', filename: 'a.png', contentType: 'image/png', data: png },
+    { name: 'image[]', filename: 'b.png', contentType: 'image/png', data: png },
+  ];
+  const edit = await h.app.inject({
+    method: 'POST',
+    url: '/v1/images/edits',
+    headers: { ...auth, 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
+    payload: multipartBody(parts),
+  });
+  t.equal(edit.statusCode, 429);
+  t.match(edit.json(), { error: { code: 'insufficient_quota' } });
+  t.equal((await h.storedBlobKeys()).length, blobsBefore, 'no image of the refused edit is kept');
+  t.equal((await h.store.tasks.listTasks(accountId, { limit: 10 })).items.length, 0, 'no task');
+  t.equal((await h.store.accounts.getAccount(accountId))?.balance, 0);
+});
