@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import rootTest, { type Test } from 'tap';
 import { buildTestApp, type TestApp, type TestAppOptions } from './app.js';
+import { testStoreAdapter, type StoreAdapterUnderTest } from './store.js';
 
 /**
  * The root test as buildTestApp sees it, but handing out a directory of its own on each testdir():
@@ -55,5 +56,24 @@ export function lazyFileTestApp(
   return () => {
     building ??= buildTestApp(rootWithOwnDirs(), env, options);
     return building;
+  };
+}
+
+/**
+ * The app of a file for each store adapter of testOnEveryStore: the file's own app (`fileApp`,
+ * built with the same env and options) on the adapter TEST_STORE names, and on any other adapter
+ * an app built by the first test that runs there.
+ */
+export function everyStoreFileTestApp(
+  fileApp: () => TestApp,
+  env: Record<string, string> = {},
+  options: TestAppOptions = {},
+): (adapter: StoreAdapterUnderTest) => Promise<TestApp> {
+  const others = new Map<string, () => Promise<TestApp>>();
+  return async (adapter) => {
+    if (adapter.kind === testStoreAdapter().kind) return fileApp();
+    let other = others.get(adapter.kind);
+    if (!other) others.set(adapter.kind, (other = lazyFileTestApp(env, { ...options, storeAdapter: adapter })));
+    return other();
   };
 }
