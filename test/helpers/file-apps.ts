@@ -73,7 +73,10 @@ export function everyStoreFileTestApp(
   return async (adapter) => {
     if (adapter.kind === testStoreAdapter().kind) return fileApp();
     let other = others.get(adapter.kind);
-    if (!other) others.set(adapter.kind, (other = lazyFileTestApp(env, { ...options, storeAdapter: adapter })));
+    if (!other) {
+      other = lazyFileTestApp(env, { ...options, storeAdapter: adapter });
+      others.set(adapter.kind, other);
+    }
     return other();
   };
 }
