@@ -35,6 +35,11 @@ async function startReceiver(t: Test, statuses: number[], extraHeaders: Record<s
   return { received, url: `http://127.0.0.1:${port}/hooks`, port };
 }
 
+/**
+ * An app of the test's own: the task worker and the webhook dispatcher each test runs claim work
+ * across every account of the store, so tests sharing a store would run each other's tasks and
+ * deliveries (a test's pending deliveries are left for its own dispatcher's next claim).
+ */
 async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: LookupAll } = {}) {
   const env = { WEBHOOK_ALLOW_PRIVATE: String(options.allowPrivate ?? true) };
   const harness = await buildTestApp(t, env, { webhookLookup: options.lookup });
