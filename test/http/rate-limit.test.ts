@@ -17,21 +17,24 @@ const CREATE = '/api/v1/images/generations';
 const ACCOUNT = '/api/v1/account';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 
-// A few configurations serve the file's tests, each app built once: budgets are per API key, so
+// Four configurations serve the file's tests, each app built once: budgets are per API key, so
 // each test has a key of its own (newAccount), and failed authentications are per client
-// address, so each test that fails to authenticate does it from addresses of its own.
+// address, so each test that fails to authenticate does it from addresses of its own. A test
+// reads the one budget it is about; the others of its app are the defaults or another test's.
 const oneCreateThreeRequests = fileTestApp({ RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_REQUESTS_PER_MIN: '3' });
-const twoCreates = otherFileTestApp({ RATE_LIMIT_CREATES_PER_MIN: '2' });
-const fiveCreates = otherFileTestApp({ RATE_LIMIT_CREATES_PER_MIN: '5' });
-const oneActiveTaskThreeFailures = otherFileTestApp({ MAX_ACTIVE_TASKS: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
-const twoFailures = otherFileTestApp({ RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
-const twoFailuresBehindProxy = otherFileTestApp({
+const twoCreatesTwoFailures = otherFileTestApp({
+  RATE_LIMIT_CREATES_PER_MIN: '2',
+  RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
+});
+const fiveCreatesTwoFailuresBehindProxy = otherFileTestApp({
+  RATE_LIMIT_CREATES_PER_MIN: '5',
   RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
   TRUST_PROXY: '10.0.0.0/8, loopback',
 });
+const oneActiveTaskThreeFailures = otherFileTestApp({ MAX_ACTIVE_TASKS: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
 
 t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-After, and no debit', async (t) => {
-  const { app, store, newAccount } = twoCreates();
+  const { app, store, newAccount } = twoCreatesTwoFailures();
   const { accountId, auth } = await newAccount(1000);
 
   const first = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
@@ -65,7 +68,7 @@ t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-Aft
 t.test(
   'concurrent creates past the limit: exactly the limit gets through, the rest 429 and cost nothing',
   async (t) => {
-    const { app, store, newAccount } = fiveCreates();
+    const { app, store, newAccount } = fiveCreatesTwoFailuresBehindProxy();
     const { accountId, auth } = await newAccount(1000);
     const responses = await Promise.all(
       Array.from({ length: 30 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })),
@@ -215,7 +218,7 @@ t.test('failed authentications are limited per client address; a valid key from 
 });
 
 t.test('malformed keys count as failures; a missing header and successes do not', async (t) => {
-  const { app, newAccount } = twoFailures();
+  const { app, newAccount } = twoCreatesTwoFailures();
   const { auth } = await newAccount(100);
   const from = { remoteAddress: '203.0.113.9' };
   for (let i = 0; i < 5; i++) {
@@ -245,7 +248,7 @@ t.test('malformed keys count as failures; a missing header and successes do not'
 });
 
 t.test('an IPv6 client is counted by its /64, and an IPv4-mapped address as the IPv4 address', async (t) => {
-  const { app } = twoFailures();
+  const { app } = twoCreatesTwoFailures();
   const wrong = { authorization: `Bearer igk_${'D'.repeat(43)}` };
   const fail = (remoteAddress: string) => app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress });
 
@@ -265,7 +268,7 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
   const via = (client: string) => ({ remoteAddress: proxy, headers: { ...wrong, 'x-forwarded-for': client } });
 
   await t.test('trusted: one client is shut out, another behind the same proxy is not', async (t) => {
-    const { app } = twoFailuresBehindProxy();
+    const { app } = fiveCreatesTwoFailuresBehindProxy();
     for (let i = 0; i < 2; i++)
       t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 401);
     t.equal(
@@ -281,7 +284,7 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
   });
 
   await t.test('untrusted: X-Forwarded-For is ignored, so a client cannot pick its own address', async (t) => {
-    const { app } = twoFailures();
+    const { app } = twoCreatesTwoFailures();
     for (let i = 0; i < 2; i++)
       t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via(`203.0.113.${i}`) })).statusCode, 401);
     t.equal(
