@@ -1,5 +1,6 @@
 import t from 'tap';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
+import { everyStoreFileTestApp, otherFileTestApp } from '../helpers/file-apps.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { testOnEveryStore } from '../helpers/store.js';
 
@@ -10,11 +11,16 @@ import { testOnEveryStore } from '../helpers/store.js';
 const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 
+// Two configurations, each on every store adapter; the tests keep apart by their own accounts.
+const appOn = everyStoreFileTestApp(fileTestApp());
+const CAPPED = { MAX_ACTIVE_TASKS: '3' };
+const cappedAppOn = everyStoreFileTestApp(otherFileTestApp(CAPPED), CAPPED);
+
 testOnEveryStore(
   t,
   'balance 100, 50 concurrent creates of 25: exactly 4 accepted, 46 refused with 402',
   async (t, storeAdapter) => {
-    const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { app, store, newAccount } = await appOn(storeAdapter);
     const { accountId, auth } = await newAccount(100);
 
     const responses = await Promise.all(
@@ -51,7 +57,7 @@ testOnEveryStore(
   t,
   'the active-task cap holds under 20 concurrent creates, and refusals cost nothing',
   async (t, storeAdapter) => {
-    const { app, store, newAccount } = await buildTestApp(t, { MAX_ACTIVE_TASKS: '3' }, { storeAdapter });
+    const { app, store, newAccount } = await cappedAppOn(storeAdapter);
     const { accountId, auth } = await newAccount(10_000);
 
     const responses = await Promise.all(
@@ -74,7 +80,7 @@ testOnEveryStore(
   t,
   "concurrent creates from two accounts never touch each other's balance",
   async (t, storeAdapter) => {
-    const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { app, store, newAccount } = await appOn(storeAdapter);
     const a = await newAccount(50);
     const b = await newAccount(75);
     const responses = await Promise.all(

@@ -1,18 +1,25 @@
 import t from 'tap';
 import { API_KEY_CACHE_TTL_MS } from '../../src/services/api-keys.js';
 import { issueApiKey } from '../../src/services/api-keys.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 
 const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 
+/**
+ * The app's clock runs with the real one, `ahead` milliseconds in front of it: a test that needs time
+ * to pass moves it on, and never back, so what any test stores (grants in real time, debits in the
+ * app's) keeps its order.
+ */
+let ahead = 0;
+const ctx = fileTestApp(
+  { RATE_LIMIT_CREATES_PER_MIN: '7', RATE_LIMIT_REQUESTS_PER_MIN: '70', MAX_ACTIVE_TASKS: '5' },
+  { now: () => new Date(Date.now() + ahead) },
+);
+
 t.test('GET /account: balance, the calling key and the configured limits', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, {
-    RATE_LIMIT_CREATES_PER_MIN: '7',
-    RATE_LIMIT_REQUESTS_PER_MIN: '70',
-    MAX_ACTIVE_TASKS: '5',
-  });
+  const { app, newAccount } = ctx();
   const { accountId, key, auth } = await newAccount(300);
   const res = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
   t.equal(res.statusCode, 200);
@@ -27,7 +34,7 @@ t.test('GET /account: balance, the calling key and the configured limits', async
 });
 
 t.test('GET /account names the key that made the request', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId } = await newAccount(0);
   const second = await issueApiKey(store, accountId, 'ci-runner', new Date());
   const res = await app.inject({
@@ -39,7 +46,7 @@ t.test('GET /account names the key that made the request', async (t) => {
 });
 
 t.test('the balance follows creates, and the ledger lists them newest first', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const created = [];
   for (let i = 0; i < 3; i++) {
@@ -73,7 +80,7 @@ t.test('the balance follows creates, and the ledger lists them newest first', as
 });
 
 t.test('GET /account/ledger pages with limit and cursor', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(10);
   for (let i = 0; i < 4; i++)
     await store.accounts.grantTokens({ accountId, amount: i + 1, note: `grant ${i}`, now: new Date() });
@@ -100,7 +107,7 @@ t.test('GET /account/ledger pages with limit and cursor', async (t) => {
 });
 
 t.test('GET /account/ledger refuses a bad limit, cursor or unknown parameter', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount(10);
   for (const [query, pointer] of [
     ['limit=0', '/limit'],
@@ -117,7 +124,7 @@ t.test('GET /account/ledger refuses a bad limit, cursor or unknown parameter', a
 });
 
 t.test('another account never sees this ledger', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const a = await newAccount(100);
   const b = await newAccount(5);
   await app.inject({ method: 'POST', url: CREATE, headers: a.auth, payload: BODY });
@@ -129,7 +136,7 @@ t.test('another account never sees this ledger', async (t) => {
 });
 
 t.test('account routes need a key', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = ctx();
   for (const url of ['/api/v1/account', '/api/v1/account/ledger']) {
     const res = await app.inject({ method: 'GET', url });
     t.equal(res.statusCode, 401, url);
@@ -141,16 +148,16 @@ t.test('account routes need a key', async (t) => {
 t.test(
   'a revoked key is refused once the key cache TTL (at most a second) has passed; the account and its other keys are not',
   async (t) => {
-    let now = Date.now();
-    const { app, store, newAccount } = await buildTestApp(t, {}, { now: () => new Date(now) });
+    const { app, store, newAccount } = ctx();
+    const now = () => new Date(Date.now() + ahead);
     const { accountId, auth } = await newAccount(100);
-    const other = await issueApiKey(store, accountId, 'other', new Date(now));
+    const other = await issueApiKey(store, accountId, 'other', now());
 
     const before = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
     t.equal(before.statusCode, 200);
     const keyId = before.json().data.key.key_id as string;
-    t.equal(await store.accounts.revokeApiKey(keyId, new Date(now)), true);
-    now += API_KEY_CACHE_TTL_MS;
+    t.equal(await store.accounts.revokeApiKey(keyId, now()), true);
+    ahead += API_KEY_CACHE_TTL_MS;
 
     const after = await app.inject({ method: 'GET', url: '/api/v1/account', headers: auth });
     t.equal(after.statusCode, 401);
@@ -170,7 +177,7 @@ t.test(
 );
 
 t.test('revoking by prefix works too, and listing keys never shows a key', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, key, auth } = await newAccount(0);
   const [record] = await store.accounts.listApiKeys(accountId);
   t.match(record, { prefix: key.slice(0, record.prefix.length), name: 'test', createdAt: Date, revokedAt: null });

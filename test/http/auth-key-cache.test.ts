@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { API_KEY_CACHE_TTL_MS, issueApiKey } from '../../src/services/api-keys.js';
-import { buildTestApp, type TestApp } from '../helpers/app.js';
+import { fileTestApp, type TestApp } from '../helpers/app.js';
 
 const ACCOUNT = '/api/v1/account';
 const unknownWellFormedKey = () => `igk_${randomBytes(32).toString('base64url')}`;
@@ -17,13 +17,23 @@ function manualClock() {
   };
 }
 
-/** Counts the store lookups of API keys the app makes. */
-function countKeyLookups(store: TestApp['store']): { readonly count: number } {
+/**
+ * The file's app, on a clock of the file's: each test reads it relative to where it stands and
+ * moves it on as it needs, each with a key of its own.
+ */
+const clock = manualClock();
+const ctx = fileTestApp({}, { now: clock.now });
+
+/** Counts the store lookups of API keys the app makes while the test runs. */
+function countKeyLookups(t: Test, store: TestApp['store']): { readonly count: number } {
   const counter = { count: 0 };
-  const lookUp = store.accounts.findActiveApiKey.bind(store.accounts);
+  const lookUp = store.accounts.findActiveApiKey;
+  t.teardown(() => {
+    store.accounts.findActiveApiKey = lookUp;
+  });
   store.accounts.findActiveApiKey = (hash: string) => {
     counter.count++;
-    return lookUp(hash);
+    return lookUp.call(store.accounts, hash);
   };
   return counter;
 }
@@ -33,8 +43,7 @@ t.test('a key found active is trusted for at most one second (the revocation del
 });
 
 t.test('a revoked key is refused once the cache TTL has passed since it was last confirmed', async (t) => {
-  const clock = manualClock();
-  const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
+  const { app, store, newAccount } = ctx();
   const { key, auth } = await newAccount();
   t.equal(
     (await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode,
@@ -61,10 +70,9 @@ t.test('a revoked key is refused once the cache TTL has passed since it was last
 });
 
 t.test('an active key is looked up in the store once per TTL, not once per request', async (t) => {
-  const clock = manualClock();
-  const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
+  const { app, store, newAccount } = ctx();
   const { auth } = await newAccount();
-  const lookups = countKeyLookups(store);
+  const lookups = countKeyLookups(t, store);
   for (let i = 0; i < 5; i++)
     t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers: auth })).statusCode, 200);
   t.equal(lookups.count, 1, 'five requests within the TTL, one lookup');
@@ -74,9 +82,8 @@ t.test('an active key is looked up in the store once per TTL, not once per reque
 });
 
 t.test('unknown keys are not cached: each attempt asks the store', async (t) => {
-  const clock = manualClock();
-  const { app, store } = await buildTestApp(t, {}, { now: clock.now });
-  const lookups = countKeyLookups(store);
+  const { app, store } = ctx();
+  const lookups = countKeyLookups(t, store);
   const headers = { authorization: `Bearer ${unknownWellFormedKey()}` };
   t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers })).statusCode, 401);
   t.equal((await app.inject({ method: 'GET', url: ACCOUNT, headers })).statusCode, 401);
@@ -84,8 +91,7 @@ t.test('unknown keys are not cached: each attempt asks the store', async (t) => 
 });
 
 t.test('each key is cached on its own: two keys of one account are two callers', async (t) => {
-  const clock = manualClock();
-  const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
+  const { app, store, newAccount } = ctx();
   const first = await newAccount();
   const second = await issueApiKey(store, first.accountId, 'second', clock.now());
   const keyIdOf = async (key: string) =>
@@ -99,8 +105,7 @@ t.test('each key is cached on its own: two keys of one account are two callers',
 });
 
 t.test("a key's last use is recorded with its first request, then at most once a minute", async (t) => {
-  const clock = manualClock();
-  const { app, store, newAccount } = await buildTestApp(t, {}, { now: clock.now });
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount();
   const lastUsed = async () => (await store.accounts.listApiKeys(accountId))[0].lastUsedAt?.toISOString() ?? null;
   t.equal(await lastUsed(), null, 'never used yet');

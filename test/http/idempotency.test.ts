@@ -1,6 +1,7 @@
 import t from 'tap';
 import { jsonRequestFingerprint } from '../../src/services/idempotency.js';
-import { buildTestApp } from '../helpers/app.js';
+import { buildTestApp, fileTestApp } from '../helpers/app.js';
+import { everyStoreFileTestApp } from '../helpers/file-apps.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { testOnEveryStore } from '../helpers/store.js';
 
@@ -8,11 +9,14 @@ const CREATE = '/api/v1/images/generations';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 const withKey = (auth: { authorization: string }, key: string) => ({ ...auth, 'idempotency-key': key });
 
+const ctx = fileTestApp();
+const appOn = everyStoreFileTestApp(ctx);
+
 testOnEveryStore(
   t,
   'the same key 20 times concurrently: one task, one debit; each answer is the 202 or a 409',
   async (t, storeAdapter) => {
-    const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { app, store, newAccount } = await appOn(storeAdapter);
     const { accountId, auth } = await newAccount(1000);
     const headers = withKey(auth, 'order-7f3a');
 
@@ -54,6 +58,7 @@ testOnEveryStore(
 );
 
 t.test('the same key 20 times while the first is still running: 19 get 409, then retries replay', async (t) => {
+  // An app of its own: its store is held inside the create until the test opens the gate.
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(1000);
   // The first request is held inside the store until the other 19 have been answered, so that they
@@ -83,7 +88,7 @@ t.test('the same key 20 times while the first is still running: 19 get 409, then
 });
 
 t.test('a replay repeats the first status, Location and body exactly', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const headers = withKey(auth, 'a3c1e0a2-31b5-4a39-9f0e-2f0c6b2d9d11');
   const first = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
@@ -105,7 +110,7 @@ t.test('a replay repeats the first status, Location and body exactly', async (t)
 });
 
 t.test('the fingerprint ignores key order and whitespace of the JSON body', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const headers = { ...withKey(auth, 'k-order'), 'content-type': 'application/json' };
   const first = await app.inject({
@@ -130,7 +135,7 @@ t.test('the fingerprint ignores key order and whitespace of the JSON body', asyn
 });
 
 t.test('the same key with a different body is 422 idempotency_key_reused and creates nothing', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const headers = withKey(auth, 'reused');
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY })).statusCode, 202);
@@ -153,7 +158,7 @@ t.test('the same key with a different body is 422 idempotency_key_reused and cre
 });
 
 t.test('another account using the same key string gets its own task', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const a = await newAccount(100);
   const b = await newAccount(100);
   const ra = await app.inject({ method: 'POST', url: CREATE, headers: withKey(a.auth, 'shared-key'), payload: BODY });
@@ -178,7 +183,7 @@ t.test('another account using the same key string gets its own task', async (t) 
 });
 
 t.test('without the header nothing is deduplicated', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const first = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
   const second = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
@@ -188,7 +193,7 @@ t.test('without the header nothing is deduplicated', async (t) => {
 });
 
 t.test('an error before any change (402) is not stored: the same key succeeds once the balance allows', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(10);
   const headers = withKey(auth, 'retry-after-topup');
   const short = await app.inject({ method: 'POST', url: CREATE, headers, payload: BODY });
@@ -203,7 +208,7 @@ t.test('an error before any change (402) is not stored: the same key succeeds on
 });
 
 t.test('a validation error takes no key: the corrected request may use it', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const headers = withKey(auth, 'fix-and-retry');
   const bad = await app.inject({ method: 'POST', url: CREATE, headers, payload: { ...BODY, prompt: 'x' } });
@@ -215,6 +220,7 @@ t.test('a validation error takes no key: the corrected request may use it', asyn
 });
 
 t.test('a 5xx releases the key so that the retry runs', async (t) => {
+  // An app of its own: a fault is injected into its store.
   const { app, store, newAccount } = await buildTestApp(t);
   const { accountId, auth } = await newAccount(100);
   const original = store.tasks.insertTaskWithDebit.bind(store.tasks);
@@ -238,7 +244,7 @@ t.test('a 5xx releases the key so that the retry runs', async (t) => {
 });
 
 t.test('a key held by a live request is 409; one abandoned past its lease is taken over', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const fingerprint = jsonRequestFingerprint('POST', CREATE, BODY);
   const hold = (key: string, at: number) =>
@@ -273,7 +279,7 @@ t.test('a key held by a live request is 409; one abandoned past its lease is tak
 });
 
 t.test('a malformed key is a 400 pointing at the header', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   const cases: [string, string][] = [
     ['empty', ''],
@@ -302,7 +308,7 @@ t.test('a malformed key is a 400 pointing at the header', async (t) => {
 });
 
 t.test('the Idempotency-Key header is documented on create', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = ctx();
   const res = await app.inject({ method: 'GET', url: '/openapi.json' });
   const create = res.json().paths['/api/v1/images/generations'].post;
   t.match(create.parameters, [{ in: 'header', name: 'idempotency-key', required: false, schema: { maxLength: 255 } }]);
@@ -312,7 +318,7 @@ testOnEveryStore(
   t,
   'cancel with an Idempotency-Key: a retry replays the 200 rather than a 409, and refunds nothing more',
   async (t, storeAdapter) => {
-    const { app, store, newAccount } = await buildTestApp(t, {}, { storeAdapter });
+    const { app, store, newAccount } = await appOn(storeAdapter);
     const { accountId, auth } = await newAccount(1000);
     const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
     const cancelUrl = `${created.headers.location}/cancel`;
@@ -340,7 +346,7 @@ testOnEveryStore(
 );
 
 t.test('a refused cancel (409) does not keep its Idempotency-Key: a later retry runs again', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount(1000);
   const created = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
   const cancelUrl = `${created.headers.location}/cancel`;

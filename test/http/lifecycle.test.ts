@@ -1,7 +1,8 @@
 import sharp from 'sharp';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
+import { everyStoreFileTestApp, otherFileTestApp } from '../helpers/file-apps.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
@@ -10,19 +11,25 @@ import { testOnEveryStore } from '../helpers/store.js';
 import { createAndAwait } from '../helpers/task-http.js';
 import { testWorker } from '../helpers/worker.js';
 
-/** One app with two in-process workers sharing its events, as `serve` runs them. */
-async function setup(t: Test) {
-  const events = new TaskEvents();
-  const harness = await buildTestApp(
-    t,
-    { MAX_ACTIVE_TASKS: '1000', RATE_LIMIT_CREATES_PER_MIN: '100000', RATE_LIMIT_REQUESTS_PER_MIN: '100000' },
-    { events },
-  );
-  const worker = testWorker(t, harness, { events, concurrency: 2 });
-  worker.start();
+/** The file's app with two in-process workers sharing its events, as `serve` runs them. */
+const events = new TaskEvents();
+const withWorkers = fileTestApp(
+  { MAX_ACTIVE_TASKS: '1000', RATE_LIMIT_CREATES_PER_MIN: '100000', RATE_LIMIT_REQUESTS_PER_MIN: '100000' },
+  { events },
+);
+t.before(() => {
+  testWorker(t, withWorkers(), { events, concurrency: 2 }).start();
+});
+
+/** The file's app with its workers, and an account of the test's own. */
+async function setup() {
+  const harness = withWorkers();
   const account = await harness.newAccount(100_000);
   return { ...harness, ...account };
 }
+
+/** Apps without a worker, so that a task stays CREATED until it is canceled. */
+const withoutWorkerOn = everyStoreFileTestApp(otherFileTestApp());
 
 async function upload(h: Awaited<ReturnType<typeof setup>>): Promise<string> {
   const request = multipartRequest([filePart(await encodedImage('jpeg', 320, 240), { filename: 'ref.jpg' })]);
@@ -46,7 +53,7 @@ for (const model of SEED) {
   const offer = { ratios: model.aspectRatios, resolutions: Object.keys(model.costs) };
   for (const mode of ['text-to-image', 'image-to-image'] as const) {
     t.test(`${model.id} ${mode}: every ratio and resolution completes with the exact pixel size`, async (t) => {
-      const h = await setup(t);
+      const h = await setup();
       const references = mode === 'image-to-image' ? [await upload(h), await upload(h)] : undefined;
       for (const ratio of offer.ratios) {
         for (const resolution of offer.resolutions) {
@@ -83,7 +90,7 @@ for (const model of SEED) {
 }
 
 t.test('long-poll returns as soon as the task is terminal, and wait=0 returns at once', async (t) => {
-  const h = await setup(t);
+  const h = await setup();
   const created = await h.app.inject({
     method: 'POST',
     url: '/api/v1/images/generations',
@@ -104,8 +111,7 @@ testOnEveryStore(
   t,
   'cancel over HTTP: two at once give 200 CANCELED and 409 invalid_state, one refund; another account 404',
   async (t, storeAdapter) => {
-    const events = new TaskEvents();
-    const h = await buildTestApp(t, {}, { events, storeAdapter });
+    const h = await withoutWorkerOn(storeAdapter);
     const { auth, accountId } = await h.newAccount(100);
     const created = await h.app.inject({
       method: 'POST',

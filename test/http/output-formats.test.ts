@@ -1,7 +1,7 @@
 import sharp from 'sharp';
 import t, { type Test } from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { PIXELS } from '../helpers/seed-tables.js';
 import { createAndAwait } from '../helpers/task-http.js';
@@ -17,15 +17,18 @@ const CONTENT_TYPE = { png: 'image/png', jpeg: 'image/jpeg', webp: 'image/webp' 
 const EXTENSION = { png: 'png', jpeg: 'jpg', webp: 'webp' } as const;
 type Format = keyof typeof CONTENT_TYPE;
 
-async function setup(t: Test) {
-  const events = new TaskEvents();
-  const harness = await buildTestApp(
-    t,
-    { MAX_ACTIVE_TASKS: '1000', RATE_LIMIT_CREATES_PER_MIN: '100000', RATE_LIMIT_REQUESTS_PER_MIN: '100000' },
-    { events },
-  );
-  const worker = testWorker(t, harness, { events });
-  worker.start();
+/** The file's app with its worker; each test has an account of its own. */
+const events = new TaskEvents();
+const withWorker = fileTestApp(
+  { MAX_ACTIVE_TASKS: '1000', RATE_LIMIT_CREATES_PER_MIN: '100000', RATE_LIMIT_REQUESTS_PER_MIN: '100000' },
+  { events },
+);
+t.before(() => {
+  testWorker(t, withWorker(), { events }).start();
+});
+
+async function setup() {
+  const harness = withWorker();
   return { ...harness, ...(await harness.newAccount(100_000)) };
 }
 type Harness = Awaited<ReturnType<typeof setup>>;
@@ -55,7 +58,7 @@ for (const { model, ratio, resolution, format, compression } of cases) {
   t.test(
     `${model} ${ratio} ${resolution} as ${format}: stored, listed, described, downloaded and ranged as ${format}`,
     async (t) => {
-      const h = await setup(t);
+      const h = await setup();
       const [width, height] = PIXELS[ratio][resolution];
       const parameters = {
         aspect_ratio: ratio,
@@ -96,7 +99,7 @@ for (const { model, ratio, resolution, format, compression } of cases) {
 }
 
 t.test('output_compression is the encoder quality: a lower one makes a smaller file of the same picture', async (t) => {
-  const h = await setup(t);
+  const h = await setup();
   for (const format of ['jpeg', 'webp'] as const) {
     const sizes: number[] = [];
     for (const output_compression of [10, 95]) {
@@ -112,7 +115,7 @@ t.test('output_compression is the encoder quality: a lower one makes a smaller f
 });
 
 t.test('a lossy format costs what the PNG costs', async (t) => {
-  const h = await setup(t);
+  const h = await setup();
   for (const format of ['png', 'jpeg', 'webp']) {
     const estimate = await h.app.inject({
       method: 'POST',
@@ -126,7 +129,7 @@ t.test('a lossy format costs what the PNG costs', async (t) => {
 });
 
 t.test('the models list the output formats they offer', async (t) => {
-  const h = await setup(t);
+  const h = await setup();
   const models = (await h.app.inject({ url: '/api/v1/models', headers: h.auth })).json().data;
   for (const model of models) t.strictSame(model.output_formats, ['png', 'jpeg', 'webp'], model.id);
 });

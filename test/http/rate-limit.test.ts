@@ -1,12 +1,14 @@
 import { join } from 'node:path';
 import t from 'tap';
+import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
 import { loadConfig } from '../../src/config.js';
 import { buildApp } from '../../src/http/app.js';
 import { closeRateLimitCounters, openRateLimitCounters } from '../../src/runtime.js';
 import { createAccountWithKey, issueApiKey } from '../../src/services/api-keys.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp, type TestApp } from '../helpers/app.js';
+import { lazyFileTestApp, otherFileTestApp } from '../helpers/file-apps.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { needsRedis, REDIS_URL, redisWithPrefix } from '../helpers/redis.js';
 import { testStoreAdapter } from '../helpers/store.js';
@@ -15,8 +17,24 @@ const CREATE = '/api/v1/images/generations';
 const ACCOUNT = '/api/v1/account';
 const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 tokens
 
+// Four configurations serve the file's tests, each app built once: budgets are per API key, so
+// each test has a key of its own (newAccount), and failed authentications are per client
+// address, so each test that fails to authenticate does it from addresses of its own. A test
+// reads the one budget it is about; the others of its app are the defaults or another test's.
+const oneCreateThreeRequests = fileTestApp({ RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_REQUESTS_PER_MIN: '3' });
+const twoCreatesTwoFailures = otherFileTestApp({
+  RATE_LIMIT_CREATES_PER_MIN: '2',
+  RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
+});
+const fiveCreatesTwoFailuresBehindProxy = otherFileTestApp({
+  RATE_LIMIT_CREATES_PER_MIN: '5',
+  RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
+  TRUST_PROXY: '10.0.0.0/8, loopback',
+});
+const oneActiveTaskThreeFailures = otherFileTestApp({ MAX_ACTIVE_TASKS: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
+
 t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-After, and no debit', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '2' });
+  const { app, store, newAccount } = twoCreatesTwoFailures();
   const { accountId, auth } = await newAccount(1000);
 
   const first = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
@@ -50,7 +68,7 @@ t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-Aft
 t.test(
   'concurrent creates past the limit: exactly the limit gets through, the rest 429 and cost nothing',
   async (t) => {
-    const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '5' });
+    const { app, store, newAccount } = fiveCreatesTwoFailuresBehindProxy();
     const { accountId, auth } = await newAccount(1000);
     const responses = await Promise.all(
       Array.from({ length: 30 }, () => app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })),
@@ -63,10 +81,7 @@ t.test(
 );
 
 t.test('creates and other requests have separate budgets', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, {
-    RATE_LIMIT_CREATES_PER_MIN: '1',
-    RATE_LIMIT_REQUESTS_PER_MIN: '3',
-  });
+  const { app, newAccount } = oneCreateThreeRequests();
   const { auth } = await newAccount(1000);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
   t.equal(
@@ -97,7 +112,7 @@ t.test('creates and other requests have separate budgets', async (t) => {
 });
 
 t.test('a HEAD request (fastify adds one per GET route) spends one request, as its GET does', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_REQUESTS_PER_MIN: '3' });
+  const { app, newAccount } = oneCreateThreeRequests();
   const { auth } = await newAccount(100);
   const head = await app.inject({ method: 'HEAD', url: ACCOUNT, headers: auth });
   t.equal(head.statusCode, 200);
@@ -107,7 +122,7 @@ t.test('a HEAD request (fastify adds one per GET route) spends one request, as i
 });
 
 t.test('limits are per API key, not per account', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1' });
+  const { app, store, newAccount } = oneCreateThreeRequests();
   const { accountId, auth } = await newAccount(1000);
   const other = await issueApiKey(store, accountId, 'second key', new Date());
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
@@ -123,7 +138,7 @@ t.test('limits are per API key, not per account', async (t) => {
 });
 
 t.test('a rate-limited request with an Idempotency-Key takes no key and debits nothing', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_CREATES_PER_MIN: '1' });
+  const { app, store, newAccount } = oneCreateThreeRequests();
   const { accountId, auth } = await newAccount(1000);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
   const limited = await app.inject({
@@ -151,7 +166,7 @@ t.test('a rate-limited request with an Idempotency-Key takes no key and debits n
 });
 
 t.test('429 too_many_active_tasks carries Retry-After and rate-limit headers, and debits nothing', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { MAX_ACTIVE_TASKS: '1' });
+  const { app, store, newAccount } = oneActiveTaskThreeFailures();
   const { accountId, auth } = await newAccount(1000);
   t.equal((await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
   const capped = await app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY });
@@ -164,13 +179,16 @@ t.test('429 too_many_active_tasks carries Retry-After and rate-limit headers, an
 });
 
 t.test('failed authentications are limited per client address; a valid key from it is still served', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
+  const { app, store, newAccount } = oneActiveTaskThreeFailures();
   const { auth } = await newAccount(100);
   let lookups = 0;
-  const find = store.accounts.findActiveApiKey.bind(store.accounts);
+  const find = store.accounts.findActiveApiKey;
+  t.teardown(() => {
+    store.accounts.findActiveApiKey = find;
+  });
   store.accounts.findActiveApiKey = async (hash) => {
     lookups++;
-    return find(hash);
+    return find.call(store.accounts, hash);
   };
   const wrong = { authorization: `Bearer igk_${'A'.repeat(43)}` };
   const attacker = '203.0.113.7';
@@ -200,7 +218,7 @@ t.test('failed authentications are limited per client address; a valid key from 
 });
 
 t.test('malformed keys count as failures; a missing header and successes do not', async (t) => {
-  const { app, newAccount } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
+  const { app, newAccount } = twoCreatesTwoFailures();
   const { auth } = await newAccount(100);
   const from = { remoteAddress: '203.0.113.9' };
   for (let i = 0; i < 5; i++) {
@@ -230,7 +248,7 @@ t.test('malformed keys count as failures; a missing header and successes do not'
 });
 
 t.test('an IPv6 client is counted by its /64, and an IPv4-mapped address as the IPv4 address', async (t) => {
-  const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
+  const { app } = twoCreatesTwoFailures();
   const wrong = { authorization: `Bearer igk_${'D'.repeat(43)}` };
   const fail = (remoteAddress: string) => app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress });
 
@@ -250,10 +268,7 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
   const via = (client: string) => ({ remoteAddress: proxy, headers: { ...wrong, 'x-forwarded-for': client } });
 
   await t.test('trusted: one client is shut out, another behind the same proxy is not', async (t) => {
-    const { app } = await buildTestApp(t, {
-      RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
-      TRUST_PROXY: '10.0.0.0/8, loopback',
-    });
+    const { app } = fiveCreatesTwoFailuresBehindProxy();
     for (let i = 0; i < 2; i++)
       t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via('203.0.113.7') })).statusCode, 401);
     t.equal(
@@ -269,7 +284,7 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
   });
 
   await t.test('untrusted: X-Forwarded-For is ignored, so a client cannot pick its own address', async (t) => {
-    const { app } = await buildTestApp(t, { RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' });
+    const { app } = twoCreatesTwoFailures();
     for (let i = 0; i < 2; i++)
       t.equal((await app.inject({ method: 'GET', url: ACCOUNT, ...via(`203.0.113.${i}`) })).statusCode, 401);
     t.equal(
@@ -294,22 +309,41 @@ t.test('behind a trusted proxy (TRUST_PROXY), the address limited is the client 
 
 const withRedis = await needsRedis();
 
+/**
+ * Two API processes on one database and one Redis, under a key prefix of the file's own: built by
+ * the first test that needs them (none where no Redis answers), closed after the file's last test.
+ */
+let twoProcesses: Promise<{ one: TestApp; two: FastifyInstance; redis: Redis; prefix: string }> | undefined;
+function twoProcessesOnRedis() {
+  twoProcesses ??= (async () => {
+    // Registered first, so its teardown (every key under the prefix deleted) runs last.
+    const { redis, prefix } = redisWithPrefix(t);
+    const env = {
+      REDIS_URL,
+      REDIS_KEY_PREFIX: prefix,
+      RATE_LIMIT_CREATES_PER_MIN: '2',
+      RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
+    };
+    const one = await lazyFileTestApp(env)();
+    // The second "process": its own app and connection over the same database and Redis.
+    const twoCounters = await openRateLimitCounters(one.config, () => {});
+    t.teardown(() => closeRateLimitCounters(twoCounters));
+    const two = await buildApp({
+      config: one.config,
+      store: one.store,
+      blobs: one.blobs,
+      mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
+      logger: false,
+      rateLimitRedis: twoCounters,
+    });
+    t.teardown(() => two.close());
+    return { one, two, redis, prefix };
+  })();
+  return twoProcesses;
+}
+
 t.test('with REDIS_URL two API processes share one budget', withRedis, async (t) => {
-  const { redis, prefix } = redisWithPrefix(t);
-  const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_CREATES_PER_MIN: '2' };
-  const one = await buildTestApp(t, env);
-  // The second "process": its own app and connection over the same database and Redis.
-  const twoCounters = await openRateLimitCounters(one.config, () => {});
-  t.teardown(() => closeRateLimitCounters(twoCounters));
-  const two = await buildApp({
-    config: one.config,
-    store: one.store,
-    blobs: one.blobs,
-    mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
-    logger: false,
-    rateLimitRedis: twoCounters,
-  });
-  t.teardown(() => two.close());
+  const { one, two, redis, prefix } = await twoProcessesOnRedis();
   const { accountId, auth } = await one.newAccount(1000);
 
   t.equal((await one.app.inject({ method: 'POST', url: CREATE, headers: auth, payload: BODY })).statusCode, 202);
@@ -334,20 +368,7 @@ t.test('with REDIS_URL two API processes share one budget', withRedis, async (t)
 });
 
 t.test('with REDIS_URL failed authentications are counted across processes', withRedis, async (t) => {
-  const { prefix } = redisWithPrefix(t);
-  const env = { REDIS_URL, REDIS_KEY_PREFIX: prefix, RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2' };
-  const one = await buildTestApp(t, env);
-  const twoCounters = await openRateLimitCounters(one.config, () => {});
-  t.teardown(() => closeRateLimitCounters(twoCounters));
-  const two = await buildApp({
-    config: one.config,
-    store: one.store,
-    blobs: one.blobs,
-    mediaSigningSecret: 'test-signing-secret-0123456789abcdef',
-    logger: false,
-    rateLimitRedis: twoCounters,
-  });
-  t.teardown(() => two.close());
+  const { one, two } = await twoProcessesOnRedis();
   const wrong = { authorization: `Bearer igk_${'B'.repeat(43)}` };
   const remoteAddress = '203.0.113.50';
   t.equal((await one.app.inject({ method: 'GET', url: ACCOUNT, headers: wrong, remoteAddress })).statusCode, 401);
@@ -373,6 +394,7 @@ t.test('with REDIS_URL failed authentications are counted across processes', wit
 });
 
 t.test('when Redis stops answering, requests are served without a limit (fail open)', async (t) => {
+  // An app of its own: its counters are a Redis client that never connects.
   const dir = t.testdir({});
   const config = loadConfig({
     DATA_DIR: dir,

@@ -28,6 +28,9 @@ import { testWorker } from '../helpers/worker.js';
  * do, never 500 or 400, and recovery without a restart.
  */
 
+// Each test builds an app of its own: each has a configuration of its own (READY_MIN_FREE_MB, a
+// Redis behind a proxy that the test cuts, a spool or a database on a filesystem the test fills, a
+// clock it moves), and the load tests run a worker that claims every account's tasks.
 const noTmpfs = canMountTmpfs() ? false : 'this process may not mount a tmpfs (needs root or CAP_SYS_ADMIN)';
 
 type App = Awaited<ReturnType<typeof buildTestApp>>['app'];

@@ -3,23 +3,20 @@ import { GenerationError } from '../../src/generators/port.js';
 import type { ImageGenerator } from '../../src/generators/port.js';
 import { HmacMediaUrlSigner } from '../../src/services/media-url-signer.js';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { buildTestApp, TEST_MEDIA_SIGNING_SECRET } from '../helpers/app.js';
+import { buildTestApp, TEST_MEDIA_SIGNING_SECRET, type TestApp } from '../helpers/app.js';
 import { openEventStream, type EventStream } from '../helpers/event-stream.js';
+import { otherFileTestApp } from '../helpers/file-apps.js';
 import { listenOnLoopback } from '../helpers/raw-http.js';
 import { GatedGenerator, ScriptedGenerator, testWorker } from '../helpers/worker.js';
 
 /**
- * An app on a loopback port with an in-process worker running `generator`, and one account; `now`
- * is the app's clock (the worker keeps the real one).
+ * An app on a loopback port (`base`), an in-process worker running `generator` that the test starts
+ * and that stops when the test ends, and an account of the test's own.
  */
-async function setup(t: Test, env: Record<string, string> = {}, generator?: ImageGenerator, now?: () => Date) {
-  const events = new TaskEvents();
-  const harness = await buildTestApp(t, env, { events, now });
+async function onApp(t: Test, harness: TestApp, events: TaskEvents, base: string, generator?: ImageGenerator) {
   // Started by the test once it holds a stream, so that it sees the task CREATED first.
   const startWorker = () => testWorker(t, harness, { events, generator }).start();
   const account = await harness.newAccount();
-  const port = await listenOnLoopback(harness.app);
-  const base = `http://127.0.0.1:${port}`;
   const create = async (auth = account.auth) => {
     const response = await harness.app.inject({
       method: 'POST',
@@ -36,6 +33,39 @@ async function setup(t: Test, env: Record<string, string> = {}, generator?: Imag
   return { ...harness, ...account, base, create, get, eventsUrl, startWorker };
 }
 
+/** An app of the test's own on a loopback port. */
+async function setup(t: Test, env: Record<string, string> = {}) {
+  const events = new TaskEvents();
+  const harness = await buildTestApp(t, env, { events });
+  const port = await listenOnLoopback(harness.app);
+  return onApp(t, harness, events, `http://127.0.0.1:${port}`);
+}
+
+/**
+ * An app of the file on a loopback port, built and listening before the first test; each test
+ * brings an account (and, when it starts one, a worker) of its own.
+ */
+function fileApp(env: Record<string, string>, now?: () => Date) {
+  const events = new TaskEvents();
+  const testApp = otherFileTestApp(env, { events, now });
+  let base = '';
+  t.before(async () => {
+    base = `http://127.0.0.1:${await listenOnLoopback(testApp().app)}`;
+  });
+  return (t: Test, generator?: ImageGenerator) => onApp(t, testApp(), events, base, generator);
+}
+
+/**
+ * The app of the tests that run a worker: each leaves its task terminal, so no test's worker finds
+ * another's. Its fallback re-read is far beyond any test's patience, so that only the claim's
+ * signal can bring a change (what the second test checks); its clock is the real one unless a
+ * test stops it for its own duration.
+ */
+let stoppedAt: Date | undefined;
+const workerApp = fileApp({ LONG_POLL_FALLBACK_MS: '120000' }, () => stoppedAt ?? new Date());
+/** The app of the tests without a worker: two streams per key at most, and a heartbeat every 100 ms. */
+const streamsApp = fileApp({ SSE_MAX_STREAMS_PER_KEY: '2', SSE_HEARTBEAT_MS: '100' });
+
 async function nextEvent(stream: EventStream) {
   const event = await stream.next();
   if (!event) throw new Error('the stream ended');
@@ -46,8 +76,11 @@ t.test('a stream sends CREATED, IN_PROGRESS, COMPLETED as GET returns them, then
   const gate = new GatedGenerator();
   // The app presents every body at one instant: a task's signed URLs expire at a whole minute
   // after they are presented, so bodies presented on either side of a minute's turn would differ.
-  const at = new Date();
-  const h = await setup(t, {}, gate, () => new Date(at));
+  stoppedAt = new Date();
+  t.teardown(() => {
+    stoppedAt = undefined;
+  });
+  const h = await workerApp(t, gate);
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
   t.equal(stream.status, 200);
@@ -87,7 +120,7 @@ t.test('a stream sends CREATED, IN_PROGRESS, COMPLETED as GET returns them, then
 t.test("a worker's claim reaches the stream at once, not at the fallback re-read", async (t) => {
   const gate = new GatedGenerator();
   // A fallback re-read far beyond the test's patience: only the claim's signal can bring IN_PROGRESS.
-  const h = await setup(t, { LONG_POLL_FALLBACK_MS: '120000' }, gate);
+  const h = await workerApp(t, gate);
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
   t.equal((await nextEvent(stream)).data.status, 'CREATED');
@@ -105,7 +138,7 @@ t.test("a worker's claim reaches the stream at once, not at the fallback re-read
 });
 
 t.test('a canceled task ends the stream', async (t) => {
-  const h = await setup(t);
+  const h = await streamsApp(t);
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
   t.equal((await nextEvent(stream)).data.status, 'CREATED');
@@ -117,7 +150,7 @@ t.test('a canceled task ends the stream', async (t) => {
 
 t.test('a failed task ends the stream with its error', async (t) => {
   const failing = new ScriptedGenerator([new GenerationError('content_policy', 'refused by the model', false)]);
-  const h = await setup(t, {}, failing);
+  const h = await workerApp(t, failing);
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
   h.startWorker();
@@ -130,7 +163,7 @@ t.test('a failed task ends the stream with its error', async (t) => {
 
 t.test('Last-Event-ID resumes: only what the client missed is sent', async (t) => {
   const gate = new GatedGenerator();
-  const h = await setup(t, {}, gate);
+  const h = await workerApp(t, gate);
   const task = await h.create();
   const first = await openEventStream(h.eventsUrl(task.task_id), h.auth);
   const created = await nextEvent(first);
@@ -158,7 +191,7 @@ t.test('Last-Event-ID resumes: only what the client missed is sent', async (t) =
 });
 
 t.test('the stream_url works without the key', async (t) => {
-  const h = await setup(t);
+  const h = await streamsApp(t);
   const task = await h.create();
   const url = new URL(task.stream_url);
   t.equal(url.pathname, `/api/v1/images/generations/${task.task_id}/events`);
@@ -170,7 +203,7 @@ t.test('the stream_url works without the key', async (t) => {
 });
 
 t.test('a tampered, expired, other-task or media signature is 401 problem+json; an unknown task 404', async (t) => {
-  const h = await setup(t);
+  const h = await streamsApp(t);
   const task = await h.create();
   const other = await h.create();
   const { pathname, searchParams } = new URL(task.stream_url);
@@ -205,7 +238,7 @@ t.test('a tampered, expired, other-task or media signature is 401 problem+json; 
 });
 
 t.test("another account's task is 404 with its key", async (t) => {
-  const h = await setup(t);
+  const h = await streamsApp(t);
   const task = await h.create();
   const stranger = await h.newAccount();
   const response = await h.app.inject({
@@ -219,7 +252,7 @@ t.test("another account's task is 404 with its key", async (t) => {
 t.test(
   'SSE_MAX_STREAMS_PER_KEY caps open streams per key: beyond, 429 too_many_streams before any event',
   async (t) => {
-    const h = await setup(t, { SSE_MAX_STREAMS_PER_KEY: '2' });
+    const h = await streamsApp(t);
     const task = await h.create();
     const open = [await openEventStream(h.eventsUrl(task.task_id), h.auth)];
     open.push(await openEventStream(h.eventsUrl(task.task_id), h.auth));
@@ -249,7 +282,7 @@ t.test(
 );
 
 t.test('a comment heartbeat keeps an idle stream open', async (t) => {
-  const h = await setup(t, { SSE_HEARTBEAT_MS: '100' });
+  const h = await streamsApp(t);
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
   await nextEvent(stream);
@@ -259,6 +292,7 @@ t.test('a comment heartbeat keeps an idle stream open', async (t) => {
 });
 
 t.test('shutting down ends every stream with a reconnect event', async (t) => {
+  // An app of its own: the test shuts it down.
   const h = await setup(t);
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);
@@ -270,6 +304,7 @@ t.test('shutting down ends every stream with a reconnect event', async (t) => {
 });
 
 t.test('a stream ends at the task deadline with a reconnect event', async (t) => {
+  // An app of its own: a deadline of a second would end the other tests' streams.
   const h = await setup(t, { TASK_DEADLINE_MS: '1000' });
   const task = await h.create();
   const stream = await openEventStream(h.eventsUrl(task.task_id), h.auth);

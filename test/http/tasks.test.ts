@@ -6,12 +6,21 @@ import { createTask, type TaskStatus } from '../../src/core/task.js';
 import { API_KEY_CACHE_TTL_MS } from '../../src/services/api-keys.js';
 import { newIdAt } from '../../src/ids.js';
 import type { Store } from '../../src/store/port.js';
-import { buildTestApp } from '../helpers/app.js';
+import { fileTestApp } from '../helpers/app.js';
+import { otherFileTestApp } from '../helpers/file-apps.js';
 
 const TASKS = '/api/v1/images/generations';
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 const PROBLEM_JSON = /^application\/problem\+json/;
+
+const ctx = fileTestApp();
+/**
+ * The clock of the tests that need one: it stands still unless a test moves it, so that two
+ * requests of a test are presented at one instant; every test reads it relative to its value.
+ */
+let clockAt = Date.now();
+const clocked = otherFileTestApp({}, { now: () => new Date(clockAt) });
 
 type Auth = { authorization: string };
 
@@ -67,7 +76,7 @@ async function seedTask(
 // ── creation and reading ────────────────────────────────────────────────────────────────────────
 
 t.test('create answers 202 with Location and a CREATED task', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const before = Date.now();
   const res = await app.inject({
@@ -121,7 +130,7 @@ t.test('create answers 202 with Location and a CREATED task', async (t) => {
 });
 
 t.test('the UUIDv7 task id carries the creation millisecond', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const task = await createTaskVia(app, auth);
   const millis = parseInt(task.task_id.replace(/-/g, '').slice(0, 12), 16);
@@ -131,9 +140,8 @@ t.test('the UUIDv7 task id carries the creation millisecond', async (t) => {
 t.test('GET returns the same task as the create response', async (t) => {
   // One instant for both requests: the task's signed stream URL expires at a whole minute after
   // the moment it is presented, so a create and a GET on either side of a minute's turn would
-  // rightly carry two different URLs (a CI run once met that turn).
-  const at = new Date();
-  const { app, newAccount } = await buildTestApp(t, {}, { now: () => new Date(at) });
+  // rightly carry two different URLs (a CI run once met that turn). The clocked app's stands still.
+  const { app, newAccount } = clocked();
   const { auth } = await newAccount();
   const created = await app.inject({ method: 'POST', url: TASKS, headers: auth, payload: createBody() });
   const res = await get(app, created.headers.location as string, auth);
@@ -142,14 +150,14 @@ t.test('GET returns the same task as the create response', async (t) => {
 });
 
 t.test('create debits the cost from the balance', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   await createTaskVia(app, auth, { parameters: { resolution: '4K' } });
   t.equal((await store.accounts.getAccount(accountId))?.balance, 50);
 });
 
 t.test('a refused create (402) carries no Location, with or without an Idempotency-Key', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount(10);
   for (const headers of [auth, { ...auth, 'idempotency-key': 'refused-create' }]) {
     const res = await app.inject({ method: 'POST', url: TASKS, headers, payload: createBody() });
@@ -162,7 +170,7 @@ t.test('a refused create (402) carries no Location, with or without an Idempoten
 // ── request ids ─────────────────────────────────────────────────────────────────────────────────
 
 t.test('every response carries an x-request-id', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const created = await app.inject({ method: 'POST', url: TASKS, headers: auth, payload: createBody() });
   const responses: [string, LightMyRequestResponse][] = [
@@ -186,7 +194,7 @@ t.test('every response carries an x-request-id', async (t) => {
 });
 
 t.test('a caller-supplied x-request-id is echoed, also into problem bodies', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const ok = await get(app, TASKS, { ...auth, 'x-request-id': 'client-req-42' });
   t.equal(ok.headers['x-request-id'], 'client-req-42');
@@ -197,7 +205,7 @@ t.test('a caller-supplied x-request-id is echoed, also into problem bodies', asy
 
 for (const given of ['has space', 'x'.repeat(129), 'semi;colon']) {
   t.test(`a malformed x-request-id ${JSON.stringify(given.slice(0, 12))} is replaced, not echoed`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     const res = await get(app, TASKS, { ...auth, 'x-request-id': given });
     t.equal(res.statusCode, 200);
@@ -220,6 +228,10 @@ const unauthorizedCases: [string, () => Record<string, string>][] = [
   ['a well-formed but unknown key', () => ({ authorization: `Bearer ${unknownWellFormedKey()}` })],
 ];
 
+/** A client address of each failing test's own: failed authentications are budgeted per address. */
+let clients = 0;
+const ownClientAddress = () => `198.18.0.${++clients}`;
+
 for (const [label, headers] of unauthorizedCases) {
   for (const [method, url] of [
     ['GET', TASKS],
@@ -227,11 +239,12 @@ for (const [label, headers] of unauthorizedCases) {
     ['GET', '/api/v1/models'],
   ] as const) {
     t.test(`${method} ${url} with ${label} is 401`, async (t) => {
-      const { app } = await buildTestApp(t);
+      const { app } = ctx();
       const res = await app.inject({
         method,
         url,
         headers: headers(),
+        remoteAddress: ownClientAddress(),
         ...(method === 'POST' ? { payload: createBody() } : {}),
       });
       assertProblem(t, res, 401, 'unauthorized');
@@ -245,23 +258,23 @@ t.test('the unknown well-formed key really is the key format', async (t) => {
 });
 
 t.test('a revoked key is 401 within the key cache TTL (at most a second)', async (t) => {
-  let now = Date.now();
-  const { app, store, newAccount } = await buildTestApp(t, {}, { now: () => new Date(now) });
+  const { app, store, newAccount } = clocked();
   const { key, auth } = await newAccount();
   t.equal((await get(app, TASKS, auth)).statusCode, 200, 'works before revocation');
-  t.ok(await store.accounts.revokeApiKey(key.slice(0, 12), new Date(now)), 'revoked by prefix');
-  now += API_KEY_CACHE_TTL_MS;
+  t.ok(await store.accounts.revokeApiKey(key.slice(0, 12), new Date(clockAt)), 'revoked by prefix');
+  clockAt += API_KEY_CACHE_TTL_MS;
   const res = await get(app, TASKS, auth);
   assertProblem(t, res, 401, 'unauthorized');
   t.equal(res.headers['www-authenticate'], 'Bearer');
 });
 
 t.test('a create with a bad key creates nothing', async (t) => {
-  const { app, store, newAccount } = await buildTestApp(t);
+  const { app, store, newAccount } = ctx();
   const { accountId, auth } = await newAccount(100);
   await app.inject({
     method: 'POST',
     url: TASKS,
+    remoteAddress: ownClientAddress(),
     headers: { authorization: `Bearer ${unknownWellFormedKey()}` },
     payload: createBody(),
   });
@@ -272,7 +285,7 @@ t.test('a create with a bad key creates nothing', async (t) => {
 // ── ownership ───────────────────────────────────────────────────────────────────────────────────
 
 t.test("account B gets 404 on account A's task", async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const a = await newAccount();
   const b = await newAccount();
   const task = await createTaskVia(app, a.auth);
@@ -281,7 +294,7 @@ t.test("account B gets 404 on account A's task", async (t) => {
 });
 
 t.test("account B's list holds none of account A's tasks", async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const a = await newAccount();
   const b = await newAccount();
   await createTaskVia(app, a.auth);
@@ -296,7 +309,7 @@ t.test("account B's list holds none of account A's tasks", async (t) => {
 });
 
 t.test('a cross-account 404 looks exactly like an unknown id', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const a = await newAccount();
   const b = await newAccount();
   const task = await createTaskVia(app, a.auth);
@@ -314,14 +327,14 @@ t.test('a cross-account 404 looks exactly like an unknown id', async (t) => {
 // ── reading one task: bad ids ───────────────────────────────────────────────────────────────────
 
 t.test('an unknown task id (valid UUID) is 404 not_found', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   assertProblem(t, await get(app, `${TASKS}/01890a5d-ac96-774b-bcce-b302099a8057`, auth), 404, 'not_found');
 });
 
 for (const bad of ['not-a-uuid', '12345', '01890a5d-ac96-774b-bcce-b302099a805z']) {
   t.test(`a malformed task id ${bad} is 400 in the path`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     const body = assertProblem(t, await get(app, `${TASKS}/${bad}`, auth), 400, 'invalid_request');
     t.equal(body.errors?.[0]?.location, 'path');
@@ -333,9 +346,8 @@ for (const bad of ['not-a-uuid', '12345', '01890a5d-ac96-774b-bcce-b302099a805z'
 
 const ids = (res: LightMyRequestResponse): string[] => res.json().data.map((task: { task_id: string }) => task.task_id);
 
-/** An app with one account, for the list tests. */
-async function listFixture(t: Test, now?: () => Date) {
-  const testApp = await buildTestApp(t, {}, { now });
+/** The file's app (or the clocked one) with an account of the test's own, for the list tests. */
+async function listFixture(testApp = ctx()) {
   const { accountId, auth } = await testApp.newAccount(100_000);
   return { ...testApp, accountId, auth };
 }
@@ -364,7 +376,7 @@ async function seedMinutes(store: Store, accountId: string, count: number) {
 }
 
 t.test('list is newest first with a default page of 20', async (t) => {
-  const { app, auth } = await listFixture(t);
+  const { app, auth } = await listFixture();
   const created = await createMany(app, auth, 22);
   const res = await get(app, TASKS, auth);
   t.equal(res.statusCode, 200);
@@ -374,22 +386,21 @@ t.test('list is newest first with a default page of 20', async (t) => {
 
 t.test('list items are the same task resources as GET returns', async (t) => {
   // One instant for both reads: their signed stream URLs would differ across a minute's turn.
-  const at = new Date();
-  const { app, auth } = await listFixture(t, () => new Date(at));
+  const { app, auth } = await listFixture(clocked());
   const [id] = await createMany(app, auth, 1);
   const one = await get(app, `${TASKS}/${id}`, auth);
   t.strictSame((await get(app, TASKS, auth)).json().data, [one.json().data]);
 });
 
 t.test('an empty list is data [] and next_cursor null', async (t) => {
-  const { app, auth } = await listFixture(t);
+  const { app, auth } = await listFixture();
   const res = await get(app, TASKS, auth);
   t.equal(res.statusCode, 200);
   t.strictSame(res.json(), { data: [], next_cursor: null });
 });
 
 t.test('paging 25 tasks by 10 gives 10, 10, 5 with no duplicates', async (t) => {
-  const { app, auth } = await listFixture(t);
+  const { app, auth } = await listFixture();
   const created = await createMany(app, auth, 25);
   const pages: string[][] = [];
   let cursor: string | null = null;
@@ -409,7 +420,7 @@ t.test('paging 25 tasks by 10 gives 10, 10, 5 with no duplicates', async (t) => 
 });
 
 t.test('paging tasks seeded a minute apart follows creation time', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const created = await seedMinutes(store, accountId, 7);
   const first = await get(app, `${TASKS}?limit=4`, auth);
   const second = await get(app, `${TASKS}?limit=4&cursor=${encodeURIComponent(first.json().next_cursor)}`, auth);
@@ -418,7 +429,7 @@ t.test('paging tasks seeded a minute apart follows creation time', async (t) => 
 });
 
 t.test('a page that ends exactly at the last task has next_cursor null', async (t) => {
-  const { app, auth } = await listFixture(t);
+  const { app, auth } = await listFixture();
   await createMany(app, auth, 10);
   const first = await get(app, `${TASKS}?limit=5`, auth);
   const second = await get(app, `${TASKS}?limit=5&cursor=${encodeURIComponent(first.json().next_cursor)}`, auth);
@@ -427,7 +438,7 @@ t.test('a page that ends exactly at the last task has next_cursor null', async (
 });
 
 t.test('filter by status', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const waiting = [await seedTask(store, accountId, minuteAt(0)), await seedTask(store, accountId, minuteAt(1))];
   const done = await seedTask(store, accountId, minuteAt(2), { status: 'COMPLETED' });
   const failed = await seedTask(store, accountId, minuteAt(3), { status: 'FAILED' });
@@ -438,26 +449,26 @@ t.test('filter by status', async (t) => {
 });
 
 t.test('filter by model', async (t) => {
-  const { app, auth } = await listFixture(t);
+  const { app, auth } = await listFixture();
   const created = await createMany(app, auth, 6, (i) => ({ model: i % 2 === 0 ? 'alpha-pro' : 'beta-v5-pro' }));
   t.strictSame(ids(await get(app, `${TASKS}?model=beta-v5-pro`, auth)), [created[5], created[3], created[1]]);
   t.strictSame(ids(await get(app, `${TASKS}?model=alpha-pro`, auth)), [created[4], created[2], created[0]]);
 });
 
 t.test('filter by created_after is strictly after', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const created = await seedMinutes(store, accountId, 5);
   t.strictSame(ids(await get(app, `${TASKS}?created_after=${minute(2)}`, auth)), [created[4], created[3]]);
 });
 
 t.test('filter by created_before is strictly before', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const created = await seedMinutes(store, accountId, 5);
   t.strictSame(ids(await get(app, `${TASKS}?created_before=${minute(2)}`, auth)), [created[1], created[0]]);
 });
 
 t.test('created_after and created_before together select a window', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const created = await seedMinutes(store, accountId, 5);
   t.strictSame(ids(await get(app, `${TASKS}?created_after=${minute(0)}&created_before=${minute(4)}`, auth)), [
     created[3],
@@ -467,7 +478,7 @@ t.test('created_after and created_before together select a window', async (t) =>
 });
 
 t.test('a time filter with an offset means the same instant', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const created = await seedMinutes(store, accountId, 5);
   // 10:02Z written as 12:02+02:00
   const res = await get(app, `${TASKS}?created_after=${encodeURIComponent('2030-03-01T12:02:00+02:00')}`, auth);
@@ -475,7 +486,7 @@ t.test('a time filter with an offset means the same instant', async (t) => {
 });
 
 t.test('a time filter one millisecond off the creation time', async (t) => {
-  const { app, store, accountId, auth } = await listFixture(t);
+  const { app, store, accountId, auth } = await listFixture();
   const [only] = await seedMinutes(store, accountId, 1);
   const justBefore = new Date(START.getTime() - 1).toISOString();
   const justAfter = new Date(START.getTime() + 1).toISOString();
@@ -486,7 +497,7 @@ t.test('a time filter one millisecond off the creation time', async (t) => {
 });
 
 t.test('filters combine with paging', async (t) => {
-  const { app, auth } = await listFixture(t);
+  const { app, auth } = await listFixture();
   const created = await createMany(app, auth, 9, (i) => ({ model: i % 3 === 0 ? 'beta-v5-pro' : 'alpha-pro' }));
   const first = await get(app, `${TASKS}?model=alpha-pro&limit=4`, auth);
   const second = await get(
@@ -501,7 +512,7 @@ t.test('filters combine with paging', async (t) => {
 
 for (const limit of ['0', '101', 'abc', '-1', '1.5']) {
   t.test(`limit=${limit} is 400 in the query`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     const body = assertProblem(t, await get(app, `${TASKS}?limit=${limit}`, auth), 400, 'invalid_request');
     t.equal(body.errors?.[0]?.location, 'query');
@@ -518,7 +529,7 @@ const badQueries: [string, string][] = [
 ];
 for (const [query, pointer] of badQueries) {
   t.test(`?${query} is 400 in the query`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     const body = assertProblem(t, await get(app, `${TASKS}?${query}`, auth), 400, 'invalid_request');
     t.equal(body.errors?.[0]?.location, 'query');
@@ -528,7 +539,7 @@ for (const [query, pointer] of badQueries) {
 
 for (const cursor of ['zzzz', 'not a cursor', '!!!', 'x'.repeat(201)]) {
   t.test(`a bad cursor ${JSON.stringify(cursor.slice(0, 12))} is 400`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     const body = assertProblem(
       t,
@@ -556,7 +567,7 @@ const PIXEL_ROWS: [string, string, string, number, number][] = [
 ];
 
 t.test('GET /api/v1/models lists both models with the seed limits and prices', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const res = await get(app, '/api/v1/models', auth);
   t.equal(res.statusCode, 200);
@@ -580,7 +591,7 @@ t.test('GET /api/v1/models lists both models with the seed limits and prices', a
 });
 
 t.test('GET /api/v1/models publishes the docs/design.md §3.2 pixel sizes', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const models = get(app, '/api/v1/models', auth).then((r) => r.json().data as any[]);
   for (const [id, ratio, resolution, width, height] of PIXEL_ROWS) {
@@ -590,7 +601,7 @@ t.test('GET /api/v1/models publishes the docs/design.md §3.2 pixel sizes', asyn
 });
 
 t.test('beta-v5-pro publishes no 4K and no 4:5 or 5:4 sizes', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const res = await get(app, '/api/v1/models/beta-v5-pro', auth);
   t.equal(res.statusCode, 200);
@@ -602,7 +613,7 @@ t.test('beta-v5-pro publishes no 4K and no 4:5 or 5:4 sizes', async (t) => {
 });
 
 t.test('GET /api/v1/models/alpha-pro is the same entry as in the list', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const list = (await get(app, '/api/v1/models', auth)).json().data as any[];
   const one = await get(app, '/api/v1/models/alpha-pro', auth);
@@ -614,7 +625,7 @@ t.test('GET /api/v1/models/alpha-pro is the same entry as in the list', async (t
 });
 
 t.test('GET /api/v1/models/nope is 404 not_found', async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   assertProblem(t, await get(app, '/api/v1/models/nope', auth), 404, 'not_found');
 });
@@ -622,7 +633,7 @@ t.test('GET /api/v1/models/nope is 404 not_found', async (t) => {
 // ── operations and unknown routes ───────────────────────────────────────────────────────────────
 
 t.test('/healthz answers 200 without a key', async (t) => {
-  const { app } = await buildTestApp(t);
+  const { app } = ctx();
   const res = await get(app, '/healthz');
   t.equal(res.statusCode, 200);
   t.equal(res.json().status, 'ok');
@@ -634,14 +645,14 @@ for (const [method, url] of [
   ['POST', '/api/v1/images'],
 ] as const) {
   t.test(`${method} ${url} is a 404 problem`, async (t) => {
-    const { app, newAccount } = await buildTestApp(t);
+    const { app, newAccount } = ctx();
     const { auth } = await newAccount();
     assertProblem(t, await app.inject({ method, url, headers: auth }), 404, 'not_found');
   });
 }
 
 t.test(`DELETE ${TASKS}, a method the path does not take, is a 405 problem with Allow`, async (t) => {
-  const { app, newAccount } = await buildTestApp(t);
+  const { app, newAccount } = ctx();
   const { auth } = await newAccount();
   const res = await app.inject({ method: 'DELETE', url: TASKS, headers: auth });
   assertProblem(t, res, 405, 'method_not_allowed');

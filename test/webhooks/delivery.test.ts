@@ -7,7 +7,7 @@ import { HmacMediaUrlSigner } from '../../src/services/media-url-signer.js';
 import type { Store } from '../../src/store/port.js';
 import { WebhookDispatcher } from '../../src/worker/webhook-dispatcher.js';
 import type { LookupAll } from '../../src/webhooks/ssrf-guard.js';
-import { buildTestApp, TEST_MEDIA_SIGNING_SECRET } from '../helpers/app.js';
+import { buildTestApp, fileTestApp, TEST_MEDIA_SIGNING_SECRET, type TestApp } from '../helpers/app.js';
 import { testWorker } from '../helpers/worker.js';
 
 interface Received {
@@ -35,9 +35,26 @@ async function startReceiver(t: Test, statuses: number[], extraHeaders: Record<s
   return { received, url: `http://127.0.0.1:${port}/hooks`, port };
 }
 
-async function setup(t: Test, options: { allowPrivate?: boolean; lookup?: LookupAll } = {}) {
+type SetupOptions = { allowPrivate?: boolean; lookup?: LookupAll };
+
+/**
+ * The file's app. The task worker and the webhook dispatcher a test runs claim work across every
+ * account of the store, not the test's own: the tests on this app each leave every task and every
+ * delivery of theirs terminal (none waiting for a claim), so that no test's worker or dispatcher
+ * meets another's. A test that leaves a delivery pending, or that needs another configuration,
+ * builds an app of its own (`ownApp`).
+ */
+const ctx = fileTestApp({ WEBHOOK_ALLOW_PRIVATE: 'true' });
+const setup = (t: Test) => onApp(t, ctx());
+
+/** An app of the test's own. */
+async function ownApp(t: Test, options: SetupOptions = {}) {
   const env = { WEBHOOK_ALLOW_PRIVATE: String(options.allowPrivate ?? true) };
-  const harness = await buildTestApp(t, env, { webhookLookup: options.lookup });
+  return onApp(t, await buildTestApp(t, env, { webhookLookup: options.lookup }), options);
+}
+
+/** An account of the test's own on `harness`, and the test's dispatcher, tasks, secret and log. */
+async function onApp(t: Test, harness: TestApp, options: SetupOptions = {}) {
   const { auth, accountId } = await harness.newAccount(1000);
   const store = harness.store;
   // Each reading of the dispatcher's clock is at least a second after the last (and never behind
@@ -170,7 +187,8 @@ t.test('500 twice then 200: three attempts with the same webhook-id, each logged
 });
 
 t.test('a 302 is a failure and is not followed', async (t) => {
-  const h = await setup(t);
+  // An app of its own: the delivery is left pending, scheduled for a retry.
+  const h = await ownApp(t);
   const target = await startReceiver(t, [200]);
   const redirecting = await startReceiver(t, [302], { location: target.url });
   await h.createTask(redirecting.url);
@@ -280,7 +298,8 @@ t.test('a delivery can be replayed with the same webhook-id', async (t) => {
 });
 
 t.test('deliveries are listed newest first, a page at a time, and by task', async (t) => {
-  const h = await setup(t);
+  // An app of its own: no dispatcher runs, so the three deliveries are left pending.
+  const h = await ownApp(t);
   const receiver = await startReceiver(t, [200]);
   const taskIds: string[] = [];
   for (let i = 0; i < 3; i++) {
@@ -339,7 +358,8 @@ t.test('after a secret rotation both secrets sign, and each verifies', async (t)
 });
 
 t.test('a loopback webhook_url is refused at create when private targets are not allowed', async (t) => {
-  const h = await setup(t, { allowPrivate: false });
+  // An app of its own: private targets are not allowed.
+  const h = await ownApp(t, { allowPrivate: false });
   const response = await h.app.inject({
     method: 'POST',
     url: '/api/v1/images/generations',
@@ -356,7 +376,9 @@ t.test(
   async (t) => {
     const receiver = await startReceiver(t, [200]);
     const publicAtCreate: LookupAll = async () => [{ address: '93.184.216.34', family: 4 }];
-    const h = await setup(t, { allowPrivate: false, lookup: publicAtCreate });
+    // An app of its own: private targets are not allowed, names resolve as the test says, and the
+    // refused delivery is left pending.
+    const h = await ownApp(t, { allowPrivate: false, lookup: publicAtCreate });
     // http is refused at create without allowPrivate, so the check is made on an https URL; the
     // rebinding proof is the connect-time refusal below, made before any connection is opened.
     await h.createTask(`https://hooks.example.test:${receiver.port}/hooks`);
@@ -377,7 +399,8 @@ t.test('config: the webhook retry scale must be in (0, 1]', async (t) => {
 });
 
 t.test('a manual retry that fails leaves the retry schedule where it was', async (t) => {
-  const h = await setup(t);
+  // An app of its own: the delivery is left pending, its third attempt scheduled.
+  const h = await ownApp(t);
   const receiver = await startReceiver(t, [500]);
   await h.createTask(receiver.url);
   await testWorker(t, h).runOnce();
