@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import rootTest, { type Test } from 'tap';
 import type { Redis } from 'ioredis';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
@@ -123,15 +126,38 @@ export async function buildTestApp(
  * The app of a whole test file (docs/design.md §6): built once before the file's first test and
  * closed after its last, on the root test's teardown. The file's tests isolate themselves by
  * account, key and ids (`newAccount`), not by app. Call at the top level of the file; the getter
- * answers once `t.before` has run, i.e. inside any test.
+ * answers once `t.before` has run, i.e. inside any test. A file may build several (a few
+ * configurations for many tests): each has a data directory of its own.
  */
 export function fileTestApp(env: Record<string, string> = {}, options: TestAppOptions = {}): () => TestApp {
   let built: TestApp | undefined;
   rootTest.before(async () => {
-    built = await buildTestApp(rootTest, env, options);
+    built = await buildTestApp(rootTestWithOwnDirs(), env, options);
   });
   return () => {
     if (!built) throw new Error('fileTestApp: the app is built in t.before; read it inside a test');
     return built;
   };
+}
+
+/**
+ * The root test as buildTestApp sees it, but handing out a directory of its own on each testdir():
+ * tap's testdir() is one directory per test, emptied on every call, so two apps of one file built
+ * on the root test would share (and wipe) one data directory.
+ */
+export function rootTestWithOwnDirs(): Test {
+  return new Proxy(rootTest, {
+    get(target, property) {
+      if (property === 'testdir') {
+        return () => {
+          const dir = mkdtempSync(join(tmpdir(), 'imagegen-app-'));
+          // Registered before the app's teardowns, so run after them (last in, first out).
+          target.teardown(() => rmSync(dir, { recursive: true, force: true }));
+          return dir;
+        };
+      }
+      const value = Reflect.get(target, property, target);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  }) as Test;
 }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { fileTestApp } from '../helpers/app.js';
-import { everyStoreFileTestApp, otherFileTestApp } from '../helpers/file-apps.js';
+import { everyStoreFileTestApp } from '../helpers/file-apps.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { testOnEveryStore } from '../helpers/store.js';
 
@@ -14,7 +14,7 @@ const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 token
 // Two configurations, each on every store adapter; the tests keep apart by their own accounts.
 const appOn = everyStoreFileTestApp(fileTestApp());
 const CAPPED = { MAX_ACTIVE_TASKS: '3' };
-const cappedAppOn = everyStoreFileTestApp(otherFileTestApp(CAPPED), CAPPED);
+const cappedAppOn = everyStoreFileTestApp(fileTestApp(CAPPED), CAPPED);
 
 testOnEveryStore(
   t,

@@ -2,7 +2,7 @@ import sharp from 'sharp';
 import t from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { fileTestApp } from '../helpers/app.js';
-import { everyStoreFileTestApp, otherFileTestApp } from '../helpers/file-apps.js';
+import { everyStoreFileTestApp } from '../helpers/file-apps.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { filePart, multipartRequest } from '../helpers/multipart.js';
@@ -29,7 +29,7 @@ async function setup() {
 }
 
 /** Apps without a worker, so that a task stays CREATED until it is canceled. */
-const withoutWorkerOn = everyStoreFileTestApp(otherFileTestApp());
+const withoutWorkerOn = everyStoreFileTestApp(fileTestApp());
 
 async function upload(h: Awaited<ReturnType<typeof setup>>): Promise<string> {
   const request = multipartRequest([filePart(await encodedImage('jpeg', 320, 240), { filename: 'ref.jpg' })]);

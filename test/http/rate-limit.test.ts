@@ -8,7 +8,7 @@ import { buildApp } from '../../src/http/app.js';
 import { closeRateLimitCounters, openRateLimitCounters } from '../../src/runtime.js';
 import { createAccountWithKey, issueApiKey } from '../../src/services/api-keys.js';
 import { fileTestApp, type TestApp } from '../helpers/app.js';
-import { lazyFileTestApp, otherFileTestApp } from '../helpers/file-apps.js';
+import { lazyFileTestApp } from '../helpers/file-apps.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { needsRedis, REDIS_URL, redisWithPrefix } from '../helpers/redis.js';
 import { testStoreAdapter } from '../helpers/store.js';
@@ -22,16 +22,16 @@ const BODY = { model: 'alpha-pro', prompt: 'a lighthouse at dawn' }; // 25 token
 // address, so each test that fails to authenticate does it from addresses of its own. A test
 // reads the one budget it is about; the others of its app are the defaults or another test's.
 const oneCreateThreeRequests = fileTestApp({ RATE_LIMIT_CREATES_PER_MIN: '1', RATE_LIMIT_REQUESTS_PER_MIN: '3' });
-const twoCreatesTwoFailures = otherFileTestApp({
+const twoCreatesTwoFailures = fileTestApp({
   RATE_LIMIT_CREATES_PER_MIN: '2',
   RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
 });
-const fiveCreatesTwoFailuresBehindProxy = otherFileTestApp({
+const fiveCreatesTwoFailuresBehindProxy = fileTestApp({
   RATE_LIMIT_CREATES_PER_MIN: '5',
   RATE_LIMIT_AUTH_FAILURES_PER_MIN: '2',
   TRUST_PROXY: '10.0.0.0/8, loopback',
 });
-const oneActiveTaskThreeFailures = otherFileTestApp({ MAX_ACTIVE_TASKS: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
+const oneActiveTaskThreeFailures = fileTestApp({ MAX_ACTIVE_TASKS: '1', RATE_LIMIT_AUTH_FAILURES_PER_MIN: '3' });
 
 t.test('creates: draft RateLimit-* headers, then 429 rate_limited with Retry-After, and no debit', async (t) => {
   const { app, store, newAccount } = twoCreatesTwoFailures();

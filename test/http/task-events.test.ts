@@ -3,9 +3,8 @@ import { GenerationError } from '../../src/generators/port.js';
 import type { ImageGenerator } from '../../src/generators/port.js';
 import { HmacMediaUrlSigner } from '../../src/services/media-url-signer.js';
 import { TaskEvents } from '../../src/services/task-events.js';
-import { buildTestApp, TEST_MEDIA_SIGNING_SECRET, type TestApp } from '../helpers/app.js';
+import { buildTestApp, TEST_MEDIA_SIGNING_SECRET, type TestApp, fileTestApp } from '../helpers/app.js';
 import { openEventStream, type EventStream } from '../helpers/event-stream.js';
-import { otherFileTestApp } from '../helpers/file-apps.js';
 import { listenOnLoopback } from '../helpers/raw-http.js';
 import { GatedGenerator, ScriptedGenerator, testWorker } from '../helpers/worker.js';
 
@@ -47,7 +46,7 @@ async function setup(t: Test, env: Record<string, string> = {}) {
  */
 function fileApp(env: Record<string, string>, now?: () => Date) {
   const events = new TaskEvents();
-  const testApp = otherFileTestApp(env, { events, now });
+  const testApp = fileTestApp(env, { events, now });
   let base = '';
   t.before(async () => {
     base = `http://127.0.0.1:${await listenOnLoopback(testApp().app)}`;

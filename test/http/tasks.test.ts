@@ -7,7 +7,6 @@ import { API_KEY_CACHE_TTL_MS } from '../../src/services/api-keys.js';
 import { newIdAt } from '../../src/ids.js';
 import type { Store } from '../../src/store/port.js';
 import { fileTestApp } from '../helpers/app.js';
-import { otherFileTestApp } from '../helpers/file-apps.js';
 
 const TASKS = '/api/v1/images/generations';
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -20,7 +19,7 @@ const ctx = fileTestApp();
  * requests of a test are presented at one instant; every test reads it relative to its value.
  */
 let clockAt = Date.now();
-const clocked = otherFileTestApp({}, { now: () => new Date(clockAt) });
+const clocked = fileTestApp({}, { now: () => new Date(clockAt) });
 
 type Auth = { authorization: string };
 
