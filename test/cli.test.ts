@@ -6,21 +6,27 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { ConfigSchema } from '../src/config.js';
-import { freePort, spawnTsChild, waitForOutput } from './helpers/processes.js';
+import { freePort, nodeCommand, spawnTsChild, waitForOutput } from './helpers/processes.js';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 const run = promisify(execFile);
 
 function runCli(dataDir: string, args: string[]) {
-  return run(process.execPath, ['--import', 'tsx', cli, ...args], {
+  return run(...nodeCommand(['--import', 'tsx', cli, ...args]), {
     env: { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'silent' },
   });
 }
 
+/**
+ * The install of the first test: served once on its first start (which made the development
+ * account), then started again by the last test, as an operator restarts it.
+ */
+const install = t.testdir({});
+
 t.test(
   'serve on an empty install prints a development key, serves /docs and the API, and exits 0 on SIGTERM',
   async (t) => {
-    const dataDir = t.testdir({});
+    const dataDir = install;
     const port = await freePort();
     const child = spawnTsChild(t, cli, ['serve'], {
       ...process.env,
@@ -98,7 +104,7 @@ t.test(
 
 t.test('a bad configuration value stops the CLI naming the variable', async (t) => {
   const dataDir = t.testdir({});
-  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'migrate'], {
+  const failure = await run(...nodeCommand(['--import', 'tsx', cli, 'migrate']), {
     env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' },
   }).then(
     () => null,
@@ -113,7 +119,7 @@ t.test(
   async (t) => {
     const dataDir = join(t.testdir({}), 'not-created');
     // An environment no other command would start with: config reads only the schema.
-    const { stdout } = await run(process.execPath, ['--import', 'tsx', cli, 'config'], {
+    const { stdout } = await run(...nodeCommand(['--import', 'tsx', cli, 'config']), {
       env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty', DATABASE_URL: 'postgres://127.0.0.1:1/none' },
     });
     const lines = stdout.trimEnd().split('\n');
@@ -135,7 +141,7 @@ t.test(
 
 t.test('models prints the price table of the catalog, without a valid environment or a store', async (t) => {
   const dataDir = join(t.testdir({}), 'not-created');
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', cli, 'models'], {
+  const { stdout } = await run(...nodeCommand(['--import', 'tsx', cli, 'models']), {
     env: { ...process.env, DATA_DIR: dataDir, PORT: 'eighty' },
   });
   const lines = stdout.trimEnd().split('\n');
@@ -163,7 +169,7 @@ t.test('the .env of the working directory is read, and the environment wins over
   const dir = t.testdir({ '.env': '# the service\nPORT="eighty"\n' });
   const tsx = import.meta.resolve('tsx');
   const migrate = (env: NodeJS.ProcessEnv) =>
-    run(process.execPath, ['--import', tsx, cli, 'migrate'], { cwd: dir, env: { ...env, DATA_DIR: dir } }).then(
+    run(...nodeCommand(['--import', tsx, cli, 'migrate']), { cwd: dir, env: { ...env, DATA_DIR: dir } }).then(
       () => null,
       (error: { code: number; stderr: string }) => error,
     );
@@ -177,7 +183,7 @@ t.test('the .env of the working directory is read, and the environment wins over
 t.test('an unreachable REDIS_URL stops api naming the variable, without a stack trace', async (t) => {
   const dataDir = t.testdir({});
   const env = { ...process.env, DATA_DIR: dataDir, PORT: String(await freePort()), REDIS_URL: 'redis://127.0.0.1:1' };
-  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'api'], { env }).then(
+  const failure = await run(...nodeCommand(['--import', 'tsx', cli, 'api']), { env }).then(
     () => null,
     (error: { code: number; stderr: string }) => error,
   );
@@ -189,7 +195,7 @@ t.test('an unreachable REDIS_URL stops api naming the variable, without a stack 
 t.test('a model backend without its key stops the CLI naming the missing variable', async (t) => {
   const dataDir = t.testdir({});
   const env = { ...process.env, DATA_DIR: dataDir, ALPHA_PRO_BACKEND: 'gemini', GEMINI_API_KEY: '' };
-  const failure = await run(process.execPath, ['--import', 'tsx', cli, 'migrate'], { env }).then(
+  const failure = await run(...nodeCommand(['--import', 'tsx', cli, 'migrate']), { env }).then(
     () => null,
     (error: { code: number; stderr: string }) => error,
   );
@@ -200,8 +206,8 @@ t.test('a model backend without its key stops the CLI naming the missing variabl
 t.test(
   'serve on an install that has accounts prints no key but how to make another one with its DATA_DIR',
   async (t) => {
-    const dataDir = t.testdir({});
-    await runCli(dataDir, ['keys', 'create', '--name', 'first', '--tokens', '10']);
+    // The first test's install, which has its development account.
+    const dataDir = install;
     const port = await freePort();
     const child = spawnTsChild(t, cli, ['serve'], {
       ...process.env,

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { parse } from 'yaml';
-import { freePort, spawnTsChild, waitForOutput } from '../helpers/processes.js';
+import { freePort, nodeCommand, spawnTsChild, waitForOutput } from '../helpers/processes.js';
 
 /**
  * "A new model is one module plus configuration" (docs/design.md §2, §7.3), checked the way a
@@ -50,7 +50,7 @@ function copyWithNewModel(): string {
 
 /** A TypeScript entry point of the copy, run to its end; its stdout. */
 async function runInCopy(copy: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
-  const { stdout } = await run(process.execPath, ['--import', tsx, ...args], {
+  const { stdout } = await run(...nodeCommand(['--import', tsx, ...args]), {
     cwd: copy,
     env: { ...process.env, LOG_LEVEL: 'silent', ...env },
   });

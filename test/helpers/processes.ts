@@ -6,6 +6,22 @@ import type { Test } from 'tap';
 import { PostgresStore } from '../../src/store/postgres/postgres-store.js';
 import { postgresTestUrl, testSchema } from './postgres.js';
 
+/** tap's process-recording hook, as it appears in NODE_OPTIONS (quoted when its path has a space). */
+const TAP_PROCESS_HOOK =
+  /"--(?:import|loader|experimental-loader)=[^"]*@tapjs\/processinfo[^"]*"|--(?:import|loader|experimental-loader)=\S*@tapjs\/processinfo\S*/g;
+
+/**
+ * The command that runs node with args for a test, as [file, args] for spawn or execFile: through
+ * env(1), which gives node this process's NODE_OPTIONS less tap's process-recording hook. tap puts
+ * that hook into the NODE_OPTIONS of every process a test starts, whatever env the test passes; in a
+ * CLI process it about doubles the CPU of the start-up, to record what nothing here reads (coverage
+ * is off). env(1) executes node in its own place: the child's pid is node's, and signals reach it.
+ */
+export function nodeCommand(args: string[]): [string, string[]] {
+  const options = (process.env.NODE_OPTIONS ?? '').replace(TAP_PROCESS_HOOK, '').trim();
+  return ['/usr/bin/env', [`NODE_OPTIONS=${options}`, process.execPath, ...args]];
+}
+
 /**
  * A TypeScript entry point run as a real child process (through tsx), killed when the test ends
  * if it is still running; stdout is piped so the test can wait for what it prints.
@@ -16,7 +32,7 @@ export function spawnTsChild(
   args: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): ChildProcessByStdio<null, Readable, null> {
-  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
+  const child = spawn(...nodeCommand(['--import', 'tsx', script, ...args]), {
     env,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -78,7 +94,7 @@ export type CliProcess = ChildProcess & {
 
 /** The CLI (src/cli.ts through tsx) as a real process with env added to this one's; SIGKILLed when the test ends. */
 export function startCli(t: Test, args: string[], env: Record<string, string>): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+  const child = spawn(...nodeCommand(['--import', 'tsx', CLI, ...args]), {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

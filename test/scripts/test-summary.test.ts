@@ -3,8 +3,9 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 
 /**
- * `npm test` ends with scripts/test-on-postgres.ts: its last line says the browser tests were
- * skipped when Chromium is missing, and only then. Run here with no PostgreSQL (a closed port), so
+ * `npm test` (scripts/test-passes.ts) and `npm run test:postgres` (scripts/test-on-postgres.ts) end
+ * alike (scripts/tap-passes.ts): the last line says the browser tests were skipped when Chromium is
+ * missing, and only then. Run here on test-on-postgres.ts with no PostgreSQL (a closed port), so
  * that the pass itself is skipped at once.
  */
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -1,5 +1,9 @@
 import t from 'tap';
-import { needsStore, testStoreAdapter } from '../helpers/store.js';
-import { storeContract } from './store-contract.js';
+import { needsStore } from '../helpers/store.js';
+import { reusedPostgresSchemas } from '../helpers/reused-postgres-schemas.js';
+import { CONTRACT_JOBS, storeContract } from './store-contract.js';
 
-t.test('postgres', await needsStore('postgres'), async (t) => storeContract(t, testStoreAdapter('postgres')));
+// Each test of the contract on an empty schema of its own, emptied rather than migrated anew.
+t.test('postgres', { ...(await needsStore('postgres')), jobs: CONTRACT_JOBS }, async (t) =>
+  storeContract(t, reusedPostgresSchemas(t)),
+);

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { testStoreAdapter } from '../helpers/store.js';
-import { storeContract } from './store-contract.js';
+import { CONTRACT_JOBS, storeContract } from './store-contract.js';
 
+t.jobs = CONTRACT_JOBS;
 storeContract(t, testStoreAdapter('sqlite'));

@@ -71,10 +71,17 @@ async function reservedResult(store: Store, now: Date): Promise<GeneratedMediaIn
   };
 }
 
+/**
+ * How many tests of a group run at once, each on a store of its own: a test mostly waits for its
+ * store (a PostgreSQL round trip, an fsync), so several together take little longer than one. The
+ * groups themselves run CONTRACT_JOBS at once too (set by the files that run the contract).
+ */
+export const CONTRACT_JOBS = 3;
+
 export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
   const open = async (t: Test) => (await adapter.open(t)).store;
 
-  t.test('accounts and API keys', async (t) => {
+  t.test('accounts and API keys', { jobs: CONTRACT_JOBS }, async (t) => {
     t.test('an account is created with its opening grant, read back and counted', async (t) => {
       const store = await open(t);
       const before = await store.accounts.countAccounts();
@@ -174,7 +181,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('money', async (t) => {
+  t.test('money', { jobs: CONTRACT_JOBS }, async (t) => {
     t.test('50 concurrent debits of 25 against a balance of 100: exactly 4 succeed', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 100);
@@ -401,7 +408,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('the active-task cap', async (t) => {
+  t.test('the active-task cap', { jobs: CONTRACT_JOBS }, async (t) => {
     t.test('holds under concurrency and refuses without debiting', async (t) => {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);
@@ -584,7 +591,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('image references are checked in the create transaction', async (t) => {
+  t.test('image references are checked in the create transaction', { jobs: CONTRACT_JOBS }, async (t) => {
     const setup = async (t: Test) => {
       const store = await open(t);
       return { store, accountId: await newAccount(store, 1000), otherId: await newAccount(store, 1000) };
@@ -654,7 +661,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     );
   });
 
-  t.test('idempotency keys', async (t) => {
+  t.test('idempotency keys', { jobs: CONTRACT_JOBS }, async (t) => {
     const response: StoredResponse = {
       statusCode: 202,
       headers: { location: '/api/v1/images/generations/x', 'content-type': 'application/json; charset=utf-8' },
@@ -1001,7 +1008,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('task states for waiters', async (t) => {
+  t.test('task states for waiters', { jobs: CONTRACT_JOBS }, async (t) => {
     t.test("each existing task's status and attempt, any account's; unknown ids left out", async (t) => {
       const store = await open(t);
       const one = await newAccount(store, 10_000, 'one');
@@ -1034,7 +1041,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('task listing', async (t) => {
+  t.test('task listing', { jobs: CONTRACT_JOBS }, async (t) => {
     const MODELS = MIXED_MODELS;
     const START = MIX_START;
     const storeWith = async (t: Test, tasksOf: (accountId: string) => TaskRecord[]) => {
@@ -1160,7 +1167,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('claims, leases and fencing', async (t) => {
+  t.test('claims, leases and fencing', { jobs: CONTRACT_JOBS }, async (t) => {
     const queued = async (t: Test, n = 1, over: Parameters<typeof newTask>[1] = {}) => {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);
@@ -1540,7 +1547,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('completion, results and the webhook outbox', async (t) => {
+  t.test('completion, results and the webhook outbox', { jobs: CONTRACT_JOBS }, async (t) => {
     const running = async (t: Test, webhookUrl?: string) => {
       const store = await open(t);
       const accountId = await newAccount(store, 1000);
@@ -1678,7 +1685,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('webhook deliveries and secrets', async (t) => {
+  t.test('webhook deliveries and secrets', { jobs: CONTRACT_JOBS }, async (t) => {
     const withDeliveries = async (t: Test, n: number) => {
       const store = await open(t);
       const accountId = await newAccount(store, 10_000);
@@ -1910,7 +1917,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     );
   });
 
-  t.test('media and retention', async (t) => {
+  t.test('media and retention', { jobs: CONTRACT_JOBS }, async (t) => {
     const withAccount = async (t: Test) => {
       const store = await open(t);
       return { store, accountId: await newAccount(store, 0) };
@@ -1999,7 +2006,7 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
-  t.test('ping answers and migrate is safe to call again', async (t) => {
+  t.test('ping answers and migrate is safe to call again', { jobs: CONTRACT_JOBS }, async (t) => {
     const store = await open(t);
     await store.ping();
     await store.migrate();

@@ -6,13 +6,14 @@ import Database from 'better-sqlite3';
 import t from 'tap';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { buildTestApp } from '../helpers/app.js';
+import { nodeCommand } from '../helpers/processes.js';
 import { testStoreAdapter } from '../helpers/store.js';
 
 const cli = fileURLToPath(new URL('../../src/cli.ts', import.meta.url));
 const TASKS = 200;
 
 function startWorkerProcess(dataDir: string): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', cli, 'worker'], {
+  return spawn(...nodeCommand(['--import', 'tsx', cli, 'worker']), {
     env: {
       ...process.env,
       DATA_DIR: dataDir,
