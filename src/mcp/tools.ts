@@ -234,7 +234,8 @@ export class ImageTools {
     };
     let task = await tasks.get(call.accountId, taskId);
     if (waitMs > 0) await report(task);
-    while (!isTerminal(task.status) && !call.signal.aborted) {
+    // Draining (the process is shutting down): the task as it is now is the answer.
+    while (!isTerminal(task.status) && !call.signal.aborted && !tasks.isDraining) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       const step = taskStepOf(task);
