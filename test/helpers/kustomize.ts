@@ -3,7 +3,6 @@ import { dirname, join } from 'node:path';
 import { parseAllDocuments, parse } from 'yaml';
 
 /** A Kubernetes object as the manifests write it. */
-// biome-ignore lint/suspicious/noExplicitAny: manifests are free-form YAML, checked by the tests that read them
 export type K8sObject = {
   apiVersion: string;
   kind: string;
@@ -47,12 +46,10 @@ export function renderKustomization(dir: string): K8sObject[] {
   return objects;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: see K8sObject
 export function podSpec(object: K8sObject): any {
   return object.spec?.template?.spec ?? object.spec?.jobTemplate?.spec?.template?.spec;
 }
 
-// biome-ignore lint/suspicious/noExplicitAny: see K8sObject
 export function podContainers(object: K8sObject): any[] {
   const spec = podSpec(object);
   return spec ? [...(spec.initContainers ?? []), ...spec.containers] : [];
