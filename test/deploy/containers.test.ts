@@ -1,8 +1,8 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import t, { type Test } from 'tap';
-import { stringify } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
 import { kubernetesDir, podContainers, renderKustomization } from '../helpers/kustomize.js';
@@ -11,7 +11,10 @@ import {
   containerTestsSkip,
   logsOf,
   podman,
+  ROOT,
+  run,
   runContainer,
+  servicesStandIn,
   testImage,
   waitExit,
   waitHttp,
@@ -29,7 +32,8 @@ import { startTestS3 } from '../helpers/s3.js';
  */
 
 const skip = await containerTestsSkip();
-const options = { skip, timeout: 1_500_000 };
+// A new object per test: tap writes into the options it is given.
+const options = () => ({ skip, timeout: 1_500_000 });
 if (skip) t.comment(`container tests skipped: ${skip}`);
 
 interface TaskData {
@@ -88,7 +92,7 @@ function statusCounter(t: Test, url: string, accountId: string): () => Promise<R
 
 t.test(
   'the image: built on a stand-in base, read-only and non-root, serves, completes a task, stops within its grace',
-  options,
+  options(),
   async (t) => {
     const { name: image, buildSeconds } = await testImage();
     const [inspected] = JSON.parse(await podman(['image', 'inspect', image])) as {
@@ -156,7 +160,7 @@ t.test(
 
 t.test(
   'roles on PostgreSQL: migrate, api, two workers; a worker SIGKILLed and one SIGTERMed mid-generation, an api SIGTERMed under 100 long-polls and 20 streams',
-  options,
+  options(),
   async (t) => {
     const { name: image } = await testImage();
     t.ok(image);
@@ -289,7 +293,7 @@ t.test(
 
 t.test(
   'the Kubernetes Deployments under podman kube play: a task created through the api pod completes in the worker pod',
-  options,
+  options(),
   async (t) => {
     const { name: image } = await testImage();
     const { url } = await clusterDatabase(t);
@@ -393,5 +397,184 @@ t.test(
       objects.find((o) => o.kind === 'ScaledObject')!.spec.triggers[0].metadata.query as string,
     );
     t.equal(Number(rows[0].count), 0, "KEDA's query: nothing left to run");
+  },
+);
+
+t.test(
+  'deploy/compose.yaml: the stack comes up, a task is created, completed and downloaded through it',
+  options(),
+  async (t) => {
+    const { name: image } = await testImage();
+    const standIn = await servicesStandIn();
+    const names = containerNames(t);
+    const dir = t.testdir({});
+    const [pgPort, redisPort, s3Port, apiPort, metricsPort] = await Promise.all(Array.from({ length: 5 }, freePort));
+    const compose = parse(readFileSync(join(ROOT, 'deploy/compose.yaml'), 'utf8'), { merge: true }) as {
+      services: Record<string, Record<string, unknown> & { environment?: Record<string, string> }>;
+      volumes?: unknown;
+    };
+    t.same(Object.keys(compose.services).sort(), [
+      'api',
+      'createbucket',
+      'migrate',
+      'postgres',
+      'redis',
+      's3',
+      'worker',
+    ]);
+    t.same(compose.services.api.depends_on, {
+      migrate: { condition: 'service_completed_successfully' },
+      createbucket: { condition: 'service_completed_successfully' },
+      redis: { condition: 'service_healthy' },
+    });
+    for (const name of ['postgres', 'redis', 's3'])
+      t.ok(compose.services[name].healthcheck, `${name} has a healthcheck`);
+
+    // The same stack on this machine: the host's network on loopback ports, and stand-ins for the
+    // registry's images (Debian's PostgreSQL and Redis, s3rver; the service's own image, which has the
+    // AWS SDK, creates the bucket in place of the AWS CLI).
+    const services = compose.services;
+    for (const service of Object.values(services)) {
+      service.network_mode = 'host';
+      delete service.ports;
+      delete service.build;
+    }
+    Object.assign(services.postgres, {
+      image: standIn,
+      entrypoint: ['/bin/bash', '-c'],
+      command: [
+        [
+          'set -e',
+          'mkdir -p /tmp/pg && chown postgres /tmp/pg',
+          'runuser -u postgres -- initdb -D /tmp/pg/data -U postgres --auth=trust >/dev/null',
+          `runuser -u postgres -- postgres -D /tmp/pg/data -k /tmp/pg -c listen_addresses=127.0.0.1 -p ${pgPort} & pid=$!`,
+          `until pg_isready -q -h 127.0.0.1 -p ${pgPort}; do sleep 0.2; done`,
+          `psql -q -h 127.0.0.1 -p ${pgPort} -U postgres -c "CREATE ROLE imagegen LOGIN PASSWORD '$POSTGRES_PASSWORD'" -c 'CREATE DATABASE imagegen OWNER imagegen'`,
+          'wait $pid',
+        ].join('\n'),
+      ],
+      healthcheck: {
+        ...(services.postgres.healthcheck as object),
+        test: ['CMD', 'pg_isready', '-h', '127.0.0.1', '-p', String(pgPort), '-U', 'imagegen', '-d', 'imagegen'],
+      },
+    });
+    delete services.postgres.volumes;
+    Object.assign(services.redis, {
+      image: standIn,
+      command: ['redis-server', '--bind', '127.0.0.1', '--port', String(redisPort), '--save', '', '--appendonly', 'no'],
+      healthcheck: {
+        ...(services.redis.healthcheck as object),
+        test: ['CMD', 'redis-cli', '-p', String(redisPort), 'ping'],
+      },
+    });
+    Object.assign(services.s3, {
+      image: standIn,
+      entrypoint: ['s3rver'],
+      command: ['-d', '/tmp', '-a', '127.0.0.1', '-p', String(s3Port), '--no-vhost-buckets'],
+      healthcheck: {
+        ...(services.s3.healthcheck as object),
+        test: ['CMD', 'curl', '-sS', '-o', '/dev/null', `http://127.0.0.1:${s3Port}/`],
+      },
+    });
+    delete services.s3.volumes;
+    Object.assign(services.createbucket, {
+      image,
+      entrypoint: ['node', '--input-type=module', '-e'],
+      command: [
+        "import { S3Client, CreateBucketCommand } from '@aws-sdk/client-s3';" +
+          `const s3 = new S3Client({ endpoint: 'http://127.0.0.1:${s3Port}', forcePathStyle: true, region: 'us-east-1' });` +
+          'await s3.send(new CreateBucketCommand({ Bucket: process.env.BUCKET }));',
+      ],
+    });
+    const local = (value: string) =>
+      value
+        .replace('@postgres:5432/', `@127.0.0.1:${pgPort}/`)
+        .replace('redis://redis:6379', `redis://127.0.0.1:${redisPort}`)
+        .replace('http://s3:8333', `http://127.0.0.1:${s3Port}`);
+    for (const role of ['migrate', 'api', 'worker']) {
+      const service = services[role];
+      service.image = image;
+      const environment = Object.fromEntries(
+        Object.entries(service.environment ?? {}).map(([k, v]) => [k, local(String(v))]),
+      );
+      service.environment = {
+        ...environment,
+        HOST: '127.0.0.1',
+        PORT: String(apiPort),
+        WORKER_METRICS_PORT: String(metricsPort),
+        PUBLIC_BASE_URL: `http://127.0.0.1:${apiPort}`,
+      };
+    }
+    delete compose.volumes;
+    const file = join(dir, 'compose.yaml');
+    // YAML 1.1, as podman-compose's PyYAML reads it: `no` and `yes` stay strings.
+    writeFileSync(file, stringify(compose, { version: '1.1' }));
+    const project = names('compose');
+    const composeEnv = { S3_ACCESS_KEY: 'S3RVER', S3_SECRET_KEY: 'S3RVER', WORKER_REPLICAS: '2' };
+    const compose_ = (args: string[]) =>
+      run(
+        'env',
+        [
+          ...Object.entries(composeEnv).map(([k, v]) => `${k}=${v}`),
+          '/usr/bin/python3',
+          join(ROOT, 'test/deploy/podman-compose-host.py'),
+          '-p',
+          project,
+          '-f',
+          file,
+          ...args,
+        ],
+        {
+          timeoutMs: 300_000,
+        },
+      );
+    t.teardown(() => compose_(['down', '-t', '5']));
+
+    // podman-compose 1.0.3 (Debian's) starts services in order but waits for no condition: the test
+    // waits for what depends_on says.
+    const started = Date.now();
+    const infra = await compose_(['up', '-d', 'postgres', 'redis', 's3']);
+    t.equal(infra.code, 0, infra.code === 0 ? 'postgres, redis and s3 started' : infra.stderr.slice(-1000));
+    for (const name of ['postgres', 'redis', 's3']) {
+      const container = `${project}_${name}_1`;
+      let healthy = false;
+      for (let i = 0; i < 120 && !healthy; i++) {
+        healthy = (await run('podman', ['healthcheck', 'run', container])).code === 0;
+        if (!healthy) await sleep(500);
+      }
+      t.ok(healthy, `${name} healthy`);
+    }
+    // The rest of the stack; the services already up stay as they are (podman-compose says their
+    // names are taken, and goes on).
+    await compose_(['up', '-d']);
+    t.equal(await waitExit(`${project}_createbucket_1`), 0, 'createbucket completed');
+    t.equal(await waitExit(`${project}_migrate_1`), 0, 'migrate completed');
+    const base = `http://127.0.0.1:${apiPort}`;
+    await waitHttp(`${base}/readyz`);
+    t.comment(`compose stack up in ${Math.round((Date.now() - started) / 1000)} s`);
+    const workers = (await podman(['ps', '--format', '{{.Names}}', '--filter', `name=${project}_worker`]))
+      .trim()
+      .split('\n');
+    t.equal(workers.length, 2, 'two workers');
+
+    const keys = await podman([
+      'exec',
+      `${project}_api_1`,
+      'imagegen',
+      'keys',
+      'create',
+      '--name',
+      'compose',
+      '--tokens',
+      '1000',
+    ]);
+    const key = keys.trim().split('\n').pop()!;
+    await createCompleteDownload(t, base, key, 'beta-v5-pro');
+    const ready = (await (await fetch(`${base}/readyz`)).json()) as { checks: Record<string, string> };
+    t.same(
+      ready.checks,
+      { store: 'ok', blobs: 'ok', disk: 'ok', rate_limits: 'ok' },
+      'PostgreSQL, S3 and Redis in use',
+    );
   },
 );

@@ -186,3 +186,32 @@ export const logsOf = async (name: string) => {
 };
 
 export const pathExists = existsSync;
+
+let services: Promise<string> | null = null;
+
+/**
+ * Stand-ins for the compose stack's registry images, from Debian's and the npm registry's packages
+ * on the same stand-in base: PostgreSQL and redis-server (Debian's), s3rver for the S3 store. One
+ * image, named by its base and recipe, built once per machine.
+ */
+export function servicesStandIn(): Promise<string> {
+  services ??= (async () => {
+    const nodeImage = await standInBase();
+    const recipe = [
+      `FROM ${nodeImage}`,
+      'RUN apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql redis-server curl && rm -rf /var/lib/apt/lists/*',
+      'RUN npm install -g --no-audit --no-fund s3rver@3.7.1 && npm cache clean --force',
+      'ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    ].join('\n');
+    const { createHash } = await import('node:crypto');
+    const name = `localhost/imagegen-compose-services:${createHash('sha256').update(recipe).digest('hex').slice(0, 16)}`;
+    if ((await run('podman', ['image', 'exists', name])).code === 0) return name;
+    const { mkdtempSync, writeFileSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'imagegen-services-'));
+    writeFileSync(join(dir, 'Containerfile'), `${recipe}\n`);
+    await podman(['build', '--network', 'host', '-t', name, dir], { timeoutMs: 900_000 });
+    return name;
+  })();
+  return services;
+}
