@@ -35,6 +35,9 @@ const skip = await containerTestsSkip();
 // A new object per test: tap writes into the options it is given.
 const options = () => ({ skip, timeout: 1_500_000 });
 if (skip) t.comment(`container tests skipped: ${skip}`);
+// A first run on a machine builds the stand-in base, the stand-in services and the image: more
+// than the suite's timeout per file. Later runs find them in podman's storage and its layer cache.
+else t.setTimeout(3_600_000);
 
 interface TaskData {
   task_id: string;
