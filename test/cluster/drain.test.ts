@@ -1,5 +1,7 @@
 import { once } from 'node:events';
 import t, { type Test } from 'tap';
+import { Registry } from 'prom-client';
+import { buildWorkerMetricsApp } from '../../src/http/worker-metrics-app.js';
 import { createAccountWithKey } from '../../src/services/api-keys.js';
 import { FakeUpstream, pngBase64 } from '../helpers/fake-upstream.js';
 import { openAiReply } from '../helpers/provider-replies.js';
@@ -215,3 +217,16 @@ t.test(
     t.comment(`released task: taken by the other worker ${gap} ms after the release`);
   },
 );
+
+t.test("a worker's /readyz answers 503 once it drains, its /healthz and /metrics still 200", async (t) => {
+  const draining = new AbortController();
+  const app = buildWorkerMetricsApp(new Registry(), { draining: draining.signal });
+  t.teardown(() => app.close());
+  t.equal((await app.inject({ url: '/readyz' })).statusCode, 200);
+  draining.abort();
+  const ready = await app.inject({ url: '/readyz' });
+  t.equal(ready.statusCode, 503);
+  t.same(ready.json(), { status: 'unavailable' });
+  t.equal((await app.inject({ url: '/healthz' })).statusCode, 200);
+  t.equal((await app.inject({ url: '/metrics', remoteAddress: '127.0.0.1' })).statusCode, 200);
+});
