@@ -50,13 +50,13 @@ let readiness: Promise<string | false> | null = null;
 
 /**
  * Why the container tests cannot run here (a line for the skip), or false. They run when
- * IMAGEGEN_CONTAINER_TESTS=1 (.ci/run sets it on one Node.js line); podman, runc, mmdebstrap and
+ * IMAGEGEN_CONTAINER_TESTS=1 (.ci/run runs them so once, after its Node.js 24 pass); podman, runc, mmdebstrap and
  * podman-compose are installed from Debian's packages when missing and this is root.
  */
 export function containerTestsSkip(): Promise<string | false> {
   readiness ??= (async () => {
     if (process.env.IMAGEGEN_CONTAINER_TESTS !== '1')
-      return 'container tests run with IMAGEGEN_CONTAINER_TESTS=1 (.ci/run sets it on its Node.js 24 line)';
+      return 'container tests run with IMAGEGEN_CONTAINER_TESTS=1 (.ci/run runs them so once, after its Node.js 24 pass)';
     const tools = ['podman', 'runc', 'mmdebstrap', 'podman-compose'];
     if (!tools.every(has)) {
       if (process.getuid?.() !== 0 || !has('apt-get'))
