@@ -193,6 +193,8 @@ function parseTokens(text: string): number {
 }
 
 async function serve(config: Config, options: { workers: number }): Promise<number> {
+  const shutdown = listenForShutdown(config);
+  const draining = new AbortController();
   const runtime = await openRuntime(config, { longRunning: true });
   if (runtime.store.kind === 'sqlite') {
     if ((await runtime.store.accounts.countAccounts()) === 0) await printDevelopmentKey(runtime, config);
@@ -214,6 +216,7 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
     metricsRegistry,
     rateLimitRedis,
     onWebhookQueued: () => worker?.webhooks.poke(),
+    draining: draining.signal,
   });
   log = app.log;
   if (options.workers > 0) {
@@ -234,19 +237,83 @@ async function serve(config: Config, options: { workers: number }): Promise<numb
     );
   }
 
-  const signal = await shutdownSignal();
-  app.log.info({ signal }, 'shutting down');
-  // Stop accepting first, then let running tasks finish (or release them), then close the store.
-  await app.close();
-  await worker?.stop(config.SHUTDOWN_GRACE_MS);
+  const signal = await shutdown.signalled;
+  const plan = drainPlan(config, signal);
+  app.log.info({ signal, delay_ms: plan.delayMs, grace_ms: config.SHUTDOWN_GRACE_MS }, 'draining');
+  // At once: /readyz is 503 and the in-process workers claim nothing new; running tasks go on.
+  draining.abort();
+  const [, closed] = await Promise.all([
+    worker?.stop(plan.taskGraceMs),
+    (async () => {
+      // Still serving while load balancers take the node out; then stop accepting, answer the
+      // long-polls and event streams (preClose), and wait for the requests in flight until the grace is over.
+      await sleep(plan.delayMs);
+      return closeWithin(app, plan.cutAt);
+    })(),
+  ]);
   await closeRateLimitCounters(rateLimitRedis);
   await runtime.close();
+  app.log.info({ elapsed_ms: Date.now() - plan.startedAt, requests_cut: closed.cut }, 'drained');
   return 0;
+}
+
+/** The drain's timeline (docs/design.md §4.4), from the signal on. */
+interface DrainPlan {
+  startedAt: number;
+  /** An API process serves on for this long after /readyz turned 503 (SIGTERM only). */
+  delayMs: number;
+  /** Running tasks may finish within this; the rest are released. */
+  taskGraceMs: number;
+  /** When requests still in flight are cut: a reserve before SHUTDOWN_GRACE_MS is over, to close the rest. */
+  cutAt: number;
+}
+
+function drainPlan(config: Config, signal: string): DrainPlan {
+  const startedAt = Date.now();
+  const grace = config.SHUTDOWN_GRACE_MS;
+  // Releasing tasks, closing the store and flushing logs take a moment: kept out of the tasks' grace.
+  const releaseReserve = Math.min(2000, Math.floor(grace / 10));
+  return {
+    startedAt,
+    delayMs: signal === 'SIGTERM' ? Math.min(config.SHUTDOWN_DELAY_MS, Math.floor(grace / 2)) : 0,
+    taskGraceMs: grace - releaseReserve,
+    cutAt: startedAt + grace - releaseReserve,
+  };
+}
+
+/**
+ * Closes the app: no new connection, waits answered (preClose hooks), then the requests in flight
+ * are waited for until `deadline`, when the connections still open are cut. A keep-alive connection
+ * is closed as soon as its last answer is sent (the server closes only those idle when it stops).
+ */
+async function closeWithin(app: FastifyInstance, deadline: number): Promise<{ cut: boolean }> {
+  let cut = false;
+  const idle = setInterval(() => app.server.closeIdleConnections(), 50);
+  const timer = setTimeout(
+    () => {
+      cut = true;
+      app.log.warn('shutdown grace over: cutting the requests still in flight');
+      app.server.closeAllConnections();
+    },
+    Math.max(0, deadline - Date.now()),
+  );
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(timer);
+    clearInterval(idle);
+  }
+  return { cut };
+}
+
+function sleep(ms: number): Promise<void> {
+  return ms > 0 ? new Promise((resolve) => setTimeout(resolve, ms)) : Promise.resolve();
 }
 
 async function workerCommand(config: Config): Promise<number> {
   if (config.WORKER_CONCURRENCY === 0)
     throw new CliError('WORKER_CONCURRENCY is 0; a worker process needs at least 1.');
+  const shutdown = listenForShutdown(config);
   const runtime = await openRuntime(config, { longRunning: true });
   const log = pino({ level: config.LOG_LEVEL });
   const metricsRegistry = newProcessRegistry();
@@ -262,14 +329,20 @@ async function workerCommand(config: Config): Promise<number> {
   });
   registerDependencyMetrics(metricsRegistry, readinessChecks);
   const worker = buildBackgroundWork(config, runtime, { log, events: runtime.events, metrics });
-  const metricsApp = await listenForMetrics(config, metricsRegistry, log, readinessChecks);
+  const draining = new AbortController();
+  const metricsApp = await listenForMetrics(config, metricsRegistry, log, readinessChecks, draining.signal);
   worker.start();
   log.info({ concurrency: config.WORKER_CONCURRENCY, model_backends: modelBackends(config) }, 'worker started');
-  const signal = await shutdownSignal();
-  log.info({ signal }, 'worker shutting down');
+  const signal = await shutdown.signalled;
+  const plan = drainPlan(config, signal);
+  log.info({ signal, grace_ms: config.SHUTDOWN_GRACE_MS }, 'worker draining');
+  // Claims nothing from now on; running tasks may finish within the grace, the rest are released
+  // to the queue (a NOTIFY wakes the other workers at once). /readyz is 503 meanwhile, /metrics served.
+  draining.abort();
+  await worker.stop(plan.taskGraceMs);
   await metricsApp?.close();
-  await worker.stop(config.SHUTDOWN_GRACE_MS);
   await runtime.close();
+  log.info({ elapsed_ms: Date.now() - plan.startedAt }, 'worker drained');
   return 0;
 }
 
@@ -286,11 +359,13 @@ async function listenForMetrics(
   registry: Registry,
   log: pino.Logger,
   readinessChecks: Record<string, DependencyCheck>,
+  draining: AbortSignal,
 ): Promise<FastifyInstance | null> {
   if (config.WORKER_METRICS_PORT === 0) return null;
   const app = buildWorkerMetricsApp(registry, {
     metricsToken: config.METRICS_TOKEN,
     readinessChecks,
+    draining,
     onCheckFailed: (check, err) => log.warn({ err, check }, 'readiness check failed'),
   });
   try {
@@ -311,11 +386,30 @@ function usesGlibcDefaultMmapThreshold(): boolean {
   return header?.glibcVersionRuntime !== undefined;
 }
 
-function shutdownSignal(): Promise<string> {
-  return new Promise((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
+/**
+ * SIGTERM or SIGINT, listened for from the start of a long-running command (a signal during the
+ * start is kept, and drains once it is up). A second signal ends the process at once, and so does
+ * the drain outlasting its grace by far (a store that never answers): as PID 1 in a container no
+ * default handler would.
+ */
+function listenForShutdown(config: Config): { signalled: Promise<string> } {
+  let signalled = false;
+  const { promise, resolve } = Promise.withResolvers<string>();
+  const onSignal = (signal: string) => {
+    if (signalled) {
+      process.stderr.write(`${signal} again: exiting without finishing the drain.\n`);
+      process.exit(1);
+    }
+    signalled = true;
+    resolve(signal);
+    setTimeout(() => {
+      process.stderr.write('The drain did not end in time: exiting.\n');
+      process.exit(1);
+    }, config.SHUTDOWN_GRACE_MS + 10_000).unref();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return { signalled: promise };
 }
 
 /** First start of an empty embedded install: a development account, its key printed once. */

@@ -309,7 +309,13 @@ const SERVICE_VARIABLES = {
   }),
   SHUTDOWN_GRACE_MS: Int({
     default: 20_000,
-    description: 'On SIGTERM, how long in-flight tasks may finish before they are released.',
+    description:
+      'On SIGTERM or SIGINT, the drain: the process exits within this long. Running tasks may finish until shortly before (a tenth of it, at most 2 s, is kept to release the rest to other workers); requests in flight past it are cut. An orchestrator must wait longer before it kills (Kubernetes terminationGracePeriodSeconds).',
+  }),
+  SHUTDOWN_DELAY_MS: Int({
+    default: 0,
+    description:
+      'On SIGTERM, how long an API process goes on serving after /readyz turned 503, for load balancers to take it out of rotation (the image: 2000; its Kubernetes base: 5000); then it stops accepting and answers its long-polls and event streams. SIGINT does not wait. At most half of SHUTDOWN_GRACE_MS is used.',
   }),
   DEV_ACCOUNT_TOKENS: Int({
     default: 1000,

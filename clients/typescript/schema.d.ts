@@ -33,7 +33,7 @@ export interface paths {
         };
         /**
          * Readiness: the node can accept work
-         * @description 200 when the store and the blob storage answer and the disk has room, 503 naming the failing dependency otherwise (a load balancer sends the node no traffic meanwhile). Redis down is `rate_limits: degraded`, still 200. Needs no key.
+         * @description 200 when the store and the blob storage answer and the disk has room, 503 naming the failing dependency otherwise (a load balancer sends the node no traffic meanwhile), and 503 from the moment the process is told to shut down (it drains). Redis down is `rate_limits: degraded`, still 200. Needs no key.
          */
         get: operations["readiness"];
         put?: never;
@@ -1548,7 +1548,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description A dependency is failing; `checks` says which. */
+            /** @description A dependency is failing (`checks` says which), or the process is shutting down (no `checks`). */
             503: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */

@@ -44,6 +44,11 @@ export interface AppDependencies {
   rateLimitRedis: Redis | null;
   /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
   playgroundDir?: string;
+  /**
+   * Aborted when the process begins to shut down (SIGTERM): /readyz answers 503 from then on, while
+   * the app still serves until it is closed (docs/design.md §4, drain).
+   */
+  draining?: AbortSignal;
 }
 
 /**
@@ -75,6 +80,13 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(healthRoutes, {
     readinessChecks: services.readinessChecks,
     backendCircuits: services.backendCircuits,
+    draining: deps.draining,
+  });
+  // Closing: open event streams end with `reconnect`, held waits (long-polls, tool calls, the
+  // OpenAI face) are answered with their tasks as they are, before the server waits for its requests.
+  app.addHook('preClose', async () => {
+    services.streams.stopAll();
+    services.tasks.drain();
   });
   registerDependencyMetrics(metricsRegistry, services.readinessChecks);
   registerTaskWaitMetrics(metricsRegistry, () => services.tasks.waitsHeld);

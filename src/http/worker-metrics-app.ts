@@ -9,6 +9,8 @@ export interface WorkerMetricsAppOptions {
   readinessChecks?: Record<string, DependencyCheck>;
   /** Where a failing check's cause is logged (never answered). */
   onCheckFailed?: (check: string, err: unknown) => void;
+  /** Aborted when the worker begins to shut down: /readyz answers 503 at once from then on. */
+  draining?: AbortSignal;
 }
 
 /**
@@ -20,7 +22,7 @@ export interface WorkerMetricsAppOptions {
  * listens itself: the CLI does.
  */
 export function buildWorkerMetricsApp(registry: Registry, options: WorkerMetricsAppOptions = {}): FastifyInstance {
-  const { metricsToken, readinessChecks = {}, onCheckFailed } = options;
+  const { metricsToken, readinessChecks = {}, onCheckFailed, draining } = options;
   const app = Fastify({ logger: false });
   app.addHook('onSend', async (_request, reply) => {
     reply.header('cache-control', 'no-store');
@@ -28,6 +30,7 @@ export function buildWorkerMetricsApp(registry: Registry, options: WorkerMetrics
   });
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_request, reply) => {
+    if (draining?.aborted) return reply.code(503).send({ status: 'unavailable' });
     const readiness = await checkReadiness(readinessChecks);
     for (const [check, err] of Object.entries(readiness.causes)) onCheckFailed?.(check, err);
     return reply.code(readiness.ready ? 200 : 503).send(readinessReport(readiness));

@@ -50,6 +50,11 @@ export class TaskChangePoll {
     this.timer.unref();
   }
 
+  /** Wakes every registered wait at once (the process is shutting down: TaskService.drain). */
+  wakeAll(): void {
+    for (const wait of [...this.waits]) wait.wake();
+  }
+
   delete(wait: PolledWait): void {
     if (!this.waits.delete(wait) || this.waits.size > 0 || !this.timer) return;
     clearInterval(this.timer);

@@ -45,6 +45,8 @@ export class TaskService {
   private readonly waitTimers: WaitTimers;
   /** Changes to waited tasks that no signal of this process carries, found once per interval for all waits. */
   private readonly changePoll: TaskChangePoll;
+  /** Aborted by drain(): waits end with the task as it is, and new ones do not wait. */
+  private readonly draining = new AbortController();
 
   constructor(private readonly options: TaskServiceOptions) {
     this.waitTimers = new WaitTimers(
@@ -57,6 +59,21 @@ export class TaskService {
   /** Requests waiting for a task to change now: long-polls, event streams between events, tool calls. */
   get waitsHeld(): number {
     return this.changePoll.size;
+  }
+
+  /**
+   * The process is shutting down (docs/design.md §4, drain): every wait held now is answered with
+   * its task as it is (a long-poll gets the task's state, not a reset connection), and a wait asked
+   * for from now on answers at once.
+   */
+  drain(): void {
+    this.draining.abort();
+    this.changePoll.wakeAll();
+  }
+
+  /** drain() was called: a caller that waits in a loop stops looping. */
+  get isDraining(): boolean {
+    return this.draining.signal.aborted;
   }
 
   async cancel(accountId: string, taskId: string): Promise<TaskRecord> {
@@ -107,7 +124,8 @@ export class TaskService {
     const deadline = Date.now() + waitMs;
     let task = await this.get(accountId, taskId);
     if (waitMs > 0) await onProgress?.(task);
-    while (!isTerminal(task.status) && !signal.aborted) {
+    // Draining (the process is shutting down): the task as it is now is the answer.
+    while (!isTerminal(task.status) && !signal.aborted && !this.isDraining) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       const step = taskStepOf(task);
@@ -146,9 +164,10 @@ export class TaskService {
     waitMs: number,
     signal: AbortSignal,
   ): Promise<TaskRecord> {
-    // A read that does not wait (the hot GET) subscribes to nothing.
-    if (waitMs <= 0) return read();
+    // A read that does not wait (the hot GET) subscribes to nothing; nor does any once draining.
+    if (waitMs <= 0 || this.draining.signal.aborted) return read();
     return new TaskWait(read, settled, waitMs, signal, {
+      draining: this.draining.signal,
       events: this.options.events,
       timers: this.waitTimers,
       changes: this.changePoll,
@@ -212,7 +231,14 @@ class TaskWait implements PolledWait {
     private readonly settled: (task: TaskRecord) => boolean,
     waitMs: number,
     private readonly signal: AbortSignal,
-    private readonly context: { events: TaskEvents; timers: WaitTimers; changes: TaskChangePoll; taskId: string },
+    private readonly context: {
+      /** The service's drain: the next read ends the wait. */
+      draining: AbortSignal;
+      events: TaskEvents;
+      timers: WaitTimers;
+      changes: TaskChangePoll;
+      taskId: string;
+    },
   ) {
     this.taskId = context.taskId;
     this.deadline = Date.now() + waitMs;
@@ -234,7 +260,12 @@ class TaskWait implements PolledWait {
       (task) => {
         this.reading = false;
         this.seenStep = taskStepOf(task);
-        if (this.settled(task) || this.signal.aborted || this.deadline - Date.now() <= 0) {
+        if (
+          this.settled(task) ||
+          this.signal.aborted ||
+          this.context.draining.aborted ||
+          this.deadline - Date.now() <= 0
+        ) {
           this.end();
           this.outcome.resolve(task);
         } else if (this.wokenWhileReading) {

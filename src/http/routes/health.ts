@@ -11,6 +11,8 @@ export interface HealthRoutesOptions {
   readinessChecks: Record<string, DependencyCheck>;
   /** Each remote model backend's circuit breaker, for /readyz's detail (it does not decide readiness). */
   backendCircuits?: () => Promise<Record<string, { circuit: CircuitState; until?: string }>>;
+  /** Aborted when the process begins to shut down: /readyz answers 503 at once from then on. */
+  draining?: AbortSignal;
 }
 
 /**
@@ -58,7 +60,7 @@ const healthProblems = problemResponses(['rate_limited', 'internal_error']);
 
 export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = async (
   app,
-  { readinessChecks, backendCircuits },
+  { readinessChecks, backendCircuits, draining },
 ) => {
   // In this plugin's own scope: the per-address limit applies to these two routes only.
   await app.register(rateLimit, { max: HEALTH_CHECKS_PER_MIN_PER_ADDRESS, timeWindow: 60_000, enableDraftSpec: true });
@@ -86,16 +88,26 @@ export const healthRoutes: FastifyPluginAsyncTypebox<HealthRoutesOptions> = asyn
         tags: ['operations'],
         summary: 'Readiness: the node can accept work',
         description:
-          '200 when the store and the blob storage answer and the disk has room, 503 naming the failing dependency otherwise (a load balancer sends the node no traffic meanwhile). Redis down is `rate_limits: degraded`, still 200. Needs no key.',
+          '200 when the store and the blob storage answer and the disk has room, 503 naming the failing dependency otherwise (a load balancer sends the node no traffic meanwhile), and 503 from the moment the process is told to shut down (it drains). Redis down is `rate_limits: degraded`, still 200. Needs no key.',
         security: NO_SECURITY,
         response: {
           200: plainResponse(Health, 'Ready: every dependency answers.', RATE_LIMIT_HEADERS),
-          503: plainResponse(Health, 'A dependency is failing; `checks` says which.', {}),
+          503: plainResponse(
+            Health,
+            'A dependency is failing (`checks` says which), or the process is shutting down (no `checks`).',
+            {},
+          ),
           ...healthProblems,
         },
       },
     },
     async (request, reply) => {
+      // Shutting down: the node takes no new work, whatever its dependencies say.
+      if (draining?.aborted)
+        return reply
+          .code(503)
+          .type('application/json')
+          .send({ status: 'unavailable' as const });
       const [readiness, backends] = await Promise.all([
         checkReadiness(readinessChecks),
         // Detail only: a store that cannot say is already the `store` check's failure.
