@@ -1429,6 +1429,12 @@ export interface operations {
                     "x-request-id"?: string;
                     /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
                     "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     /** @description The answer depends on Accept. */
                     Vary?: "Accept";
                     [name: string]: unknown;
@@ -1437,19 +1443,58 @@ export interface operations {
                     "application/json": {
                         /** @enum {string} */
                         name: "imagegen";
-                        description: string;
+                        /** @enum {string} */
+                        description: "Image generation API: tasks priced in tokens, an OpenAI-compatible face and an MCP server.";
                         links: {
                             /**
                              * @description What the link is.
                              * @enum {string}
                              */
                             rel: "docs" | "playground" | "openapi-json" | "openapi-yaml" | "mcp" | "api" | "openai";
-                            /** @description A path of this service. */
-                            href: string;
-                            title: string;
+                            /**
+                             * @description A path of this service.
+                             * @enum {string}
+                             */
+                            href: "/docs" | "/playground" | "/openapi.json" | "/openapi.yaml" | "/mcp" | "/api/v1" | "/v1";
+                            /** @enum {string} */
+                            title: "API reference (Swagger UI): every route, try it with a key" | "Playground: generate images in the browser" | "OpenAPI 3.1 document (JSON)" | "OpenAPI 3.1 document (YAML)" | "MCP server (Streamable HTTP), for agents and Claude" | "The native API (Bearer API key)" | "The OpenAI Images API face (base URL for the OpenAI SDKs)";
                         }[];
                     };
                     "text/html": string;
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

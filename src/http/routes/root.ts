@@ -1,7 +1,9 @@
+import rateLimit from '@fastify/rate-limit';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { StringEnum } from '../../../schemas/model-entry.js';
-import { COMMON_HEADERS, NO_SECURITY } from '../route-schemas.js';
+import { COMMON_HEADERS, NO_SECURITY, problemResponses, RATE_LIMIT_HEADERS } from '../route-schemas.js';
+import { HEALTH_CHECKS_PER_MIN_PER_ADDRESS } from './health.js';
 
 export interface RootRoutesOptions {
   /** Whether /playground is served (PLAYGROUND). */
@@ -10,29 +12,40 @@ export interface RootRoutesOptions {
   mcp: boolean;
 }
 
-const RELATIONS = ['docs', 'playground', 'openapi-json', 'openapi-yaml', 'mcp', 'api', 'openai'] as const;
-type Relation = (typeof RELATIONS)[number];
+/** Every link the root can list; those of a part turned off (PLAYGROUND, MCP) are left out. */
+const LINKS = [
+  { rel: 'docs', href: '/docs', title: 'API reference (Swagger UI): every route, try it with a key' },
+  { rel: 'playground', href: '/playground', title: 'Playground: generate images in the browser' },
+  { rel: 'openapi-json', href: '/openapi.json', title: 'OpenAPI 3.1 document (JSON)' },
+  { rel: 'openapi-yaml', href: '/openapi.yaml', title: 'OpenAPI 3.1 document (YAML)' },
+  { rel: 'mcp', href: '/mcp', title: 'MCP server (Streamable HTTP), for agents and Claude' },
+  { rel: 'api', href: '/api/v1', title: 'The native API (Bearer API key)' },
+  { rel: 'openai', href: '/v1', title: 'The OpenAI Images API face (base URL for the OpenAI SDKs)' },
+] as const;
+type Link = (typeof LINKS)[number];
 
-interface Link {
-  rel: Relation;
-  href: string;
-  title: string;
-}
+const DESCRIPTION = 'Image generation API: tasks priced in tokens, an OpenAI-compatible face and an MCP server.';
 
 const ServiceIndex = Type.Object(
   {
     name: Type.Literal('imagegen'),
-    description: Type.String({ maxLength: 200 }),
+    description: Type.Literal(DESCRIPTION),
     links: Type.Array(
       Type.Object(
         {
-          rel: StringEnum(RELATIONS, { description: 'What the link is.' }),
-          href: Type.String({ maxLength: 64, description: 'A path of this service.' }),
-          title: Type.String({ maxLength: 200 }),
+          rel: StringEnum(
+            LINKS.map((link) => link.rel),
+            { description: 'What the link is.' },
+          ),
+          href: StringEnum(
+            LINKS.map((link) => link.href),
+            { description: 'A path of this service.' },
+          ),
+          title: StringEnum(LINKS.map((link) => link.title)),
         },
         { additionalProperties: false },
       ),
-      { maxItems: RELATIONS.length },
+      { maxItems: LINKS.length },
     ),
   },
   { additionalProperties: false },
@@ -44,9 +57,12 @@ const ServiceIndex = Type.Object(
  * the same links.
  */
 export const rootRoutes: FastifyPluginAsyncTypebox<RootRoutesOptions> = async (app, options) => {
-  const links = serviceLinks(options);
-  const description = 'Image generation API: tasks priced in tokens, an OpenAI-compatible face and an MCP server.';
-  const page = indexPage(description, links);
+  const links = LINKS.filter(
+    (link) => (link.rel !== 'playground' || options.playground) && (link.rel !== 'mcp' || options.mcp),
+  );
+  const page = indexPage(DESCRIPTION, links);
+  // It needs no key, so it is limited per client address, as the health checks are.
+  await app.register(rateLimit, { max: HEALTH_CHECKS_PER_MIN_PER_ADDRESS, timeWindow: 60_000, enableDraftSpec: true });
 
   app.get(
     '/',
@@ -63,40 +79,33 @@ export const rootRoutes: FastifyPluginAsyncTypebox<RootRoutesOptions> = async (a
             description: 'The links of the service.',
             headers: {
               ...COMMON_HEADERS,
+              ...RATE_LIMIT_HEADERS,
               Vary: { type: 'string', enum: ['Accept'], description: 'The answer depends on Accept.' },
             },
             content: {
               'application/json': { schema: ServiceIndex },
-              'text/html': { schema: Type.String({ maxLength: 10_000, description: 'The same links as a page.' }) },
+              'text/html': {
+                schema: Type.String({
+                  maxLength: 10_000,
+                  pattern: '^<!doctype html>',
+                  description: 'The same links as a page.',
+                }),
+              },
             },
           },
+          ...problemResponses(['rate_limited', 'internal_error']),
         },
       },
     },
     async (request, reply) => {
       reply.header('vary', 'Accept');
       if (prefersHtml(request.headers.accept)) return reply.type('text/html; charset=utf-8').send(page);
-      return reply.type('application/json; charset=utf-8').send({ name: 'imagegen' as const, description, links });
+      return reply
+        .type('application/json; charset=utf-8')
+        .send({ name: 'imagegen' as const, description: DESCRIPTION, links });
     },
   );
 };
-
-function serviceLinks(options: RootRoutesOptions): Link[] {
-  const links: (Link | false)[] = [
-    { rel: 'docs', href: '/docs', title: 'API reference (Swagger UI): every route, try it with a key' },
-    options.playground && {
-      rel: 'playground',
-      href: '/playground',
-      title: 'Playground: generate images in the browser',
-    },
-    { rel: 'openapi-json', href: '/openapi.json', title: 'OpenAPI 3.1 document (JSON)' },
-    { rel: 'openapi-yaml', href: '/openapi.yaml', title: 'OpenAPI 3.1 document (YAML)' },
-    options.mcp && { rel: 'mcp', href: '/mcp', title: 'MCP server (Streamable HTTP), for agents and Claude' },
-    { rel: 'api', href: '/api/v1', title: 'The native API (Bearer API key)' },
-    { rel: 'openai', href: '/v1', title: 'The OpenAI Images API face (base URL for the OpenAI SDKs)' },
-  ];
-  return links.filter((link): link is Link => link !== false);
-}
 
 /**
  * Whether an Accept header prefers an HTML page to JSON: text/html (or XHTML) named with a
@@ -118,7 +127,7 @@ export function prefersHtml(accept: string | undefined): boolean {
   return html > 0 && html > json;
 }
 
-function indexPage(description: string, links: Link[]): string {
+function indexPage(description: string, links: readonly Link[]): string {
   const items = links
     .map((link) => `<li><a href="${link.href}">${link.href}</a> — ${escapeHtml(link.title)}</li>`)
     .join('\n');
