@@ -144,12 +144,14 @@ t.test('MCP: generate_image takes parameters.seed, returns it, and the same seed
     });
     t.notOk(result.isError);
     const { task } = result.structuredContent as { task: TaskBody };
-    return { task, bytes: await bytesAt(h, task.generated[0].url) };
+    const text = result.content.flatMap((item) => (item.type === 'text' ? [item.text] : [])).join('\n');
+    return { task, text, bytes: await bytesAt(h, task.generated[0].url) };
   };
   const first = await generate(7);
   const again = await generate(7);
   const other = await generate(8);
   t.equal(first.task.parameters.seed, 7);
+  t.match(first.text, /seed 7: the same request with parameters\.seed 7 makes it again/, 'the text names the seed');
   t.ok(first.bytes.equals(again.bytes), 'seed 7 twice: byte for byte');
   t.notOk(first.bytes.equals(other.bytes), 'seed 8: another image');
 });
