@@ -53,6 +53,16 @@ export function StringEnum<T extends string>(values: readonly T[], options: Reco
  */
 export const NON_BLANK_PATTERN = '^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$';
 
+/** The largest seed: seeds are unsigned 32-bit integers (0 to 4 294 967 295). */
+export const SEED_MAX = 4_294_967_295;
+
+export const SEED_DESCRIPTION =
+  'The seed of the generation, 0 to 4294967295: the same prompt, parameters and seed make the same image on the ' +
+  'preview renderer, and are passed to the backends that take a seed. Without one a seed is drawn; the task records it.';
+
+export const Seed = (description = SEED_DESCRIPTION) =>
+  Type.Integer({ format: 'int64', minimum: 0, maximum: SEED_MAX, description });
+
 export const WebhookUrl = Type.String({
   minLength: 1,
   maxLength: 2048,
@@ -103,6 +113,7 @@ export function buildGenerationRequestSchema<Id extends string>(entry: ModelCata
               }),
             ),
             ...outputFormatProperties(),
+            seed: Type.Optional(Seed()),
           },
           { additionalProperties: false },
         ),

@@ -1,6 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import { MAX_IMAGE_REFERENCES, MODEL_CATALOG, MODEL_IDS } from './catalog.js';
-import { NON_BLANK_PATTERN } from './model-entry.js';
+import { NON_BLANK_PATTERN, SEED_MAX } from './model-entry.js';
 import { DEFAULT_OUTPUT_COMPRESSION, OUTPUT_FORMATS } from './output-format.js';
 import { Int32, TokenAmount } from './primitives.js';
 
@@ -11,6 +11,35 @@ import { Int32, TokenAmount } from './primitives.js';
  */
 
 const OPENAI_MAX_IMAGES = 10;
+
+/**
+ * OpenAI's named sizes (every one the `openai` SDK's types list, GPT image and DALL·E alike), each
+ * read as the catalog cell nearest to it: the aspect ratio of the same shape (1792x1024 is 1.75:1,
+ * nearest 16:9), at 1K, the resolution nearest in pixels at the base price (256x256 and 512x512 are
+ * smaller than any cell; 1536x1024 gives 3:2 at 1K = 1264x848). The answer's `size` states the
+ * pixels made.
+ */
+export const OPENAI_SIZE_TABLE = {
+  '256x256': '1:1',
+  '512x512': '1:1',
+  '1024x1024': '1:1',
+  '1536x1024': '3:2',
+  '1024x1536': '2:3',
+  '1792x1024': '16:9',
+  '1024x1792': '9:16',
+} as const satisfies Record<string, string>;
+export type OpenAiNamedSize = keyof typeof OPENAI_SIZE_TABLE;
+
+/**
+ * OpenAI's `quality` values (every one the `openai` SDK's types list: GPT image and DALL·E 3).
+ * They choose the resolution only where `size` leaves it open (`auto` or absent): `high` and `hd`
+ * ask for 2K, `xhigh` and `max` for 4K (the model's highest resolution when it has no 4K), every
+ * other value for the model's default. With an explicit size, the size decides and `quality` is
+ * ignored: a client that asked for 1024x1024 gets 1024x1024.
+ */
+export const OPENAI_QUALITIES = ['auto', 'low', 'medium', 'high', 'xhigh', 'max', 'standard', 'hd'] as const;
+export type OpenAiQuality = (typeof OPENAI_QUALITIES)[number];
+
 /** The prompt lengths every model of the catalog takes. */
 const COMMON_PROMPT_LENGTH = {
   min: Math.max(...MODEL_CATALOG.map((m) => m.promptLength.min)),
@@ -20,8 +49,12 @@ const COMMON_PROMPT_LENGTH = {
 const UnixSeconds = (description: string) =>
   Type.Integer({ format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description });
 const SIZE_DESCRIPTION =
-  '`auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact ' +
-  "`WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.";
+  "`auto` (the default cell; see `quality`), one of OpenAI's named sizes read as the nearest catalog cell at 1K (" +
+  Object.entries(OPENAI_SIZE_TABLE)
+    .map(([size, ratio]) => `\`${size}\` → ${ratio}`)
+    .join(', ') +
+  "), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K. " +
+  "The answer's `size` is the pixel size made.";
 
 const imageFields = {
   model: Type.String({
@@ -48,10 +81,21 @@ const imageFields = {
   size: Type.Optional(Type.String({ maxLength: 16, default: 'auto', description: SIZE_DESCRIPTION })),
   quality: Type.Optional(
     Type.String({
-      enum: ['auto', 'low', 'medium', 'high', 'standard', 'hd'],
+      enum: [...OPENAI_QUALITIES],
       default: 'auto',
       description:
-        'With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.',
+        'With `size` auto or absent: `high` and `hd` ask for 2K, `xhigh` and `max` for 4K (the highest resolution the model has), ' +
+        'the others for the model default (1K). With an explicit size: ignored.',
+    }),
+  ),
+  seed: Type.Optional(
+    Type.Integer({
+      format: 'int64',
+      minimum: 0,
+      maximum: SEED_MAX,
+      description:
+        'An extension of this service: the seed of the first image; image i of n is made with seed + i (wrapping past ' +
+        `${SEED_MAX}). Without one a seed is drawn; each task records its seed in \`parameters.seed\` (GET /api/v1/images/generations/{task_id}).`,
     }),
   ),
   output_format: Type.Optional(

@@ -1,6 +1,6 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { ALL_ASPECT_RATIOS, ALL_RESOLUTIONS, MAX_IMAGE_REFERENCES, MAX_PROMPT_LENGTH, MODEL_IDS } from './catalog.js';
-import { StringEnum } from './model-entry.js';
+import { Seed, StringEnum } from './model-entry.js';
 import { OUTPUT_COMPRESSION_DESCRIPTION, OUTPUT_FORMATS } from './output-format.js';
 import { Cursor, Int32, Nullable, Timestamp, TokenAmount, UrlString, Uuid } from './primitives.js';
 
@@ -70,6 +70,12 @@ export const EffectiveParameters = Type.Object(
     }),
     output_compression: Nullable(
       Int32({ minimum: 0, maximum: 100, description: `${OUTPUT_COMPRESSION_DESCRIPTION} null with png.` }),
+    ),
+    seed: Nullable(
+      Seed(
+        'The seed the task is made with: the one asked for, or the one drawn for it. null in an estimate without a seed ' +
+          '(a create draws one), and for tasks created before seeds were recorded.',
+      ),
     ),
   },
   { $id: 'EffectiveParameters', additionalProperties: false, description: 'Effective values, defaults applied.' },

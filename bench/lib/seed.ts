@@ -94,7 +94,7 @@ function sampleTask(accountId: string, index: number): TaskRecord {
     model: index % 2 ? 'alpha-pro' : 'beta-v5-pro',
     prompt: `seeded task ${index}: a lighthouse at dawn, seen from the sea, in watercolour`,
     imageReference: [],
-    parameters: { aspect_ratio: ratio, resolution: '1K', output_format: 'png', output_compression: null },
+    parameters: { aspect_ratio: ratio, resolution: '1K', output_format: 'png', output_compression: null, seed: index },
     width,
     height,
     cost: 25,

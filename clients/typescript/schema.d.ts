@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where to go: docs, playground, OpenAPI document, MCP
+         * @description JSON for API clients; a small HTML page of the same links when the Accept header prefers `text/html` (a browser). Needs no key.
+         */
+        get: operations["serviceIndex"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/healthz": {
         parameters: {
             query?: never;
@@ -556,6 +576,11 @@ export interface components {
                  * @default 80
                  */
                 output_compression?: number;
+                /**
+                 * Format: int64
+                 * @description The seed of the generation, 0 to 4294967295: the same prompt, parameters and seed make the same image on the preview renderer, and are passed to the backends that take a seed. Without one a seed is drawn; the task records it.
+                 */
+                seed?: number;
             };
             /**
              * Format: uri
@@ -602,6 +627,11 @@ export interface components {
                  * @default 80
                  */
                 output_compression?: number;
+                /**
+                 * Format: int64
+                 * @description The seed of the generation, 0 to 4294967295: the same prompt, parameters and seed make the same image on the preview renderer, and are passed to the backends that take a seed. Without one a seed is drawn; the task records it.
+                 */
+                seed?: number;
             };
             /**
              * Format: uri
@@ -672,6 +702,11 @@ export interface components {
              * @description Quality of a `jpeg` or `webp` result, 0 to 100 (OpenAI's `output_compression` scale: 100 keeps the most detail and makes the largest file); default 80. Refused with `png`, which is lossless. null with png.
              */
             output_compression: number | null;
+            /**
+             * Format: int64
+             * @description The seed the task is made with: the one asked for, or the one drawn for it. null in an estimate without a seed (a create draws one), and for tasks created before seeds were recorded.
+             */
+            seed: number | null;
         };
         Task: {
             /**
@@ -1378,6 +1413,92 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    serviceIndex: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The links of the service. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The answer depends on Accept. */
+                    Vary?: "Accept";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {string} */
+                        name: "imagegen";
+                        /** @enum {string} */
+                        description: "Image generation API: tasks priced in tokens, an OpenAI-compatible face and an MCP server.";
+                        links: {
+                            /**
+                             * @description What the link is.
+                             * @enum {string}
+                             */
+                            rel: "docs" | "playground" | "openapi-json" | "openapi-yaml" | "mcp" | "api" | "openai";
+                            /**
+                             * @description A path of this service.
+                             * @enum {string}
+                             */
+                            href: "/docs" | "/playground" | "/openapi.json" | "/openapi.yaml" | "/mcp" | "/api/v1" | "/v1";
+                            /** @enum {string} */
+                            title: "API reference (Swagger UI): every route, try it with a key" | "Playground: generate images in the browser" | "OpenAPI 3.1 document (JSON)" | "OpenAPI 3.1 document (YAML)" | "MCP server (Streamable HTTP), for agents and Claude" | "The native API (Bearer API key)" | "The OpenAI Images API face (base URL for the OpenAI SDKs)";
+                        }[];
+                    };
+                    "text/html": string;
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     liveness: {
         parameters: {
             query?: never;
@@ -4586,16 +4707,21 @@ export interface operations {
                      */
                     n?: number;
                     /**
-                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
+                     * @description `auto` (the default cell; see `quality`), one of OpenAI's named sizes read as the nearest catalog cell at 1K (`256x256` → 1:1, `512x512` → 1:1, `1024x1024` → 1:1, `1536x1024` → 3:2, `1024x1536` → 2:3, `1792x1024` → 16:9, `1024x1792` → 9:16), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K. The answer's `size` is the pixel size made.
                      * @default auto
                      */
                     size?: string;
                     /**
-                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
+                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, `xhigh` and `max` for 4K (the highest resolution the model has), the others for the model default (1K). With an explicit size: ignored.
                      * @default auto
                      * @enum {string}
                      */
-                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+                    quality?: "auto" | "low" | "medium" | "high" | "xhigh" | "max" | "standard" | "hd";
+                    /**
+                     * Format: int64
+                     * @description An extension of this service: the seed of the first image; image i of n is made with seed + i (wrapping past 4294967295). Without one a seed is drawn; each task records its seed in `parameters.seed` (GET /api/v1/images/generations/{task_id}).
+                     */
+                    seed?: number;
                     /**
                      * @description Encoding of the images.
                      * @default png
@@ -4927,16 +5053,21 @@ export interface operations {
                      */
                     n?: number;
                     /**
-                     * @description `auto`, `1024x1024` (1:1), `1536x1024` (3:2 at 1K = 1264x848), `1024x1536` (2:3 at 1K = 848x1264), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K.
+                     * @description `auto` (the default cell; see `quality`), one of OpenAI's named sizes read as the nearest catalog cell at 1K (`256x256` → 1:1, `512x512` → 1:1, `1024x1024` → 1:1, `1536x1024` → 3:2, `1024x1536` → 2:3, `1792x1024` → 16:9, `1024x1792` → 9:16), or any exact `WxH` of the model's catalog (GET /api/v1/models `pixel_sizes`), e.g. `2752x1536` for 16:9 at 2K. The answer's `size` is the pixel size made.
                      * @default auto
                      */
                     size?: string;
                     /**
-                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, the others for the model default (1K). With an explicit size: ignored.
+                     * @description With `size` auto or absent: `high` and `hd` ask for 2K, `xhigh` and `max` for 4K (the highest resolution the model has), the others for the model default (1K). With an explicit size: ignored.
                      * @default auto
                      * @enum {string}
                      */
-                    quality?: "auto" | "low" | "medium" | "high" | "standard" | "hd";
+                    quality?: "auto" | "low" | "medium" | "high" | "xhigh" | "max" | "standard" | "hd";
+                    /**
+                     * Format: int64
+                     * @description An extension of this service: the seed of the first image; image i of n is made with seed + i (wrapping past 4294967295). Without one a seed is drawn; each task records its seed in `parameters.seed` (GET /api/v1/images/generations/{task_id}).
+                     */
+                    seed?: number;
                     /**
                      * @description Encoding of the images.
                      * @default png

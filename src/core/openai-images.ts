@@ -1,6 +1,7 @@
 import { findModel, MODEL_IDS } from '../../schemas/catalog.js';
 import type { ModelCatalogEntry } from '../../schemas/model-entry.js';
-import { NON_BLANK_PATTERN } from '../../schemas/model-entry.js';
+import { NON_BLANK_PATTERN, SEED_MAX } from '../../schemas/model-entry.js';
+import { OPENAI_QUALITIES, OPENAI_SIZE_TABLE, type OpenAiNamedSize, type OpenAiQuality } from '../../schemas/openai.js';
 import { OUTPUT_FORMATS, type OutputFormat } from '../../schemas/output-format.js';
 import { END_USER_ID_MAX_LENGTH } from './task.js';
 
@@ -13,32 +14,22 @@ import { END_USER_ID_MAX_LENGTH } from './task.js';
 /** OpenAI's `n` goes up to 10 (and the AI SDK sends at most 10 per call); each image is a task. */
 export const OPENAI_MAX_IMAGES = 10;
 
-/**
- * OpenAI's named sizes, each read as the catalog aspect ratio of the same shape; the resolution is
- * 1K (the cell nearest in pixels at the base price), so `1536x1024` gives 3:2 at 1K = 1264x848.
- */
-export const OPENAI_SIZE_TABLE = {
-  '1024x1024': '1:1',
-  '1536x1024': '3:2',
-  '1024x1536': '2:3',
-} as const satisfies Record<string, string>;
-export type OpenAiNamedSize = keyof typeof OPENAI_SIZE_TABLE;
+export { OPENAI_QUALITIES, OPENAI_SIZE_TABLE, type OpenAiNamedSize, type OpenAiQuality };
 
 /**
- * OpenAI's `quality` values (GPT image and DALL·E 3). They choose the resolution only where `size`
- * leaves it open (`auto` or absent): `high` and `hd` ask for 2K, every other value for the model's
- * default. With an explicit size, the size decides and `quality` is ignored: a client that asked
- * for 1024x1024 gets 1024x1024.
+ * What `quality` asks for where `size` leaves the resolution open (`auto` or absent): `high` and
+ * `hd` 2K, `xhigh` and `max` 4K (the model's highest resolution when it has no 4K), every other
+ * value the model's default. With an explicit size, the size decides and `quality` is ignored.
  */
-export const OPENAI_QUALITIES = ['auto', 'low', 'medium', 'high', 'standard', 'hd'] as const;
-export type OpenAiQuality = (typeof OPENAI_QUALITIES)[number];
-const QUALITY_RESOLUTION: Record<OpenAiQuality, string | null> = {
+export const QUALITY_RESOLUTION: Record<OpenAiQuality, '2K' | '4K' | null> = {
   auto: null,
   low: null,
   medium: null,
   standard: null,
   high: '2K',
   hd: '2K',
+  xhigh: '4K',
+  max: '4K',
 };
 
 /** OpenAI's output formats are the native ones (schemas/output-format.ts). */
@@ -75,6 +66,8 @@ export interface OpenAiImageRequest {
   quality: OpenAiQuality;
   /** The end user the caller acts for (OpenAI's `user`), or null. */
   user: string | null;
+  /** The seed of the first image (an extension field; image i is seed + i), or null: one is drawn. */
+  seed: number | null;
 }
 
 export type OpenAiImageReading =
@@ -179,6 +172,9 @@ export function readOpenAiImageRequest(body: Record<string, unknown>, options: R
   )
     refuse('user', `user must be a non-blank string of at most ${OPENAI_USER_MAX_LENGTH} characters.`);
 
+  const seed = seedField(body.seed);
+  if (seed === undefined) refuse('seed', `seed must be an integer from 0 to ${SEED_MAX}.`);
+
   if (options.referenceImages !== undefined) {
     const { min, max } = model.imageReferenceCount;
     if (options.referenceImages < min || options.referenceImages > max)
@@ -201,6 +197,7 @@ export function readOpenAiImageRequest(body: Record<string, unknown>, options: R
       outputCompression: outputFormat === 'png' ? null : compression,
       quality: quality as OpenAiQuality,
       user: typeof user === 'string' ? user : null,
+      seed: seed ?? null,
     },
   };
 }
@@ -224,7 +221,7 @@ export function cellOf(
     return pixels ? { aspectRatio, resolution, ...pixels } : null;
   };
   if (size === undefined || size === null || size === 'auto')
-    return at(model.defaults.aspectRatio, QUALITY_RESOLUTION[quality] ?? model.defaults.resolution);
+    return at(model.defaults.aspectRatio, resolutionFor(model, QUALITY_RESOLUTION[quality]));
   if (typeof size !== 'string') return null;
   const named = OPENAI_SIZE_TABLE[size as OpenAiNamedSize];
   if (named) return at(named, '1K');
@@ -237,12 +234,26 @@ export function cellOf(
   return null;
 }
 
+/** The resolution a quality asks for: the highest the model offers up to it; null = the model's default. */
+function resolutionFor(model: ModelCatalogEntry, asked: '2K' | '4K' | null): string {
+  if (asked === null) return model.defaults.resolution;
+  const offered = model.resolutions.filter((resolution) => resolution <= asked);
+  return offered.at(-1) ?? model.defaults.resolution;
+}
+
 /** A JSON integer, or a multipart field's decimal digits; `fallback` when absent; null when neither. */
 function integerField(value: unknown, fallback: number | null): number | null {
   if (value === undefined || value === null) return fallback;
   if (typeof value === 'number') return Number.isInteger(value) ? value : null;
   if (typeof value === 'string' && /^[0-9]{1,4}$/.test(value)) return Number(value);
   return null;
+}
+
+/** A JSON integer or a multipart field's decimal digits within 0..SEED_MAX; null when absent; undefined when wrong. */
+function seedField(value: unknown): number | null | undefined {
+  if (value === undefined || value === null) return null;
+  const seed = typeof value === 'string' && /^[0-9]{1,10}$/.test(value) ? Number(value) : value;
+  return typeof seed === 'number' && Number.isInteger(seed) && seed >= 0 && seed <= SEED_MAX ? seed : undefined;
 }
 
 /** A JSON boolean, or a multipart field's `true`/`false`; `fallback` when absent; null when neither. */

@@ -13,6 +13,7 @@ export interface RequestedParameters {
   resolution?: string;
   output_format?: OutputFormat;
   output_compression?: number;
+  seed?: number;
 }
 
 export interface EffectiveParameters {
@@ -21,6 +22,8 @@ export interface EffectiveParameters {
   output_format: OutputFormat;
   /** The encoder's quality for jpeg and webp; null for png, which is lossless. */
   output_compression: number | null;
+  /** The generation's seed (0 to SEED_MAX): asked for, or drawn at create; null in an estimate without one, and on tasks older than seeds. */
+  seed: number | null;
 }
 
 export interface PricedRequest {
@@ -58,6 +61,7 @@ export function applyDefaults(
     resolution: parameters?.resolution ?? model.defaults.resolution,
     output_format: outputFormat,
     output_compression: outputFormat === 'png' ? null : (parameters?.output_compression ?? DEFAULT_OUTPUT_COMPRESSION),
+    seed: parameters?.seed ?? null,
   };
 }
 

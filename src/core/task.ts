@@ -81,6 +81,11 @@ export interface TaskCreationContext {
   newId: () => string;
   /** See TaskRecord.endUserId; validated by the caller (the face that reads it). */
   endUserId?: string;
+  /**
+   * The seed this task is made with (the request's, or one drawn for it, and seedAt of either for
+   * the i-th task of several); absent = the request's, or none (null).
+   */
+  seed?: number;
 }
 
 /** The longest end-user id a task keeps (OpenAI's `user` has no documented bound; 256 is generous). */
@@ -108,7 +113,7 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
     model: priced.model.id,
     prompt: request.prompt,
     imageReference: imageReferencesOf(request),
-    parameters: priced.parameters,
+    parameters: { ...priced.parameters, seed: context.seed ?? priced.parameters.seed },
     width: priced.width,
     height: priced.height,
     cost: priced.cost,

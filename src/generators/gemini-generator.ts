@@ -133,6 +133,7 @@ export class GeminiGenerator implements ImageGenerator {
           config: {
             responseModalities: ['IMAGE'],
             imageConfig: geminiImageConfig(model, input.aspectRatio, input.resolution),
+            ...(input.seed === undefined ? {} : { seed: geminiSeed(input.seed) }),
             abortSignal: signal,
             httpOptions: { fetch: recordingFetch },
           },
@@ -189,4 +190,13 @@ function parseErrorBody(message: string): GoogleRpcStatus | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A task's seed (0 to 4294967295) as Gemini's GenerationConfig.seed, a signed 32-bit integer: the
+ * same 32 bits read as signed, so that every seed is a distinct Gemini seed (4294967295 is -1).
+ * Gemini makes a best effort to answer the same for the same seed, not a promise.
+ */
+export function geminiSeed(seed: number): number {
+  return seed | 0;
 }

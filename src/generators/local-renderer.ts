@@ -128,7 +128,9 @@ function square(left: number, top: number, size: number, attributes: string): st
 function sceneSeed(input: GenerationInput): Buffer {
   const referenceHashes = input.references.map((r) => createHash('sha256').update(r).digest('hex'));
   // JSON keeps field boundaries unambiguous ('ab'+'c' vs 'a'+'bc').
-  const fields = [input.model, input.prompt, input.aspectRatio, input.resolution, referenceHashes];
+  // Also the seed, so that another seed draws another scene (a task older than seeds draws as before).
+  const fields: unknown[] = [input.model, input.prompt, input.aspectRatio, input.resolution, referenceHashes];
+  if (input.seed !== undefined) fields.push(input.seed);
   return createHash('sha256').update(JSON.stringify(fields)).digest();
 }
 

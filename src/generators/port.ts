@@ -19,6 +19,11 @@ export interface GenerationInput {
   outputFormat?: OutputFormat;
   /** Quality 0-100 of a jpeg or webp result (the task's output_compression); absent = the default. */
   outputCompression?: number | null;
+  /**
+   * The task's seed (0 to 4294967295); absent for a task made before seeds were recorded. The
+   * preview renderer draws from it; a backend whose provider takes a seed passes it on.
+   */
+  seed?: number;
   /** A stable keyed hash of the account (and its end user, when the task names one), for the provider's abuse monitoring (never the ids). */
   safetyIdentifier?: string;
 }

@@ -18,6 +18,7 @@ import { registerMetrics, registerTaskWaitMetrics } from './plugins/metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { healthRoutes } from './routes/health.js';
 import { playgroundRoutes } from './routes/playground.js';
+import { rootRoutes } from './routes/root.js';
 import { serverOptions } from './server-options.js';
 
 export interface AppDependencies {
@@ -70,6 +71,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   );
   await registerOpenApi(app, { exposeUi: true });
   if (config.PLAYGROUND) await app.register(playgroundRoutes, { config, dir: deps.playgroundDir });
+  await app.register(rootRoutes, { playground: config.PLAYGROUND, mcp: config.MCP });
 
   // Spool files of uploads that a killed process left behind go at start, not only at the next
   // housekeeping pass (an API-only process runs none).

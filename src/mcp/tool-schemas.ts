@@ -194,7 +194,7 @@ export const TOOL_DEFINITIONS = {
   generate_image: {
     name: 'generate_image',
     title: 'Generate image',
-    description: `Generate an image (charged in tokens; failures and cancels are refunded) and wait up to wait_seconds (default ${DEFAULT_WAIT_SECONDS}) for it: returns the task id, price, a link to the full-size image and an inline preview, or the task id to follow with get_task.`,
+    description: `Generate an image (charged in tokens; failures and cancels are refunded) and wait up to wait_seconds (default ${DEFAULT_WAIT_SECONDS}) for it: returns the task id, price, a link to the full-size image and an inline preview, or the task id to follow with get_task. The task records its seed (parameters.seed): send it again with the same prompt and parameters to make the same image again.`,
     inputSchema: generationInput({
       idempotency_key: inlineSchema(IdempotencyKey),
       wait_seconds: inlineSchema(WaitSeconds('the image')),

@@ -227,7 +227,7 @@ export class ImageTools {
         const media = await this.deps.media.get(call.accountId, first.media_id);
         const preview = await previewOf((await this.deps.media.openContent(media)).body);
         const text =
-          `${intro}Task ${task.id} is COMPLETED (cost ${task.cost} tokens). Full-size ${first.content_type} ${first.width}x${first.height}: ${first.url} (until ${first.url_expires_at}). ` +
+          `${intro}Task ${task.id} is COMPLETED (cost ${task.cost} tokens).${seedNote(task.parameters.seed)} Full-size ${first.content_type} ${first.width}x${first.height}: ${first.url} (until ${first.url_expires_at}). ` +
           `The inline image is only a preview, downscaled to ${preview.width}x${preview.height} JPEG (${preview.bytes.length} bytes, at most 1 MB); use the link for the real image.`;
         return {
           content: [
@@ -299,4 +299,9 @@ export class ImageTools {
 
 function withoutUndefined(object: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined));
+}
+
+/** How to make the image again, for an agent that reads the text: its seed (none on tasks older than seeds). */
+function seedNote(seed: number | null): string {
+  return seed === null ? '' : ` Made with seed ${seed}: the same request with parameters.seed ${seed} makes it again.`;
 }

@@ -87,6 +87,15 @@ export function openAiFieldErrors(errors: readonly OpenAiFieldError[]): OpenAiEr
   };
 }
 
+/** An image part of an edit that is not a usable image: OpenAI's 400 invalid_request_error with param `image`. */
+export function openAiImagePartError(message: string, code: 'invalid_image_format' | 'invalid_image'): OpenAiError {
+  return {
+    status: 400,
+    body: { error: { message, type: 'invalid_request_error', param: 'image', code } },
+    shouldRetry: false,
+  };
+}
+
 /** OpenAI's 404 for a model it does not have. */
 export function openAiModelNotFound(message: string): OpenAiError {
   return {

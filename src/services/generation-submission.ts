@@ -1,8 +1,11 @@
+import { randomInt } from 'node:crypto';
 import type { GenerationRequest } from '../../schemas/catalog.js';
+import { SEED_MAX } from '../../schemas/model-entry.js';
 import { DomainError, RetryLaterError } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
 import { assertReferencesUsable } from '../core/task-admission.js';
+import { seedAt } from '../core/seed.js';
 import { createTask, imageReferencesOf, type TaskRecord } from '../core/task.js';
 import { newIdAt } from '../ids.js';
 import type { Store, StoredResponse } from '../store/port.js';
@@ -27,6 +30,8 @@ export interface GenerationSubmissionOptions {
   /** Whether the model's backend makes a cell without enlarging it past MAX_UPSCALE; unset = always. */
   resolutionCheck?: ResolutionCheck;
   log: { warn(details: object, message: string): void };
+  /** Draws the seed of a request that names none (0 to SEED_MAX); unset = crypto's randomInt. */
+  drawSeed?: () => number;
 }
 
 /** What a face knows of a request beyond its native body. */
@@ -156,11 +161,17 @@ export class GenerationSubmission {
       newId: () => newIdAt(now),
       ...(origin.endUserId === undefined ? {} : { endUserId: origin.endUserId }),
     };
+    // Every task records its seed, so that its result can be made again; the i-th of several is seed + i.
+    const seed = request.parameters?.seed ?? this.drawSeed();
     const tasks: TaskRecord[] = [];
-    for (let i = 0; i < count; i++) tasks.push(createTask(asked, context));
+    for (let i = 0; i < count; i++) tasks.push(createTask(asked, { ...context, seed: seedAt(seed, i) }));
     this.assertResolutionServed(request.model, tasks[0]);
     await this.assertBackendAvailable(request.model, now);
     return tasks;
+  }
+
+  private drawSeed(): number {
+    return this.options.drawSeed ? this.options.drawSeed() : randomInt(SEED_MAX + 1);
   }
 
   private readonly leaseWarning = (err: unknown) =>

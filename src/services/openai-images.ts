@@ -59,6 +59,7 @@ export class OpenAiImagesService {
           resolution: request.resolution,
           output_format: request.outputFormat,
           ...(request.outputCompression === null ? {} : { output_compression: request.outputCompression }),
+          ...(request.seed === null ? {} : { seed: request.seed }),
         },
       } as GenerationRequest,
       count: request.n,

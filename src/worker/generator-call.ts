@@ -42,6 +42,7 @@ export async function generateImages(
     resolution: task.parameters.resolution,
     outputFormat: task.parameters.output_format,
     outputCompression: task.parameters.output_compression,
+    ...(task.parameters.seed === null ? {} : { seed: task.parameters.seed }),
     width: task.width,
     height: task.height,
     references,

@@ -19,17 +19,76 @@ t.test(
   },
 );
 
+t.test(
+  'every named size of OpenAI is the nearest cell at 1K: DALL·E 2 squares 1:1, DALL·E 3 wides 16:9 and 9:16',
+  async (t) => {
+    const cell = (size: string) => {
+      const found = cellOf(beta, size, 'auto');
+      return found && `${found.aspectRatio} ${found.resolution} ${found.width}x${found.height}`;
+    };
+    t.equal(cell('256x256'), '1:1 1K 1024x1024');
+    t.equal(cell('512x512'), '1:1 1K 1024x1024');
+    t.equal(cell('1792x1024'), '16:9 1K 1376x768');
+    t.equal(cell('1024x1792'), '9:16 1K 768x1376');
+    t.equal(cellOf(beta, '1792x1024', 'max')?.resolution, '1K', 'an explicit size decides; quality is ignored');
+  },
+);
+
+t.test('quality with size auto: high and hd 2K, xhigh and max 4K or the highest the model has', async (t) => {
+  const resolution = (model: typeof alpha, quality: Parameters<typeof cellOf>[2]) =>
+    cellOf(model, 'auto', quality)?.resolution;
+  for (const quality of ['auto', 'low', 'medium', 'standard'] as const)
+    t.equal(resolution(alpha, quality), '1K', quality);
+  for (const quality of ['high', 'hd'] as const) t.equal(resolution(alpha, quality), '2K', quality);
+  for (const quality of ['xhigh', 'max'] as const) {
+    t.equal(resolution(alpha, quality), '4K', `${quality}: alpha-pro has 4K`);
+    t.equal(resolution(beta, quality), '2K', `${quality}: beta-v5-pro's highest is 2K`);
+  }
+});
+
+t.test(
+  'seed: an integer 0 to 4294967295, as JSON or multipart digits; anything else is refused by param',
+  async (t) => {
+    for (const [seed, read] of [
+      [undefined, null],
+      [null, null],
+      [0, 0],
+      [4294967295, 4294967295],
+      ['4294967295', 4294967295],
+      ['17', 17],
+    ] as const) {
+      const reading = readOpenAiImageRequest({ ...base, seed });
+      t.equal(reading.outcome === 'ok' && reading.request.seed, read, `seed ${JSON.stringify(seed)}`);
+    }
+    for (const seed of [-1, 4294967296, 1.5, '1e3', '-1', '', 'x', true, {}])
+      t.match(
+        readOpenAiImageRequest({ ...base, seed }),
+        { outcome: 'invalid', errors: [{ param: 'seed', message: /0 to 4294967295/ }] },
+        `seed ${JSON.stringify(seed)}`,
+      );
+  },
+);
+
 t.test('any exact catalog WxH of the model is its cell; one the model lacks is none', async (t) => {
   t.same(cellOf(alpha, '5504x3072', 'auto'), { aspectRatio: '16:9', resolution: '4K', width: 5504, height: 3072 });
   t.equal(cellOf(beta, '5504x3072', 'auto'), null, 'beta-v5-pro has no 4K');
   t.equal(cellOf(beta, '928x1152', 'auto'), null, 'beta-v5-pro has no 4:5');
-  for (const size of ['1792x1024', '1024X1024', ' 1024x1024', '01024x1024', 'x', '', 1024, {}])
+  for (const size of ['1000x1000', '1024X1024', ' 1024x1024', '01024x1024', 'x', '', 1024, {}])
     t.equal(cellOf(alpha, size, 'auto'), null, `${JSON.stringify(size)} is no size`);
 });
 
 t.test('acceptedSizes lists auto, the OpenAI sizes and every catalog size of the model once', async (t) => {
   const sizes = acceptedSizes(beta);
-  t.same(sizes.slice(0, 4), ['auto', '1024x1024', '1536x1024', '1024x1536']);
+  t.same(sizes.slice(0, 8), [
+    'auto',
+    '256x256',
+    '512x512',
+    '1024x1024',
+    '1536x1024',
+    '1024x1536',
+    '1792x1024',
+    '1024x1792',
+  ]);
   t.equal(new Set(sizes).size, sizes.length);
   t.ok(sizes.includes('3168x1344'));
   t.notOk(sizes.includes('6336x2688'));
@@ -110,7 +169,10 @@ t.test('every wrong field is reported, each by its param', async (t) => {
     ],
   );
   t.match(reading.errors.find((e) => e.param === 'background')?.message, /alpha channel/);
-  t.match(reading.errors.find((e) => e.param === 'size')?.message, /auto, 1024x1024, 1536x1024, 1024x1536/);
+  t.match(
+    reading.errors.find((e) => e.param === 'size')?.message,
+    /auto, 256x256, 512x512, 1024x1024, 1536x1024, 1024x1536, 1792x1024, 1024x1792/,
+  );
 });
 
 t.test('stream is a boolean: false is read, true is not offered, anything else is refused', async (t) => {

@@ -61,12 +61,14 @@ t.test('applyDefaults fills 1:1 and 1K when parameters are absent', async (t) =>
     resolution: '1K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
   t.strictSame(applyDefaults(betaV5Pro, undefined), {
     aspect_ratio: '1:1',
     resolution: '1K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
 });
 
@@ -76,12 +78,14 @@ t.test('applyDefaults fills both keys of an empty object', async (t) => {
     resolution: '1K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
   t.strictSame(applyDefaults(betaV5Pro, {}), {
     aspect_ratio: '1:1',
     resolution: '1K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
 });
 
@@ -91,12 +95,14 @@ t.test('applyDefaults fills only the missing key', async (t) => {
     resolution: '4K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
   t.strictSame(applyDefaults(betaV5Pro, { aspect_ratio: '16:9' }), {
     aspect_ratio: '16:9',
     resolution: '1K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
 });
 
@@ -106,6 +112,7 @@ t.test('applyDefaults keeps both given keys', async (t) => {
     resolution: '2K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
 });
 
@@ -128,6 +135,7 @@ t.test('priceRequest applies defaults, prices and sizes in one step', async (t) 
     resolution: '2K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
   t.equal(priced.cost, 50);
   t.equal(priced.width, 2048);
@@ -141,6 +149,7 @@ t.test('priceRequest with no parameters is the 1K square at 25 tokens', async (t
     resolution: '1K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
   t.equal(priced.cost, 25);
   t.equal(priced.width, 1024);
@@ -157,6 +166,7 @@ t.test('applyDefaults: a lossy format gets the default compression, png gets non
     resolution: '1K',
     output_format: 'webp',
     output_compression: DEFAULT_OUTPUT_COMPRESSION,
+    seed: null,
   });
   t.equal(applyDefaults(betaV5Pro, { output_format: 'jpeg', output_compression: 35 }).output_compression, 35);
   t.equal(applyDefaults(betaV5Pro, { output_format: 'png' }).output_compression, null);

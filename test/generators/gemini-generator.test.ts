@@ -106,6 +106,18 @@ t.test(
   },
 );
 
+t.test('the seed goes as generationConfig.seed, a signed 32-bit integer; none without one', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(geminiReply.image(await pngBase64(2752, 1536)));
+  for (const seed of [0, 7, 2_147_483_647, 2_147_483_648, 4_294_967_295, undefined])
+    await generator.generate(input(seed === undefined ? {} : { seed }), live());
+  t.same(
+    upstream.requests.map((request) => JSON.parse(request.body.toString()).generationConfig.seed),
+    [0, 7, 2_147_483_647, -2_147_483_648, -1, undefined],
+  );
+  t.equal(upstream.refused.length, 0, 'the fake, like Gemini, takes every one');
+});
+
 t.test('the fake refuses imageSize for a model without it, as Gemini does', async (t) => {
   const upstream = await FakeUpstream.start(t);
   const response = await fetch(`${upstream.url}/v1beta/models/gemini-2.5-flash-image:generateContent`, {

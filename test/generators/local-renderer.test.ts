@@ -40,6 +40,18 @@ t.test('different prompts render different PNGs', async (t) => {
   t.notOk(fox.equals(owl));
 });
 
+t.test(
+  'the seed decides the scene: the same seed the same bytes, another seed (0 and the largest too) another picture',
+  async (t) => {
+    const seeds = [0, 1, 42, 4_294_967_295];
+    const renders = await Promise.all(seeds.map((seed) => renderOne(input({ seed }))));
+    t.ok((await renderOne(input({ seed: 42 }))).equals(renders[2]), 'seed 42 twice: byte for byte');
+    const distinct = new Set(renders.map((bytes) => bytes.toString('base64')));
+    t.equal(distinct.size, seeds.length, 'four seeds, four pictures');
+    t.notOk((await renderOne(input())).equals(renders[0]), 'no seed is not seed 0');
+  },
+);
+
 t.test('every reference appears as a tile in its own colour', async (t) => {
   const solid = (background: string) => sharp({ create: { width: 64, height: 64, channels: 3, background } });
   const references = [

@@ -95,6 +95,26 @@ t.test('text-to-image is one images.generate; gpt-image-2 is asked for the catal
   });
 });
 
+t.test('a seed is not sent: the images API takes none (the fake refuses it, as OpenAI does)', async (t) => {
+  const { upstream, generator } = await setup(t);
+  upstream.replyWith(openAiReply.image(await pngBase64(1264, 848)));
+  await generator.generate(input({ seed: 42 }), live());
+  await generator.generate(
+    input({
+      seed: 42,
+      references: [
+        await sharp({ create: { width: 32, height: 32, channels: 3, background: '#336699' } })
+          .png()
+          .toBuffer(),
+      ],
+    }),
+    live(),
+  );
+  t.equal(upstream.refused.length, 0);
+  t.notOk('seed' in JSON.parse(upstream.requests[0].body.toString()), 'generate: no seed');
+  t.equal((await formOf(upstream.requests[1])).get('seed'), null, 'edit: no seed');
+});
+
 t.test('GPT image models are not sent response_format, which they refuse, whatever their name', async (t) => {
   for (const model of ['gpt-image-1', 'chatgpt-image-latest', 'openai/gpt-image-1']) {
     const { upstream, generator } = await setup(t, { model });

@@ -210,7 +210,7 @@ export async function providerRefusal(request: {
       }
       const body = JSON.parse(request.body.toString('utf8')) as {
         contents?: { parts?: { inlineData?: { data?: string } }[] }[];
-        generationConfig?: { imageConfig?: unknown };
+        generationConfig?: { imageConfig?: unknown; seed?: unknown };
       };
       const parts = (body.contents ?? []).flatMap((content) => content.parts ?? []);
       const tooLarge = parts.findIndex(
@@ -219,12 +219,26 @@ export async function providerRefusal(request: {
       if (tooLarge >= 0) {
         return invalidArgument(`Inline data of part ${tooLarge} exceeds ${GEMINI_MAX_INLINE_IMAGE_BYTES} bytes.`);
       }
+      const seed = body.generationConfig?.seed;
+      // GenerationConfig.seed is an int32: another value is refused.
+      if (
+        seed !== undefined &&
+        !(Number.isInteger(seed) && (seed as number) >= -(2 ** 31) && (seed as number) < 2 ** 31)
+      )
+        return invalidArgument(`Invalid value at 'generation_config.seed' (TYPE_INT32), ${JSON.stringify(seed)}`);
       return geminiImageConfigRefusal(gemini[1], body.generationConfig?.imageConfig);
     }
     const azure = AZURE_OPENAI_PATHS.has(path);
     if (azure && !request.headers['api-key']) return AZURE_ACCESS_DENIED;
     if (OPENAI_PATHS.has(path) || azure) {
-      let fields: { model?: unknown; size?: unknown; response_format?: unknown; stream?: unknown; quality?: unknown };
+      let fields: {
+        model?: unknown;
+        size?: unknown;
+        response_format?: unknown;
+        stream?: unknown;
+        quality?: unknown;
+        seed?: unknown;
+      };
       if (String(request.headers['content-type']).startsWith('multipart/form-data')) {
         const form = await new Response(new Uint8Array(request.body), {
           headers: { 'content-type': String(request.headers['content-type']) },
@@ -235,11 +249,14 @@ export async function providerRefusal(request: {
           response_format: form.get('response_format') ?? undefined,
           stream: form.get('stream') ?? undefined,
           quality: form.get('quality') ?? undefined,
+          seed: form.get('seed') ?? undefined,
         };
       } else {
         fields = JSON.parse(request.body.toString('utf8')) as typeof fields;
       }
       const model = String(fields.model ?? '');
+      // The images API takes no seed, whatever the model.
+      if (fields.seed !== undefined) return unknownParameter('seed');
       return (
         openAiResponseFormatRefusal(model, fields.response_format) ??
         openAiStreamRefusal(model, fields.stream) ??

@@ -60,7 +60,7 @@ const EXPECTED_SPECTRAL_WARNINGS = [
   'warning info-contact info',
   ...FREE_TEXT.map((path) => `warning owasp:api4:2023-string-restricted components.schemas.${path}`),
   ...OPENAI_FACE_FREE_TEXT.map((path) => `warning owasp:api4:2023-string-restricted ${path}`),
-  ...['/healthz', '/readyz'].flatMap((path) => [
+  ...['/', '/healthz', '/readyz'].flatMap((path) => [
     `warning owasp:api2:2023-read-restricted paths.${path}.get.security`,
     `warning owasp:api8:2023-define-error-responses-401 paths.${path}.get.responses`,
     `warning owasp:api8:2023-define-error-responses-401 paths.${path}.get.responses`,

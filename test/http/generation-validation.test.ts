@@ -85,7 +85,11 @@ async function assertAcceptedByBoth(
   given: { cost: number; parameters: { aspect_ratio: string; resolution: string } },
 ): Promise<void> {
   // A body without output_format asks for a PNG, which has no compression.
-  const expected = { ...given, parameters: { output_format: 'png', output_compression: null, ...given.parameters } };
+  // Without a seed, the estimate has none and the create draws one.
+  const expected = {
+    ...given,
+    parameters: { output_format: 'png', output_compression: null, seed: null, ...given.parameters },
+  };
   const api = await newClient();
   const estimate = await api.post(ESTIMATE, body);
   t.equal(estimate.statusCode, 200, 'estimate 200');
@@ -99,7 +103,9 @@ async function assertAcceptedByBoth(
   t.equal(created.body.data?.status, 'CREATED');
   t.equal(created.body.data?.model, body.model);
   t.equal(created.body.data?.cost, expected.cost, 'cost');
-  t.strictSame(created.body.data?.parameters, expected.parameters, 'effective parameters');
+  const drawn = created.body.data?.parameters?.seed;
+  t.ok(Number.isInteger(drawn), 'the create drew a seed');
+  t.strictSame(created.body.data?.parameters, { ...expected.parameters, seed: drawn }, 'effective parameters');
   t.equal(created.body.data?.prompt, body.prompt, 'prompt stored as sent');
 }
 
@@ -600,7 +606,14 @@ t.test('alpha-pro: every invalid field of one body is reported, once each', asyn
       model: 'alpha-pro',
       prompt: ' ',
       image_reference: ['not-a-uuid', randomUUID(), 'also-not'],
-      parameters: { aspect_ratio: '2:1', resolution: '8K', output_format: 'gif', output_compression: 101, seed: 1 },
+      parameters: {
+        aspect_ratio: '2:1',
+        resolution: '8K',
+        output_format: 'gif',
+        output_compression: 101,
+        seed: -1,
+        steps: 30,
+      },
       colour: 'red',
     });
     t.equal(res.statusCode, 400, url);
@@ -612,7 +625,8 @@ t.test('alpha-pro: every invalid field of one body is reported, once each', asyn
       ['/parameters/output_compression', 'out_of_range'],
       ['/parameters/output_format', 'not_allowed'],
       ['/parameters/resolution', 'not_allowed'],
-      ['/parameters/seed', 'unknown_field'],
+      ['/parameters/seed', 'out_of_range'],
+      ['/parameters/steps', 'unknown_field'],
       ['/prompt', 'too_short'],
     ]);
     t.match(res.body.detail, /^body \/\S+: /, 'the summary names the first field');

@@ -72,6 +72,7 @@ for (const { model, ratio, resolution, format, compression } of cases) {
         resolution,
         output_format: format,
         output_compression: format === 'png' ? null : (compression ?? 80),
+        seed: task.parameters.seed,
       });
       const [item] = task.generated;
       t.match(item, { width, height, content_type: CONTENT_TYPE[format] });

@@ -101,7 +101,9 @@ t.test('create answers 202 with Location and a CREATED task', async (t) => {
     resolution: '2K',
     output_format: 'png',
     output_compression: null,
+    seed: task.parameters.seed,
   });
+  t.ok(Number.isInteger(task.parameters.seed), 'a seed was drawn and recorded');
   t.equal(task.webhook_url, null);
   t.equal(task.error, null);
   t.match(task.created_at, RFC3339, 'created_at is RFC 3339');

@@ -47,6 +47,7 @@ for (const adapter of STORE_ADAPTERS) {
         resolution: '1K',
         output_format: 'png',
         output_compression: null,
+        seed: null,
       });
       t.equal(readPng?.endUserId, null);
       const claimed = await claimNextTask(store.tasks, {
@@ -68,6 +69,7 @@ async function checkOldTask(t: Test, store: Store): Promise<void> {
     resolution: '2K',
     output_format: 'png',
     output_compression: null,
+    seed: null,
   });
   t.equal(task?.endUserId, null);
   t.match(task, { model: 'alpha-pro', prompt: 'before formats', width: 2752, height: 1536, cost: 25 });

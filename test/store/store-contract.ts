@@ -1,3 +1,4 @@
+import { SEED_MAX } from '../../schemas/model-entry.js';
 import type { Test } from 'tap';
 import { TASK_STATUSES } from '../../schemas/resources.js';
 import { DomainError } from '../../src/core/errors.js';
@@ -1007,6 +1008,28 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       await assertLedgerInvariant(t, store, accountId);
     });
   });
+
+  t.test(
+    'a task keeps its seed: 0, the largest, none; alone, in a group and when claimed',
+    { jobs: CONTRACT_JOBS },
+    async (t) => {
+      const store = await open(t);
+      const accountId = await newAccount(store, 1000);
+      const withSeed = (seed: number | null) => {
+        const task = newTask(accountId);
+        return { ...task, parameters: { ...task.parameters, seed } };
+      };
+      const [zero, largest, none] = [withSeed(0), withSeed(SEED_MAX), withSeed(null)];
+      await store.tasks.insertTaskWithDebit(zero, { maxActiveTasks: 10 });
+      await store.tasks.insertTasksWithDebits([largest, none], { maxActiveTasks: 10 });
+      for (const task of [zero, largest, none])
+        t.equal((await store.tasks.getTask(accountId, task.id))?.parameters.seed, task.parameters.seed);
+      const listed = await store.tasks.listTasks(accountId, { limit: 10 });
+      t.same(listed.items.map((task) => task.parameters.seed).sort(), [0, SEED_MAX, null].sort());
+      const claimed = await claimNextTask(store.tasks, policy());
+      t.ok(claimed && [0, SEED_MAX, null].includes(claimed.parameters.seed), 'a claim reads the seed');
+    },
+  );
 
   t.test('task states for waiters', { jobs: CONTRACT_JOBS }, async (t) => {
     t.test("each existing task's status and attempt, any account's; unknown ids left out", async (t) => {

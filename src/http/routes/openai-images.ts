@@ -14,11 +14,12 @@ import {
   OpenAiModelList,
 } from '../../../schemas/openai.js';
 import { Type } from '@sinclair/typebox';
-import type { DomainError } from '../../core/errors.js';
+import { DomainError } from '../../core/errors.js';
 import { readOpenAiImageRequest, type OpenAiImageRequest } from '../../core/openai-images.js';
 import {
   openAiErrorOf,
   openAiFieldErrors,
+  openAiImagePartError,
   openAiImagesBody,
   openAiModel,
   openAiModelNotFound,
@@ -284,9 +285,13 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
               accountId,
               request: asked,
               idempotency,
-              referenceUploads: received.images.map(
-                (image) => async () => (await options.media.createUpload(accountId, image.path)).id,
-              ),
+              referenceUploads: received.images.map((image, index) => async () => {
+                try {
+                  return (await options.media.createUpload(accountId, image.path)).id;
+                } catch (error) {
+                  throw imagePartRefusal(error, index) ?? error;
+                }
+              }),
               signal,
             }),
           );
@@ -358,10 +363,29 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
 function sendOpenAiError(reply: FastifyReply, answer: OpenAiError): FastifyReply {
   const { status } = answer;
   if (status === 401) reply.header('www-authenticate', 'Bearer');
-  if ((status === 429 || status === 503) && !reply.hasHeader('retry-after'))
+  // A spent balance is not a wait: no Retry-After, so that no client waits to be refused again.
+  if (answer.body.error.code === 'insufficient_quota') reply.removeHeader('retry-after');
+  else if ((status === 429 || status === 503) && !reply.hasHeader('retry-after'))
     reply.header('retry-after', UNTIMED_RETRY_AFTER_SECONDS);
   if (answer.shouldRetry !== undefined) reply.header('x-should-retry', String(answer.shouldRetry));
   return reply.code(status).type(JSON_TYPE).send(answer.body);
+}
+
+/**
+ * An image part that is not a PNG, JPEG or WebP image (or cannot be decoded) is OpenAI's 400
+ * invalid_request_error naming `image`, as OpenAI answers it; null for any other failure.
+ */
+function imagePartRefusal(error: unknown, index: number): OpenAiAnswer | null {
+  if (!(error instanceof DomainError)) return null;
+  if (error.code !== 'unsupported_media_type' && error.code !== 'invalid_image') return null;
+  const what =
+    error.code === 'invalid_image' ? 'could not be decoded; it may be truncated or corrupt' : 'is not an image';
+  return new OpenAiAnswer(
+    openAiImagePartError(
+      `Invalid file 'image' (part ${index + 1}): it ${what}. Supported formats are PNG, JPEG and WebP.`,
+      error.code === 'invalid_image' ? 'invalid_image' : 'invalid_image_format',
+    ),
+  );
 }
 
 /** Aborts when the connection closes before the answer was sent: the wait stops, the tasks go on. */

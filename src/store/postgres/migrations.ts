@@ -250,4 +250,9 @@ export const POSTGRES_MIGRATIONS: string[] = [
   END
   $$;
   `,
+  `
+  -- Seeds (see the SQLite migration of the same change): 0 to 4294967295, so a bigint; NULL for
+  -- the tasks made before seeds were recorded.
+  ALTER TABLE tasks ADD COLUMN seed bigint;
+  `,
 ];

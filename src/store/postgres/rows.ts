@@ -57,6 +57,7 @@ export interface TaskRow {
   cost: number;
   webhook_url: string | null;
   end_user_id: string | null;
+  seed: number | null;
   generated: TaskRecord['generated'];
   error_code: string | null;
   error_message: string | null;
@@ -100,7 +101,7 @@ export interface WebhookDeliveryRow {
 export const TASK_COLUMNS =
   'id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height, cost, webhook_url, ' +
   'generated, error_code, error_message, attempt, deferred_attempts, created_at, started_at, completed_at, ' +
-  'output_format, output_compression, end_user_id';
+  'output_format, output_compression, end_user_id, seed';
 
 export const toAccount = (r: AccountRow): Account => ({
   id: r.id,
@@ -142,6 +143,7 @@ export const toTask = (r: TaskRow): TaskRecord => ({
     resolution: r.resolution,
     output_format: r.output_format,
     output_compression: r.output_compression,
+    seed: r.seed,
   },
   width: r.width,
   height: r.height,
@@ -182,6 +184,7 @@ export const taskValues = (t: TaskRecord): unknown[] => [
   t.parameters.output_format,
   t.parameters.output_compression,
   t.endUserId,
+  t.parameters.seed,
 ];
 
 export const toMedia = (r: MediaRow): MediaRecord => ({

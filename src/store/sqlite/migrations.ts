@@ -279,4 +279,9 @@ export const SQLITE_MIGRATIONS: string[] = [
   ALTER TABLE tasks ADD COLUMN output_compression INTEGER;
   ALTER TABLE tasks ADD COLUMN end_user_id TEXT;
   `,
+  `
+  -- Seeds (docs/design.md §3.1): the seed each task is made with, asked for or drawn at create, so
+  -- that every result can be made again. NULL for the tasks made before seeds were recorded.
+  ALTER TABLE tasks ADD COLUMN seed INTEGER;
+  `,
 ];

@@ -58,6 +58,7 @@ export interface TaskRow {
   cost: number;
   webhook_url: string | null;
   end_user_id: string | null;
+  seed: number | null;
   generated: string;
   error_code: string | null;
   error_message: string | null;
@@ -112,6 +113,7 @@ export const TASK_COLUMNS = [
   'output_format',
   'output_compression',
   'end_user_id',
+  'seed',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
 export const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
@@ -157,6 +159,7 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
     resolution: r.resolution,
     output_format: r.output_format,
     output_compression: r.output_compression,
+    seed: r.seed,
   },
   width: r.width,
   height: r.height,
@@ -188,6 +191,7 @@ export const taskValues = (t: TaskRecord): TaskRow => ({
   cost: t.cost,
   webhook_url: t.webhookUrl,
   end_user_id: t.endUserId,
+  seed: t.parameters.seed,
   generated: JSON.stringify(t.generated),
   error_code: t.error?.code ?? null,
   error_message: t.error?.message ?? null,

@@ -105,10 +105,10 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     chargeAdmissionIn(this.db, accountId, admission);
     const insert = this.db.statement(
       `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, output_format,
-         output_compression, width, height, cost, webhook_url, end_user_id, generated, error_code, error_message, attempt,
+         output_compression, seed, width, height, cost, webhook_url, end_user_id, generated, error_code, error_message, attempt,
          deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
        VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @output_format,
-         @output_compression, @width, @height, @cost, @webhook_url, @end_user_id, @generated, @error_code, @error_message, @attempt,
+         @output_compression, @seed, @width, @height, @cost, @webhook_url, @end_user_id, @generated, @error_code, @error_message, @attempt,
          @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
     );
     for (const task of tasks) insert.run(taskValues(task));
