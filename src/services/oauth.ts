@@ -79,7 +79,7 @@ export interface OAuthServiceOptions {
 const hashOf = (secret: string) => hashApiKey(secret);
 const newSecret = (prefix: string) => prefix + randomBytes(32).toString('base64url');
 
-/** PKCE S256 (RFC 7636 §4.6): BASE64URL(SHA256(verifier)) equals the challenge, compared in constant time. */
+/** PKCE S256 (RFC 7636 section 4.6): BASE64URL(SHA256(verifier)) equals the challenge, compared in constant time. */
 export function pkceS256Matches(verifier: string, challenge: string): boolean {
   if (!CODE_VERIFIER_PATTERN.test(verifier)) return false;
   const computed = Buffer.from(createHash('sha256').update(verifier).digest('base64url'));
@@ -219,7 +219,7 @@ export class OAuthService {
     return code;
   }
 
-  /** The authorization_code grant (RFC 6749 §4.1.3 with RFC 7636 and RFC 8707). */
+  /** The authorization_code grant (RFC 6749 section 4.1.3 with RFC 7636 and RFC 8707). */
   async exchangeCode(body: Record<string, string | undefined>): Promise<TokenAnswer> {
     const { code, code_verifier: verifier, client_id: clientId, redirect_uri: redirectUri } = body;
     if (!code || !verifier || !clientId)
@@ -229,7 +229,7 @@ export class OAuthService {
     const invalid = new OAuthError('invalid_grant', 'The code is unknown, expired, used, or not this client’s.');
     if (!found || found.clientId !== clientId) throw invalid;
     if (found.usedAt) {
-      // A code replayed: whoever holds it may have stolen it; the tokens it gave are revoked (OAuth 2.1 §4.1.3).
+      // A code replayed: whoever holds it may have stolen it; the tokens it gave are revoked (OAuth 2.1 section 4.1.3).
       await this.store.revokeOAuthFamily(found.familyId, now);
       throw invalid;
     }
@@ -354,7 +354,7 @@ export class OAuthService {
   }
 }
 
-/** Client metadata (RFC 7591 §2) read with the MCP SDK's own schema; redirect URIs https, or http on loopback. */
+/** Client metadata (RFC 7591 section 2) read with the MCP SDK's own schema; redirect URIs https, or http on loopback. */
 function clientMetadataOf(body: unknown, error: string) {
   const parsed = OAuthClientMetadataSchema.safeParse(body);
   if (!parsed.success)
@@ -365,13 +365,13 @@ function clientMetadataOf(body: unknown, error: string) {
   for (const uri of metadata.redirect_uris)
     if (!isAcceptableRedirectUri(uri))
       throw new OAuthError('invalid_redirect_uri', `${uri} is not a redirect URI this server sends codes to.`);
-  // A confidential client's method asked for is replaced (RFC 7591 §3.2.1): every client here is public.
+  // A confidential client's method asked for is replaced (RFC 7591 section 3.2.1): every client here is public.
   return { ...metadata, token_endpoint_auth_method: 'none' };
 }
 
 /**
- * https; http on a loopback address only (a native app's listener, RFC 8252 §7.3); a private-use
- * scheme of a native app (RFC 8252 §7.1); never a fragment, nor a scheme that runs or reads something.
+ * https; http on a loopback address only (a native app's listener, RFC 8252 section 7.3); a private-use
+ * scheme of a native app (RFC 8252 section 7.1); never a fragment, nor a scheme that runs or reads something.
  */
 function isAcceptableRedirectUri(uri: string): boolean {
   let url: URL;

@@ -222,7 +222,7 @@ t.test(
   async (t) => {
     await listen();
     const account = await ctx().newAccount(4321);
-    // The agent's loopback listener (RFC 8252 §7.3), which the consent's redirect reaches.
+    // The agent's loopback listener (RFC 8252 section 7.3), which the consent's redirect reaches.
     let callback: URL | undefined;
     let reached = () => {};
     const callbackReached = new Promise<void>((resolve) => {

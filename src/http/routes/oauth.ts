@@ -17,7 +17,7 @@ export interface OAuthRoutesOptions {
 
 type Params = Record<string, string | undefined>;
 
-/** application/x-www-form-urlencoded, each parameter at most once (RFC 6749 §3.1). */
+/** application/x-www-form-urlencoded, each parameter at most once (RFC 6749 section 3.1). */
 const FormBody = Type.Record(Type.String(), Type.String());
 const OAuthErrorBody = Type.Object({ error: Type.String(), error_description: Type.String() });
 const TokenBody = Type.Object({
@@ -204,7 +204,7 @@ export async function oauthRoutes(app: FastifyInstance, options: OAuthRoutesOpti
         hide: true,
         body: FormBody,
         response: {
-          200: Type.Null({ description: 'Revoked, or no token of this server (RFC 7009 §2.2).' }),
+          200: Type.Null({ description: 'Revoked, or no token of this server (RFC 7009 section 2.2).' }),
           400: OAuthErrorBody,
         },
       },
@@ -264,7 +264,7 @@ function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
     .send({ error: error.error, error_description: error.description });
 }
 
-/** Errors after the redirect URI was checked go back to it (RFC 6749 §4.1.2.1), with the state. */
+/** Errors after the redirect URI was checked go back to it (RFC 6749 section 4.1.2.1), with the state. */
 function redirectWithError(
   reply: FastifyReply,
   redirectUri: string,
