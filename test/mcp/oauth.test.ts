@@ -26,8 +26,10 @@ const port = await freePort();
 const base = `http://127.0.0.1:${port}`;
 /** The app's clock runs this far ahead of the real one (the expiry test moves it). */
 let clockAheadMs = 0;
+// WEBHOOK_ALLOW_PRIVATE: the client metadata documents are served from loopback (the SSRF guard's
+// refusals are test/services/client-metadata-document.test.ts's).
 const ctx = fileTestApp(
-  { PUBLIC_BASE_URL: base, PORT: String(port), RATE_LIMIT_OAUTH_PER_MIN: '1000' },
+  { PUBLIC_BASE_URL: base, PORT: String(port), RATE_LIMIT_OAUTH_PER_MIN: '40', WEBHOOK_ALLOW_PRIVATE: 'true' },
   { now: () => new Date(Date.now() + clockAheadMs) },
 );
 let listening: Promise<unknown> | undefined;
@@ -250,6 +252,10 @@ t.test(
 
     const browser = await launchChromium(t);
     const page = await browser.newPage();
+    const consoleErrors: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') consoleErrors.push(message.text());
+    });
     const response = await page.goto(authorizationUrl.href);
     const headers = response?.headers() ?? {};
     t.match(headers['content-security-policy'], /frame-ancestors 'none'/);
@@ -259,6 +265,7 @@ t.test(
     await page.screenshot({ path: `${SCREENSHOT_DIR}/oauth-consent.png` }).catch(() => {});
     await page.getByRole('button', { name: 'Allow' }).click();
     await callbackReached;
+    t.strictSame(consoleErrors, [], 'no CSP violation (its style, the form and its redirect)');
     if (!callback) throw new Error('no callback');
     t.equal(callback.searchParams.get('state'), provider.expectedState, 'state passed back');
     t.equal(callback.searchParams.get('iss'), base, 'the issuer named (RFC 9207)');
@@ -330,6 +337,25 @@ t.test('a code is single-use: a replay is refused and revokes the tokens it gave
   });
   t.equal(again.json().error, 'invalid_grant');
   t.equal((await mcpStatus(tokens.access_token)).statusCode, 401, 'the first exchange’s token is revoked');
+});
+
+t.test('a code expires after a minute', async (t) => {
+  const account = await ctx().newAccount();
+  const { verifier, query, clientId } = await registeredClient();
+  const { redirect } = await approve(query, account.key);
+  clockAheadMs = 61_000;
+  try {
+    const late = await token({
+      grant_type: 'authorization_code',
+      code: redirect?.searchParams.get('code') ?? '',
+      code_verifier: verifier,
+      client_id: clientId,
+      redirect_uri: CALLBACK,
+    });
+    t.equal(late.json().error, 'invalid_grant');
+  } finally {
+    clockAheadMs = 0;
+  }
 });
 
 t.test("another client's code is refused", async (t) => {
@@ -460,4 +486,77 @@ t.test('tokens are stored as hashes only', async (t) => {
   t.equal(await store.oauth.takeAuthorizationCode(code, new Date()), null);
   const hash = createHash('sha256').update(tokens.access_token).digest('hex');
   t.match(await store.oauth.findOAuthToken(hash), { token: { kind: 'access', resource: `${base}/mcp` } });
+});
+
+t.test(
+  'a client known by its metadata document URL: read at authorization, named on the page, its code exchanged',
+  async (t) => {
+    const account = await ctx().newAccount();
+    const documents = new Map<string, unknown>();
+    const host = createServer((request, response) => {
+      response.setHeader('content-type', 'application/json');
+      response.end(JSON.stringify(documents.get(request.url ?? '') ?? {}));
+    });
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
+    t.teardown(() => host.close());
+    const origin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
+    const clientId = `${origin}/oauth/client.json`;
+    documents.set('/oauth/client.json', {
+      client_id: clientId,
+      client_name: 'Documented agent',
+      redirect_uris: [CALLBACK],
+    });
+    documents.set('/impostor.json', { client_id: clientId, client_name: 'Impostor', redirect_uris: [CALLBACK] });
+
+    const { app } = ctx();
+    const asm = (await app.inject({ method: 'GET', url: '/.well-known/oauth-authorization-server' })).json();
+    t.equal(asm.client_id_metadata_document_supported, true);
+    const { verifier, challenge } = pkce();
+    const query = {
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: CALLBACK,
+      code_challenge: challenge,
+      code_challenge_method: 'S256',
+      state: 'doc',
+    };
+    const { page } = await openConsent(query);
+    t.equal(page.statusCode, 200);
+    t.match(page.body, /Documented agent/);
+    const { redirect } = await approve(query, account.key);
+    const answer = await token({
+      grant_type: 'authorization_code',
+      code: redirect?.searchParams.get('code') ?? '',
+      code_verifier: verifier,
+      client_id: clientId,
+      redirect_uri: CALLBACK,
+    });
+    t.equal(answer.statusCode, 200);
+    t.equal((await mcpStatus(answer.json().access_token)).statusCode, 200);
+
+    const impostor = await openConsent({ ...query, client_id: `${origin}/impostor.json` });
+    t.equal(impostor.page.statusCode, 400, 'a document naming another client_id');
+    t.notOk(impostor.page.headers.location);
+    const elsewhere = await openConsent({ ...query, redirect_uri: 'https://evil.example/cb' });
+    t.equal(elsewhere.page.statusCode, 400, 'a redirect URI the document does not list');
+    t.notOk(elsewhere.page.headers.location);
+  },
+);
+
+t.test('registration is rate-limited per client address', async (t) => {
+  const { app } = ctx();
+  const register = () =>
+    app.inject({
+      method: 'POST',
+      url: '/oauth/register',
+      remoteAddress: '203.0.113.9',
+      payload: { client_name: 'Flood', redirect_uris: [CALLBACK] },
+    });
+  const statuses = new Set<number>();
+  for (let i = 0; i < 40; i++) statuses.add((await register()).statusCode);
+  t.strictSame([...statuses], [201], 'the first 40 of the minute');
+  const refused = await register();
+  t.equal(refused.statusCode, 429);
+  t.equal(refused.json().error, 'temporarily_unavailable');
+  t.ok(refused.headers['retry-after']);
 });
