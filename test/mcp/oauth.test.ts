@@ -11,7 +11,7 @@ import type {
   OAuthClientMetadata,
   OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { fileTestApp } from '../helpers/app.js';
+import { buildTestApp, fileTestApp } from '../helpers/app.js';
 import { CHROMIUM, launchChromium } from '../helpers/chromium.js';
 import { callTool } from '../helpers/mcp.js';
 import { freePort } from '../helpers/processes.js';
@@ -559,4 +559,73 @@ t.test('registration is rate-limited per client address', async (t) => {
   t.equal(refused.statusCode, 429);
   t.equal(refused.json().error, 'temporarily_unavailable');
   t.ok(refused.headers['retry-after']);
+});
+
+t.test('no token, code or key in a log line, through a whole grant', async (t) => {
+  // An app of its own: this one logs (at info, one line per request), into lines the test reads.
+  const lines: string[] = [];
+  const logged = await buildTestApp(
+    t,
+    { PUBLIC_BASE_URL: 'https://imagegen.example' },
+    { logger: { level: 'info', stream: { write: (line: string) => lines.push(line) } }, validateResponses: false },
+  );
+  const { app } = logged;
+  const account = await logged.newAccount();
+  const registered = await app.inject({
+    method: 'POST',
+    url: '/oauth/register',
+    payload: { redirect_uris: [CALLBACK] },
+  });
+  const clientId = registered.json().client_id;
+  const { verifier, challenge } = pkce();
+  const query = new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: CALLBACK,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+    state: 'log-state',
+  });
+  const page = await app.inject({ method: 'GET', url: `/oauth/authorize?${query}` });
+  const csrf = /name="csrf_token" value="([^"]+)"/.exec(page.body)?.[1] ?? '';
+  const post = (url: string, fields: Record<string, string>, cookie?: string) =>
+    app.inject({
+      method: 'POST',
+      url,
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...(cookie && { cookie }) },
+      payload: new URLSearchParams(fields).toString(),
+    });
+  const approved = await post(
+    '/oauth/authorize',
+    { ...Object.fromEntries(query), csrf_token: csrf, api_key: account.key, decision: 'approve' },
+    String(page.headers['set-cookie']).split(';')[0],
+  );
+  const code = new URL(String(approved.headers.location)).searchParams.get('code') ?? '';
+  const fields = { client_id: clientId, redirect_uri: CALLBACK };
+  const tokens = (
+    await post('/oauth/token', { ...fields, grant_type: 'authorization_code', code, code_verifier: verifier })
+  ).json();
+  await post('/oauth/token', { ...fields, grant_type: 'authorization_code', code, code_verifier: verifier });
+  const mcp = await app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { authorization: `Bearer ${tokens.access_token}`, accept: 'application/json, text/event-stream' },
+    payload: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+  });
+  t.equal(mcp.statusCode, 401, 'revoked by the code’s replay');
+  // Refused (the replay revoked the grant), and logged as such.
+  const refused = await post('/oauth/token', {
+    client_id: clientId,
+    grant_type: 'refresh_token',
+    refresh_token: tokens.refresh_token,
+  });
+  t.equal(refused.json().error, 'invalid_grant');
+  await post('/oauth/revoke', { client_id: clientId, token: tokens.refresh_token });
+  t.ok(lines.length >= 8, `${lines.length} lines logged`);
+  const secrets = [account.key, code, verifier, csrf, tokens.access_token, tokens.refresh_token];
+  for (const secret of secrets.filter(Boolean))
+    t.notOk(
+      lines.some((line) => line.includes(secret)),
+      `${secret.slice(0, 5)}… not logged`,
+    );
 });
