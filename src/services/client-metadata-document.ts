@@ -15,7 +15,6 @@ export const CLIENT_DOCUMENT_TIMEOUT_MS = 5_000;
  * at connect time), bounded in size and time, no redirect followed. With `allowPrivate` (tests and
  * local development, WEBHOOK_ALLOW_PRIVATE) http and private addresses are allowed, as for webhooks.
  */
-
 export function clientDocumentReader(
   policy: WebhookUrlPolicy,
   limits = { maxBytes: CLIENT_DOCUMENT_MAX_BYTES, timeoutMs: CLIENT_DOCUMENT_TIMEOUT_MS },

@@ -297,10 +297,6 @@ export class OAuthService {
     return { accountId: token.accountId, keyId: key.id, keyName: key.name, keyPrefix: key.prefix };
   }
 
-  static looksLikeAccessToken(bearer: string): boolean {
-    return bearer.startsWith(ACCESS_TOKEN_PREFIX);
-  }
-
   private scopeOf(requested: string | undefined): string {
     if (requested === undefined || requested === '') return MCP_SCOPE;
     const scopes = requested.split(' ').filter(Boolean);

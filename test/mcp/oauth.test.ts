@@ -325,6 +325,27 @@ t.test(
   },
 );
 
+t.test('resource indicators: only /mcp; a code is exchanged for the resource it was issued for', async (t) => {
+  const { app } = ctx();
+  const account = await ctx().newAccount();
+  const { verifier, query, clientId } = await registeredClient();
+  const other = await app.inject({
+    method: 'GET',
+    url: `/oauth/authorize?${new URLSearchParams({ ...query, resource: `${base}/api/v1` })}`,
+  });
+  t.equal(new URL(String(other.headers.location)).searchParams.get('error'), 'invalid_target');
+  const { redirect } = await approve(query, account.key);
+  const answer = await token({
+    grant_type: 'authorization_code',
+    code: redirect?.searchParams.get('code') ?? '',
+    code_verifier: verifier,
+    client_id: clientId,
+    redirect_uri: CALLBACK,
+    resource: 'https://elsewhere.example/mcp',
+  });
+  t.equal(answer.json().error, 'invalid_target');
+});
+
 t.test('a code is single-use: a replay is refused and revokes the tokens it gave', async (t) => {
   const { client, code, tokens } = await grant();
   t.equal((await mcpStatus(tokens.access_token)).statusCode, 200);
