@@ -126,6 +126,12 @@ const SERVICE_VARIABLES = {
   ),
   RATE_LIMIT_CREATES_PER_MIN: Int({ minimum: 1, default: 600, description: 'Creates per minute per key.' }),
   RATE_LIMIT_REQUESTS_PER_MIN: Int({ minimum: 1, default: 3000, description: 'Other requests per minute per key.' }),
+  RATE_LIMIT_OAUTH_PER_MIN: Int({
+    minimum: 1,
+    default: 10,
+    description:
+      'OAuth client registrations and consent submissions (/oauth/register, POST /oauth/authorize) per minute per client address.',
+  }),
   RATE_LIMIT_AUTH_FAILURES_PER_MIN: Int({
     minimum: 1,
     default: 60,

@@ -24,6 +24,8 @@ import { TaskStreams } from '../services/task-streams.js';
 import { WebhookService } from '../services/webhook-service.js';
 import { parsePortRanges } from '../webhooks/ssrf-guard.js';
 import type { AppDependencies } from './app.js';
+import { OAuthService } from '../services/oauth.js';
+import { clientDocumentReader } from '../services/client-metadata-document.js';
 
 /** Everything the app's plugins are given: the services over the process's adapters, built once. */
 export type AppServices = ReturnType<typeof buildAppServices>;
@@ -91,6 +93,13 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
     now,
     // The Bearer authentication's key lookups (the auth plugin).
     apiKeys: new ApiKeyAuthentication(store),
+    // OAuth for /mcp (decision 0034): the service is its own authorization server.
+    oauth: new OAuthService({
+      store,
+      issuer: publicBaseUrl(config),
+      now,
+      clientDocuments: clientDocumentReader(userUrlPolicy),
+    }),
     signer,
     resolutionCheck,
     tasks,

@@ -17,6 +17,7 @@ import { registerHttpBasics } from './plugins/http-basics.js';
 import { registerMetrics, registerTaskWaitMetrics } from './plugins/metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { healthRoutes } from './routes/health.js';
+import { oauthRoutes } from './routes/oauth.js';
 import { playgroundRoutes } from './routes/playground.js';
 import { rootRoutes } from './routes/root.js';
 import { serverOptions } from './server-options.js';
@@ -92,6 +93,14 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   });
   registerDependencyMetrics(metricsRegistry, services.readinessChecks);
   registerTaskWaitMetrics(metricsRegistry, () => services.tasks.waitsHeld);
+  // OAuth for /mcp (decision 0034): discovery, registration, consent, tokens; outside the key's scope.
+  if (config.MCP)
+    await app.register(oauthRoutes, {
+      oauth: services.oauth,
+      perAddressPerMin: config.RATE_LIMIT_OAUTH_PER_MIN,
+      rateLimitRedis: deps.rateLimitRedis,
+      redisKeyPrefix: config.REDIS_KEY_PREFIX,
+    });
   await app.register(authenticatedApi, {
     config,
     services,

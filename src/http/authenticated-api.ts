@@ -41,7 +41,12 @@ export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions
     redis: rateLimitRedis,
     redisKeyPrefix: config.REDIS_KEY_PREFIX,
   });
-  registerBearerAuth(scope, { keys: services.apiKeys, now: services.now, failureLimiter: rateLimits.authFailures });
+  registerBearerAuth(scope, {
+    keys: services.apiKeys,
+    now: services.now,
+    failureLimiter: rateLimits.authFailures,
+    callerOfAccessToken: config.MCP ? (token) => services.oauth.callerOfAccessToken(token) : undefined,
+  });
   registerIdempotency(scope, { service: services.idempotency });
 
   await scope.register(apiV1, { prefix: '/api/v1', config, services, rateLimits });
@@ -63,6 +68,7 @@ export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions
       tools: services.imageTools,
       bodyLimit: mcpBodyLimit(config.UPLOAD_MAX_BYTES),
       spendCreate: rateLimits.spendCreate,
+      resourceMetadataUrl: services.oauth.protectedResourceMetadataUrl,
     });
 };
 

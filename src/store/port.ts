@@ -99,6 +99,76 @@ export interface ApiKeyStore {
   markApiKeyUsed(keyId: string, now: Date): Promise<void>;
 }
 
+/**
+ * An OAuth client of the MCP server (docs/design.md §3.10): registered (RFC 7591), its metadata as the
+ * service accepted it (redirect_uris, client_name, …). Clients known by a metadata document URL are
+ * not stored: their document is read when they ask.
+ */
+export interface OAuthClientRecord {
+  clientId: string;
+  metadata: Record<string, unknown>;
+  createdAt: Date;
+}
+
+/**
+ * What a person granted a client: on behalf of an account, through one of its API keys, for one
+ * resource. A code and every token issued from it (refreshes included) share `familyId`, so that
+ * one replay revokes them all.
+ */
+export interface OAuthGrant {
+  familyId: string;
+  clientId: string;
+  accountId: string;
+  keyId: string;
+  resource: string;
+  scope: string;
+}
+
+/** An authorization code: only its hash is stored. */
+export interface OAuthCodeRecord extends OAuthGrant {
+  hash: string;
+  redirectUri: string;
+  codeChallenge: string;
+  expiresAt: Date;
+  createdAt: Date;
+  /** When it was exchanged; a code is taken once. */
+  usedAt: Date | null;
+}
+
+/** An access or refresh token: only its hash is stored. */
+export interface OAuthTokenRecord extends OAuthGrant {
+  hash: string;
+  kind: 'access' | 'refresh';
+  expiresAt: Date;
+  createdAt: Date;
+  /** A refresh token's rotation: it is used once. */
+  usedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+export type OAuthTokenInsert = Omit<OAuthTokenRecord, 'usedAt' | 'revokedAt'>;
+
+export interface OAuthStore {
+  insertOAuthClient(client: OAuthClientRecord): Promise<void>;
+  findOAuthClient(clientId: string): Promise<OAuthClientRecord | null>;
+  insertAuthorizationCode(code: Omit<OAuthCodeRecord, 'usedAt'>): Promise<void>;
+  /**
+   * Marks the code used and returns it as it was before this call (usedAt set: it had been taken
+   * already), or null when there is no such code. Two concurrent calls: one sees usedAt null.
+   */
+  takeAuthorizationCode(hash: string, now: Date): Promise<OAuthCodeRecord | null>;
+  insertOAuthTokens(tokens: OAuthTokenInsert[]): Promise<void>;
+  /** The token with this hash, and the API key it was issued through (revoked or not). */
+  findOAuthToken(hash: string): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord } | null>;
+  /**
+   * Rotation: marks the refresh token used and inserts its successors, in one transaction, only if
+   * it was neither used nor revoked; false (nothing written) otherwise.
+   */
+  rotateRefreshToken(hash: string, now: Date, successors: OAuthTokenInsert[]): Promise<boolean>;
+  /** Revokes every unrevoked token of the family. */
+  revokeOAuthFamily(familyId: string, now: Date): Promise<void>;
+}
+
 export interface TaskCreationLimits {
   /** CREATED + IN_PROGRESS tasks an account may have, counting the new one. */
   maxActiveTasks: number;
@@ -480,6 +550,7 @@ export interface StoreAggregates {
   readonly media: MediaStore;
   readonly idempotencyKeys: IdempotencyStore;
   readonly webhooks: WebhookStore;
+  readonly oauth: OAuthStore;
 }
 
 /** The persistence port: the aggregates and the store's lifecycle. */

@@ -71,6 +71,8 @@ export interface TestAppOptions {
   validateResponses?: boolean;
   /** The built Playground to serve (scripts/build-playground.ts). */
   playgroundDir?: string;
+  /** The app's logger options (a test that reads the log lines); default none. */
+  logger?: object;
 }
 
 export async function buildTestApp(

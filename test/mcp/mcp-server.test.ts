@@ -495,7 +495,13 @@ t.test('a wrong key, or none, is the REST 401 with WWW-Authenticate; the client 
       body: JSON.stringify(initialize),
     });
     t.equal(response.status, 401);
-    t.equal(response.headers.get('www-authenticate'), 'Bearer');
+    // The MCP authorization spec's challenge: where the OAuth metadata is; invalid_token when one was sent.
+    t.match(
+      response.headers.get('www-authenticate'),
+      authorization
+        ? /^Bearer resource_metadata="http[^"]+\/\.well-known\/oauth-protected-resource\/mcp", error="invalid_token"$/
+        : /^Bearer resource_metadata="http[^"]+\/\.well-known\/oauth-protected-resource\/mcp"$/,
+    );
     t.equal((await response.json()).code, 'unauthorized');
   }
   await t.rejects(mcpClient(t, base, 'igk_wrong_key_0000000000000000000000'), 'the SDK client does not connect');

@@ -2029,6 +2029,123 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
     });
   });
 
+  t.test('OAuth clients, codes and tokens', { jobs: CONTRACT_JOBS }, async (t) => {
+    /** An account, one of its keys and a grant through it. */
+    async function grantOf(store: Store) {
+      const accountId = await newAccount(store, 0);
+      const now = new Date();
+      const key = await store.accounts.insertApiKey({
+        id: newIdAt(now),
+        accountId,
+        name: 'oauth',
+        prefix: `ig_oa${newIdAt(now).slice(-8)}`,
+        hash: `oauth-key-${newIdAt(now)}`,
+        now,
+      });
+      return {
+        familyId: newIdAt(now),
+        clientId: `client-${newIdAt(now)}`,
+        accountId,
+        keyId: key.id,
+        resource: 'https://api.example/mcp',
+        scope: 'mcp',
+      };
+    }
+    const tokenPair = (grant: Awaited<ReturnType<typeof grantOf>>, now: Date, tag: string) =>
+      (['access', 'refresh'] as const).map((kind) => ({
+        ...grant,
+        hash: `${kind}-${tag}-${grant.familyId}`,
+        kind,
+        expiresAt: new Date(now.getTime() + HOUR),
+        createdAt: now,
+      }));
+
+    t.test('a client is stored with its metadata and found by its id', async (t) => {
+      const store = await open(t);
+      const now = new Date();
+      const client = {
+        clientId: newIdAt(now),
+        metadata: { client_name: 'Agent', redirect_uris: ['http://127.0.0.1:9/cb'] },
+        createdAt: now,
+      };
+      await store.oauth.insertOAuthClient(client);
+      t.strictSame(await store.oauth.findOAuthClient(client.clientId), client);
+      t.equal(await store.oauth.findOAuthClient(newIdAt(now)), null);
+    });
+
+    t.test('a code is taken once, even by two exchanges at the same time', async (t) => {
+      const store = await open(t);
+      const now = new Date();
+      const grant = await grantOf(store);
+      const code = {
+        ...grant,
+        hash: `code-${grant.familyId}`,
+        redirectUri: 'http://127.0.0.1:9/cb',
+        codeChallenge: 'c'.repeat(43),
+        expiresAt: new Date(now.getTime() + 60_000),
+        createdAt: now,
+      };
+      await store.oauth.insertAuthorizationCode(code);
+      const taken = await Promise.all([1, 2, 3].map(() => store.oauth.takeAuthorizationCode(code.hash, now)));
+      t.equal(taken.filter((c) => c?.usedAt === null).length, 1, 'one exchange finds it unused');
+      t.strictSame(
+        taken.find((c) => c?.usedAt === null),
+        { ...code, usedAt: null },
+      );
+      t.equal(taken.filter((c) => c?.usedAt?.getTime() === now.getTime()).length, 2, 'the others find it used');
+      t.equal(await store.oauth.takeAuthorizationCode('no-such-code', now), null);
+    });
+
+    t.test('a token is found with the key it was issued through, revoked or not', async (t) => {
+      const store = await open(t);
+      const now = new Date();
+      const grant = await grantOf(store);
+      const [access, refresh] = tokenPair(grant, now, 'find');
+      await store.oauth.insertOAuthTokens([access, refresh]);
+      const found = await store.oauth.findOAuthToken(access.hash);
+      t.strictSame(found?.token, { ...access, usedAt: null, revokedAt: null });
+      t.match(found?.key, { id: grant.keyId, accountId: grant.accountId, revokedAt: null });
+      await store.accounts.revokeApiKey(grant.keyId, now);
+      t.ok((await store.oauth.findOAuthToken(refresh.hash))?.key.revokedAt, 'the key’s revocation is seen');
+      t.equal(await store.oauth.findOAuthToken('no-such-token'), null);
+    });
+
+    t.test('a refresh token rotates once, even when two refreshes race', async (t) => {
+      const store = await open(t);
+      const now = new Date();
+      const grant = await grantOf(store);
+      const [access, refresh] = tokenPair(grant, now, 'first');
+      await store.oauth.insertOAuthTokens([access, refresh]);
+      const rotations = await Promise.all(
+        [1, 2, 3].map((i) => store.oauth.rotateRefreshToken(refresh.hash, now, tokenPair(grant, now, `next${i}`))),
+      );
+      t.strictSame(rotations.filter(Boolean).length, 1, 'one rotation wins');
+      const winner = rotations.findIndex(Boolean) + 1;
+      t.ok(await store.oauth.findOAuthToken(`access-next${winner}-${grant.familyId}`), 'its successors stored');
+      for (const i of [1, 2, 3].filter((i) => i !== winner))
+        t.equal(await store.oauth.findOAuthToken(`access-next${i}-${grant.familyId}`), null, 'the losers’ not');
+      t.equal((await store.oauth.findOAuthToken(refresh.hash))?.token.usedAt?.getTime(), now.getTime());
+      t.equal(await store.oauth.rotateRefreshToken(access.hash, now, []), false, 'an access token does not rotate');
+    });
+
+    t.test('revoking a family revokes all its tokens and no other', async (t) => {
+      const store = await open(t);
+      const now = new Date();
+      const grant = await grantOf(store);
+      const other = { ...grant, familyId: newIdAt(now) };
+      await store.oauth.insertOAuthTokens([...tokenPair(grant, now, 'a'), ...tokenPair(other, now, 'b')]);
+      await store.oauth.revokeOAuthFamily(grant.familyId, now);
+      for (const kind of ['access', 'refresh'])
+        t.equal(
+          (await store.oauth.findOAuthToken(`${kind}-a-${grant.familyId}`))?.token.revokedAt?.getTime(),
+          now.getTime(),
+        );
+      t.equal((await store.oauth.findOAuthToken(`access-b-${other.familyId}`))?.token.revokedAt, null);
+      const [, refresh] = tokenPair(grant, now, 'a');
+      t.equal(await store.oauth.rotateRefreshToken(refresh.hash, now, []), false, 'a revoked token does not rotate');
+    });
+  });
+
   t.test('ping answers and migrate is safe to call again', { jobs: CONTRACT_JOBS }, async (t) => {
     const store = await open(t);
     await store.ping();

@@ -13,8 +13,10 @@ declare module 'fastify' {
      * 'bearer' (the default): a valid key is required. 'bearer-or-signature': a request without an
      * Authorization header passes with `caller` null, and the route itself must check another proof
      * (the signature of a signed media URL). A key that is sent is checked either way.
+     * 'bearer-or-access-token' (/mcp): an OAuth access token issued for the route's resource is
+     * taken as well as a key (decision 0034).
      */
-    auth?: 'bearer' | 'bearer-or-signature';
+    auth?: 'bearer' | 'bearer-or-signature' | 'bearer-or-access-token';
   }
 }
 
@@ -32,6 +34,8 @@ export interface AuthOptions {
   keys: ApiKeyAuthentication;
   now: () => Date;
   failureLimiter?: AuthFailureLimiter;
+  /** The caller of an OAuth access token (routes with `auth: 'bearer-or-access-token'`), or null. */
+  callerOfAccessToken?: (token: string) => Promise<Caller | null>;
 }
 
 /**
@@ -62,7 +66,13 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
     const key = bearerTokenOf(request.headers.authorization);
     if (!key) throw new DomainError('unauthorized', 'Send Authorization: Bearer <API key>.');
     const now = options.now();
-    if (!isWellFormedApiKey(key)) return refuse(request, reply);
+    if (!isWellFormedApiKey(key)) {
+      if (options.callerOfAccessToken && request.routeOptions.config.auth === 'bearer-or-access-token')
+        return options
+          .callerOfAccessToken(key)
+          .then((caller) => (caller ? admit(request, caller, now) : refuse(request, reply)));
+      return refuse(request, reply);
+    }
     const hash = hashApiKey(key);
     const cached = keys.cachedCaller(hash, now.getTime());
     if (cached) return admit(request, cached, now);

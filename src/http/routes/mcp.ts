@@ -11,6 +11,8 @@ export interface McpRoutesOptions {
   bodyLimit: number;
   /** The creates budget, spent by generate_image (RateLimits.spendCreate). */
   spendCreate: (request: FastifyRequest) => Promise<void>;
+  /** RFC 9728 metadata of /mcp, named by every 401 so that an OAuth client can find its way (decision 0034). */
+  resourceMetadataUrl: string;
 }
 
 /**
@@ -20,9 +22,19 @@ export interface McpRoutesOptions {
  */
 export async function mcpRoutes(
   app: FastifyInstance,
-  { tools, bodyLimit, spendCreate }: McpRoutesOptions,
+  { tools, bodyLimit, spendCreate, resourceMetadataUrl }: McpRoutesOptions,
 ): Promise<void> {
-  app.post('/mcp', { bodyLimit, schema: { hide: true } }, async (request, reply) => {
+  // The MCP authorization spec's challenge: where the metadata is, and, when a token was sent, that it was refused.
+  app.addHook('onSend', (request, reply, _payload, done) => {
+    if (reply.statusCode === 401)
+      reply.header(
+        'www-authenticate',
+        `Bearer resource_metadata="${resourceMetadataUrl}"${request.headers.authorization ? ', error="invalid_token"' : ''}`,
+      );
+    done();
+  });
+  const config = { auth: 'bearer-or-access-token' } as const;
+  app.post('/mcp', { bodyLimit, config, schema: { hide: true } }, async (request, reply) => {
     const server = mcpServerFor(tools, {
       accountId: request.caller.accountId,
       requestId: String(request.id),
@@ -44,7 +56,7 @@ export async function mcpRoutes(
   });
 
   // A stateless server has no stream of its own to offer a GET (the Streamable HTTP spec allows 405).
-  app.get('/mcp', { schema: { hide: true } }, async (_request, reply) => {
+  app.get('/mcp', { config, schema: { hide: true } }, async (_request, reply) => {
     reply.header('allow', 'POST');
     throw new DomainError(
       'method_not_allowed',

@@ -255,4 +255,42 @@ export const POSTGRES_MIGRATIONS: string[] = [
   -- the tasks made before seeds were recorded.
   ALTER TABLE tasks ADD COLUMN seed bigint;
   `,
+  `
+  -- OAuth for the MCP server (see the SQLite migration of the same change): clients, codes and
+  -- tokens, codes and tokens stored as their SHA-256 only.
+  CREATE TABLE oauth_clients (
+    client_id text PRIMARY KEY,
+    metadata jsonb NOT NULL,
+    created_at timestamptz NOT NULL
+  );
+  CREATE TABLE oauth_codes (
+    hash text PRIMARY KEY,
+    family_id text NOT NULL,
+    client_id text NOT NULL,
+    account_id text NOT NULL REFERENCES accounts(id),
+    key_id text NOT NULL REFERENCES api_keys(id),
+    resource text NOT NULL,
+    scope text NOT NULL,
+    redirect_uri text NOT NULL,
+    code_challenge text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    used_at timestamptz
+  );
+  CREATE TABLE oauth_tokens (
+    hash text PRIMARY KEY,
+    kind text NOT NULL CHECK (kind IN ('access', 'refresh')),
+    family_id text NOT NULL,
+    client_id text NOT NULL,
+    account_id text NOT NULL REFERENCES accounts(id),
+    key_id text NOT NULL REFERENCES api_keys(id),
+    resource text NOT NULL,
+    scope text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    created_at timestamptz NOT NULL,
+    used_at timestamptz,
+    revoked_at timestamptz
+  );
+  CREATE INDEX oauth_tokens_family ON oauth_tokens(family_id);
+  `,
 ];

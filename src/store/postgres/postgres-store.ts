@@ -1,4 +1,5 @@
 import type { Store } from '../port.js';
+import { PostgresOAuth } from './oauth.js';
 import { PostgresAccounts } from './accounts.js';
 import { PostgresBackendLimits } from './backend-limits.js';
 import { PostgresIdempotencyKeys } from './idempotency-keys.js';
@@ -25,6 +26,7 @@ export class PostgresStore implements Store {
   readonly media: PostgresMedia;
   readonly idempotencyKeys: PostgresIdempotencyKeys;
   readonly webhooks: PostgresWebhooks;
+  readonly oauth: PostgresOAuth;
   private readonly database: PostgresDatabase;
 
   constructor(options: PostgresStoreOptions) {
@@ -35,6 +37,7 @@ export class PostgresStore implements Store {
     this.media = new PostgresMedia(this.database);
     this.idempotencyKeys = new PostgresIdempotencyKeys(this.database);
     this.webhooks = new PostgresWebhooks(this.database);
+    this.oauth = new PostgresOAuth(this.database);
   }
 
   migrate(): Promise<void> {

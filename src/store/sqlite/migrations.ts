@@ -284,4 +284,44 @@ export const SQLITE_MIGRATIONS: string[] = [
   -- that every result can be made again. NULL for the tasks made before seeds were recorded.
   ALTER TABLE tasks ADD COLUMN seed INTEGER;
   `,
+  `
+  -- OAuth for the MCP server (docs/design.md §3.10, decision 0034): registered clients, authorization
+  -- codes and tokens, each code and token stored as its SHA-256 only. A code and the tokens issued
+  -- from it share family_id; a token names the API key it was issued through, so that revoking the
+  -- key refuses the token (read through the join, no second write).
+  CREATE TABLE oauth_clients (
+    client_id TEXT PRIMARY KEY,
+    metadata TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE TABLE oauth_codes (
+    hash TEXT PRIMARY KEY,
+    family_id TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    key_id TEXT NOT NULL REFERENCES api_keys(id),
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    redirect_uri TEXT NOT NULL,
+    code_challenge TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    used_at INTEGER
+  ) WITHOUT ROWID;
+  CREATE TABLE oauth_tokens (
+    hash TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+    family_id TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    account_id TEXT NOT NULL REFERENCES accounts(id),
+    key_id TEXT NOT NULL REFERENCES api_keys(id),
+    resource TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    used_at INTEGER,
+    revoked_at INTEGER
+  ) WITHOUT ROWID;
+  CREATE INDEX oauth_tokens_family ON oauth_tokens(family_id);
+  `,
 ];

@@ -1,4 +1,5 @@
 import type { Store } from '../port.js';
+import { SqliteOAuth } from './oauth.js';
 import { SqliteAccounts } from './accounts.js';
 import { SqliteBackendLimits } from './backend-limits.js';
 import { SqliteIdempotencyKeys } from './idempotency-keys.js';
@@ -21,6 +22,7 @@ export class SqliteStore implements Store {
   readonly media: SqliteMedia;
   readonly idempotencyKeys: SqliteIdempotencyKeys;
   readonly webhooks: SqliteWebhooks;
+  readonly oauth: SqliteOAuth;
   protected readonly database: SqliteDatabase;
 
   /** @param source a file name, or a database already opened (by a test that inspects it). */
@@ -32,6 +34,7 @@ export class SqliteStore implements Store {
     this.media = new SqliteMedia(this.database);
     this.idempotencyKeys = new SqliteIdempotencyKeys(this.database);
     this.webhooks = new SqliteWebhooks(this.database);
+    this.oauth = new SqliteOAuth(this.database);
   }
 
   async migrate(): Promise<void> {

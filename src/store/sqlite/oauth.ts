@@ -1,0 +1,195 @@
+import type {
+  ApiKeyRecord,
+  OAuthClientRecord,
+  OAuthCodeRecord,
+  OAuthStore,
+  OAuthTokenInsert,
+  OAuthTokenRecord,
+} from '../port.js';
+import { toApiKey } from './rows.js';
+import type { SqliteDatabase } from './sqlite-database.js';
+
+interface GrantRow {
+  family_id: string;
+  client_id: string;
+  account_id: string;
+  key_id: string;
+  resource: string;
+  scope: string;
+}
+/** The columns of the API key a token was issued through. */
+interface KeyColumns<T> {
+  key_name: string;
+  key_prefix: string;
+  key_created_at: T;
+  key_last_used_at: T | null;
+  key_revoked_at: T | null;
+}
+interface CodeRow extends GrantRow {
+  hash: string;
+  redirect_uri: string;
+  code_challenge: string;
+  expires_at: number;
+  created_at: number;
+  used_at: number | null;
+}
+interface TokenRow extends GrantRow {
+  hash: string;
+  kind: 'access' | 'refresh';
+  expires_at: number;
+  created_at: number;
+  used_at: number | null;
+  revoked_at: number | null;
+}
+
+const date = (ms: number | null) => (ms === null ? null : new Date(ms));
+const grantOf = (r: GrantRow) => ({
+  familyId: r.family_id,
+  clientId: r.client_id,
+  accountId: r.account_id,
+  keyId: r.key_id,
+  resource: r.resource,
+  scope: r.scope,
+});
+
+/** OAuth clients, codes and tokens of the MCP server on the embedded store. */
+export class SqliteOAuth implements OAuthStore {
+  constructor(private readonly db: SqliteDatabase) {}
+
+  async insertOAuthClient(client: OAuthClientRecord): Promise<void> {
+    this.db.write(() =>
+      this.db
+        .statement('INSERT INTO oauth_clients (client_id, metadata, created_at) VALUES (?, ?, ?)')
+        .run(client.clientId, JSON.stringify(client.metadata), client.createdAt.getTime()),
+    );
+  }
+
+  async findOAuthClient(clientId: string): Promise<OAuthClientRecord | null> {
+    const row = this.db.statement('SELECT * FROM oauth_clients WHERE client_id = ?').get(clientId) as
+      | { client_id: string; metadata: string; created_at: number }
+      | undefined;
+    return row
+      ? { clientId: row.client_id, metadata: JSON.parse(row.metadata), createdAt: new Date(row.created_at) }
+      : null;
+  }
+
+  async insertAuthorizationCode(code: Omit<OAuthCodeRecord, 'usedAt'>): Promise<void> {
+    this.db.write(() =>
+      this.db
+        .statement(
+          `INSERT INTO oauth_codes (hash, family_id, client_id, account_id, key_id, resource, scope, redirect_uri,
+             code_challenge, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(
+          code.hash,
+          code.familyId,
+          code.clientId,
+          code.accountId,
+          code.keyId,
+          code.resource,
+          code.scope,
+          code.redirectUri,
+          code.codeChallenge,
+          code.expiresAt.getTime(),
+          code.createdAt.getTime(),
+        ),
+    );
+  }
+
+  async takeAuthorizationCode(hash: string, now: Date): Promise<OAuthCodeRecord | null> {
+    return this.db.write(() => {
+      const row = this.db.statement('SELECT * FROM oauth_codes WHERE hash = ?').get(hash) as CodeRow | undefined;
+      if (!row) return null;
+      if (row.used_at === null)
+        this.db.statement('UPDATE oauth_codes SET used_at = ? WHERE hash = ?').run(now.getTime(), hash);
+      return {
+        ...grantOf(row),
+        hash: row.hash,
+        redirectUri: row.redirect_uri,
+        codeChallenge: row.code_challenge,
+        expiresAt: new Date(row.expires_at),
+        createdAt: new Date(row.created_at),
+        usedAt: date(row.used_at),
+      };
+    });
+  }
+
+  async insertOAuthTokens(tokens: OAuthTokenInsert[]): Promise<void> {
+    this.db.write(() => this.insertTokens(tokens));
+  }
+
+  async findOAuthToken(hash: string): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord } | null> {
+    const row = this.db
+      .statement(
+        `SELECT t.*, k.name AS key_name, k.prefix AS key_prefix, k.created_at AS key_created_at,
+           k.last_used_at AS key_last_used_at, k.revoked_at AS key_revoked_at
+         FROM oauth_tokens AS t JOIN api_keys AS k ON k.id = t.key_id
+         WHERE t.hash = ?`,
+      )
+      .get(hash) as (TokenRow & KeyColumns<number>) | undefined;
+    if (!row) return null;
+    return {
+      token: {
+        ...grantOf(row),
+        hash: row.hash,
+        kind: row.kind,
+        expiresAt: new Date(row.expires_at),
+        createdAt: new Date(row.created_at),
+        usedAt: date(row.used_at),
+        revokedAt: date(row.revoked_at),
+      },
+      key: toApiKey({
+        id: row.key_id,
+        account_id: row.account_id,
+        name: row.key_name,
+        prefix: row.key_prefix,
+        hash: '',
+        created_at: row.key_created_at,
+        last_used_at: row.key_last_used_at,
+        revoked_at: row.key_revoked_at,
+      }),
+    };
+  }
+
+  async rotateRefreshToken(hash: string, now: Date, successors: OAuthTokenInsert[]): Promise<boolean> {
+    return this.db.write(() => {
+      const { changes } = this.db
+        .statement(
+          `UPDATE oauth_tokens SET used_at = ? WHERE hash = ? AND kind = 'refresh' AND used_at IS NULL
+             AND revoked_at IS NULL`,
+        )
+        .run(now.getTime(), hash);
+      if (changes === 0) return false;
+      this.insertTokens(successors);
+      return true;
+    });
+  }
+
+  async revokeOAuthFamily(familyId: string, now: Date): Promise<void> {
+    this.db.write(() =>
+      this.db
+        .statement('UPDATE oauth_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL')
+        .run(now.getTime(), familyId),
+    );
+  }
+
+  private insertTokens(tokens: OAuthTokenInsert[]): void {
+    const insert = this.db.statement(
+      `INSERT INTO oauth_tokens (hash, kind, family_id, client_id, account_id, key_id, resource, scope, expires_at,
+         created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    for (const t of tokens)
+      insert.run(
+        t.hash,
+        t.kind,
+        t.familyId,
+        t.clientId,
+        t.accountId,
+        t.keyId,
+        t.resource,
+        t.scope,
+        t.expiresAt.getTime(),
+        t.createdAt.getTime(),
+      );
+  }
+}
