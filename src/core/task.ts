@@ -61,6 +61,8 @@ export interface TaskRecord {
    * identifier, not shown by the native API.
    */
   endUserId: string | null;
+  /** The API key the task was created with (usage and key budgets count by it); null without one. */
+  keyId: string | null;
   generated: GeneratedMediaRef[];
   error: { code: string; message: string } | null;
   /** Claims made so far; the fencing token of the current one. */
@@ -81,6 +83,8 @@ export interface TaskCreationContext {
   newId: () => string;
   /** See TaskRecord.endUserId; validated by the caller (the face that reads it). */
   endUserId?: string;
+  /** The API key of the create. */
+  keyId?: string;
 }
 
 /** The longest end-user id a task keeps (OpenAI's `user` has no documented bound; 256 is generous). */
@@ -114,6 +118,7 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
     cost: priced.cost,
     webhookUrl: request.webhook_url ?? null,
     endUserId: context.endUserId ?? null,
+    keyId: context.keyId ?? null,
     generated: [],
     error: null,
     attempt: 0,

@@ -5,7 +5,7 @@ import type { ResolutionCheck } from '../core/size-plan.js';
 import { assertReferencesUsable } from '../core/task-admission.js';
 import { createTask, imageReferencesOf, type TaskRecord } from '../core/task.js';
 import { newIdAt } from '../ids.js';
-import type { Store, StoredResponse } from '../store/port.js';
+import type { Store, StoredResponse, TaskCreationLimits } from '../store/port.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import type { HeldIdempotencyKey, IdempotencyService } from './idempotency.js';
 import type { TaskEvents } from './task-events.js';
@@ -43,6 +43,8 @@ export interface GenerationOrder {
   accountId: string;
   /** The native request; an edit's image references are added by `storeReferences`. */
   request: GenerationRequest;
+  /** The API key it came with: its scope is checked at admission (core admitTasks), and the tasks count against it. */
+  key?: TaskCreationLimits['key'];
   /** How many tasks of it (OpenAI's `n`): admitted and charged together, all or none. Default 1. */
   count?: number;
   origin?: TaskOrigin;
@@ -100,10 +102,10 @@ export class GenerationSubmission {
     try {
       for (const upload of order.referenceUploads ?? []) references.push(await upload());
       const request = order.referenceUploads ? { ...order.request, image_reference: references } : order.request;
-      const tasks = await this.prepare(order.accountId, request, order.count ?? 1, order.origin ?? {});
+      const tasks = await this.prepare(order.accountId, request, order.count ?? 1, order.origin ?? {}, order.key?.id);
       const response = held ? order.answerOf(tasks) : null;
       const completesKey = held && response ? { ...held, response } : undefined;
-      const admission = { maxActiveTasks: this.options.maxActiveTasks };
+      const admission = { maxActiveTasks: this.options.maxActiveTasks, ...(order.key && { key: order.key }) };
       if (tasks.length === 1) await this.options.store.tasks.insertTaskWithDebit(tasks[0], admission, completesKey);
       else await this.options.store.tasks.insertTasksWithDebits(tasks, admission, completesKey);
       for (const task of tasks) this.options.events.taskCreated(task.model);
@@ -144,6 +146,7 @@ export class GenerationSubmission {
     request: GenerationRequest,
     count: number,
     origin: TaskOrigin,
+    keyId: string | undefined,
   ): Promise<TaskRecord[]> {
     const now = this.options.now();
     // The URL is stored (and later sent to) as read: its normalised href.
@@ -155,6 +158,7 @@ export class GenerationSubmission {
       now,
       newId: () => newIdAt(now),
       ...(origin.endUserId === undefined ? {} : { endUserId: origin.endUserId }),
+      ...(keyId === undefined ? {} : { keyId }),
     };
     const tasks: TaskRecord[] = [];
     for (let i = 0; i < count; i++) tasks.push(createTask(asked, context));

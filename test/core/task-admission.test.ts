@@ -31,7 +31,7 @@ function task(over: Partial<TaskRecord> = {}, references?: string[]): TaskRecord
 
 const facts = (over: Partial<AdmissionFacts> = {}): AdmissionFacts => ({
   tasks: [task()],
-  account: { balance: 100, activeTasks: 0 },
+  account: { balance: 100, activeTasks: 0, status: 'active' },
   referencedMedia: [],
   limits: { maxActiveTasks: 3 },
   ...over,
@@ -61,18 +61,20 @@ t.test('a task that fits is admitted: its debit, one more active task, it joins 
 
 t.test('the cap refuses the task that would pass it, and only that one', async (t) => {
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 2 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 2, status: 'active' } }))),
     undefined,
   );
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 3 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 3, status: 'active' } }))),
     'too_many_active_tasks',
   );
 });
 
 t.test('a task that does not count as active is never refused by the cap, and takes no room', async (t) => {
   const finished = task({ status: 'COMPLETED', completedAt: AT });
-  const admission = admitTasks(facts({ tasks: [finished], account: { balance: 100, activeTasks: 9 } }));
+  const admission = admitTasks(
+    facts({ tasks: [finished], account: { balance: 100, activeTasks: 9, status: 'active' } }),
+  );
   t.equal(admission.activeTasksDelta, 0);
   t.equal(admission.joinsQueue, false, 'a finished task wakes no worker');
   t.equal(admission.balanceAfter, 75, 'it is charged all the same');
@@ -80,11 +82,11 @@ t.test('a task that does not count as active is never refused by the cap, and ta
 
 t.test('a task the balance cannot pay for is refused; a missing account is refused alike', async (t) => {
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 24, activeTasks: 0 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 24, activeTasks: 0, status: 'active' } }))),
     'insufficient_tokens',
   );
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 25, activeTasks: 0 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 25, activeTasks: 0, status: 'active' } }))),
     undefined,
     'to the last token',
   );
@@ -97,7 +99,7 @@ t.test('a task the balance cannot pay for is refused; a missing account is refus
 t.test('the refusals come in order: references, cap, balance, key', async (t) => {
   const everythingWrong = facts({
     tasks: [task({}, ['gone'])],
-    account: { balance: 0, activeTasks: 3 },
+    account: { balance: 0, activeTasks: 3, status: 'active' },
     keyStillHeld: false,
   });
   t.equal(
@@ -137,18 +139,22 @@ t.test('several tasks are admitted against one read of the account, all or none'
   );
   t.equal(admission.activeTasksDelta, 3);
   t.equal(
-    refusalOf(() => admitTasks(facts({ tasks: [a, b, c], account: { balance: 74, activeTasks: 0 } }))),
+    refusalOf(() =>
+      admitTasks(facts({ tasks: [a, b, c], account: { balance: 74, activeTasks: 0, status: 'active' } })),
+    ),
     'insufficient_tokens',
     'two would fit, the third not: none is admitted',
   );
   t.equal(
-    refusalOf(() => admitTasks(facts({ tasks: [a, b, c], account: { balance: 100, activeTasks: 1 } }))),
+    refusalOf(() =>
+      admitTasks(facts({ tasks: [a, b, c], account: { balance: 100, activeTasks: 1, status: 'active' } })),
+    ),
     'too_many_active_tasks',
   );
   t.match(
     (() => {
       try {
-        admitTasks(facts({ tasks: [a, b], account: { balance: 10, activeTasks: 0 } }));
+        admitTasks(facts({ tasks: [a, b], account: { balance: 10, activeTasks: 0, status: 'active' } }));
       } catch (error) {
         return (error as Error).message;
       }

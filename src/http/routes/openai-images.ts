@@ -1,3 +1,4 @@
+import { creatingKeyOf } from '../../services/api-keys.js';
 import { rm } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
@@ -71,7 +72,7 @@ const DEPENDENCY_MESSAGE =
 /** The body is read by readOpenAiImageRequest (unknown fields ignored, every wrong one named), not by Ajv. */
 const readByTheFace = () => () => true;
 
-const ERROR_STATUSES = [400, 401, 404, 405, 409, 413, 415, 422, 429, 500, 503, 504] as const;
+const ERROR_STATUSES = [400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503, 504] as const;
 const RETRY_AFTER = {
   type: 'integer',
   format: 'int32',
@@ -230,7 +231,13 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         jsonRequestFingerprint('POST', '/v1/images/generations', request.body),
       );
       return answer(request, reply, asked, idempotency !== null, (signal) =>
-        images.generate({ accountId: request.caller.accountId, request: asked, idempotency, signal }),
+        images.generate({
+          accountId: request.caller.accountId,
+          key: creatingKeyOf(request.caller),
+          request: asked,
+          idempotency,
+          signal,
+        }),
       );
     },
   );
@@ -282,6 +289,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
           return await answer(request, reply, asked, idempotency !== null, (signal) =>
             images.generate({
               accountId,
+              key: creatingKeyOf(request.caller),
               request: asked,
               idempotency,
               referenceUploads: received.images.map(
@@ -312,7 +320,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
             description: 'Every model.',
             headers: { ...COMMON_HEADERS, ...RATE_LIMIT_HEADERS },
           },
-          ...errorResponses([400, 401, 429, 500, 503]),
+          ...errorResponses([400, 401, 403, 429, 500, 503]),
         },
       },
     },
@@ -338,7 +346,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         }),
         response: {
           200: { ...OpenAiModel, description: 'The model.', headers: { ...COMMON_HEADERS, ...RATE_LIMIT_HEADERS } },
-          ...errorResponses([400, 401, 404, 429, 500, 503]),
+          ...errorResponses([400, 401, 403, 404, 429, 500, 503]),
         },
       },
     },
@@ -358,7 +366,9 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
 function sendOpenAiError(reply: FastifyReply, answer: OpenAiError): FastifyReply {
   const { status } = answer;
   if (status === 401) reply.header('www-authenticate', 'Bearer');
-  if ((status === 429 || status === 503) && !reply.hasHeader('retry-after'))
+  // A spent quota (the balance, a key's budget) has no time to wait for: no Retry-After, as OpenAI.
+  const quota = answer.body.error.type === 'insufficient_quota';
+  if ((status === 429 || status === 503) && !quota && !reply.hasHeader('retry-after'))
     reply.header('retry-after', UNTIMED_RETRY_AFTER_SECONDS);
   if (answer.shouldRetry !== undefined) reply.header('x-should-retry', String(answer.shouldRetry));
   return reply.code(status).type(JSON_TYPE).send(answer.body);

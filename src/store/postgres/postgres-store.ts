@@ -1,5 +1,6 @@
 import type { Store } from '../port.js';
 import { PostgresAccounts } from './accounts.js';
+import { PostgresAdmin, PostgresUsage } from './admin.js';
 import { PostgresBackendLimits } from './backend-limits.js';
 import { PostgresIdempotencyKeys } from './idempotency-keys.js';
 import { PostgresMedia } from './media.js';
@@ -25,6 +26,8 @@ export class PostgresStore implements Store {
   readonly media: PostgresMedia;
   readonly idempotencyKeys: PostgresIdempotencyKeys;
   readonly webhooks: PostgresWebhooks;
+  readonly admin: PostgresAdmin;
+  readonly usage: PostgresUsage;
   private readonly database: PostgresDatabase;
 
   constructor(options: PostgresStoreOptions) {
@@ -35,6 +38,8 @@ export class PostgresStore implements Store {
     this.media = new PostgresMedia(this.database);
     this.idempotencyKeys = new PostgresIdempotencyKeys(this.database);
     this.webhooks = new PostgresWebhooks(this.database);
+    this.admin = new PostgresAdmin(this.database);
+    this.usage = new PostgresUsage(this.database);
   }
 
   migrate(): Promise<void> {

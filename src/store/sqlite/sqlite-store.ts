@@ -1,5 +1,6 @@
 import type { Store } from '../port.js';
 import { SqliteAccounts } from './accounts.js';
+import { SqliteAdmin, SqliteUsage } from './admin.js';
 import { SqliteBackendLimits } from './backend-limits.js';
 import { SqliteIdempotencyKeys } from './idempotency-keys.js';
 import { SqliteMedia } from './media.js';
@@ -21,6 +22,8 @@ export class SqliteStore implements Store {
   readonly media: SqliteMedia;
   readonly idempotencyKeys: SqliteIdempotencyKeys;
   readonly webhooks: SqliteWebhooks;
+  readonly admin: SqliteAdmin;
+  readonly usage: SqliteUsage;
   protected readonly database: SqliteDatabase;
 
   /** @param source a file name, or a database already opened (by a test that inspects it). */
@@ -32,6 +35,8 @@ export class SqliteStore implements Store {
     this.media = new SqliteMedia(this.database);
     this.idempotencyKeys = new SqliteIdempotencyKeys(this.database);
     this.webhooks = new SqliteWebhooks(this.database);
+    this.admin = new SqliteAdmin(this.database);
+    this.usage = new SqliteUsage(this.database);
   }
 
   async migrate(): Promise<void> {
