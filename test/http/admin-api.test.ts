@@ -328,3 +328,16 @@ t.test('usage: admin report by day, model, account and key, JSON and CSV; self-s
   );
   t.notMatch(keys.body, key, 'never the secret');
 });
+
+t.test("a key's own rate limits replace the service's, and /account shows them", async (t) => {
+  const { app } = ctx();
+  const accountId = await newAccount();
+  const { key } = await newKey(accountId, { rate_limits: { requests_per_min: 2 } });
+  const first = await app.inject({ url: '/api/v1/account', headers: bearer(key) });
+  t.equal(first.json().data.limits.requests_per_min, 2);
+  t.equal(first.headers['ratelimit-limit'], '2');
+  await app.inject({ url: '/api/v1/account', headers: bearer(key) });
+  const third = await app.inject({ url: '/api/v1/account', headers: bearer(key) });
+  t.equal(third.statusCode, 429);
+  t.equal(third.json().code, 'rate_limited');
+});
