@@ -55,7 +55,10 @@ const perKey = (budget: string) => (request: FastifyRequest) =>
   `${budget}:${request.caller ? request.caller.keyId : `ip:${normalizeIP(request.ip)}`}`;
 
 const refusal = (budget: string) => (_request: FastifyRequest, context: { after: string; max: number }) =>
-  new DomainError('rate_limited', `This API key may make ${context.max} ${budget} per minute; retry in ${context.after}.`);
+  new DomainError(
+    'rate_limited',
+    `This API key may make ${context.max} ${budget} per minute; retry in ${context.after}.`,
+  );
 
 /**
  * A budget's size for a request: the key's own limit when it has one (docs/design.md §3.10), else

@@ -124,7 +124,6 @@ export class PostgresUsage implements UsageStore {
   async usage(query: UsageQuery): Promise<UsageRow[]> {
     const sql = usageSql(query, {
       day: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
-      images: 'json_array_length(generated)',
       placeholder: (index) => `$${index}`,
       integer: (sum) => `(${sum})::bigint`,
     });

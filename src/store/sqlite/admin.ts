@@ -119,7 +119,6 @@ export class SqliteUsage implements UsageStore {
   async usage(query: UsageQuery): Promise<UsageRow[]> {
     const sql = usageSql(query, {
       day: "strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')",
-      images: 'json_array_length(generated)',
       placeholder: () => '?',
       integer: (sum) => sum,
     });

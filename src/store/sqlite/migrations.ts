@@ -293,8 +293,8 @@ export const SQLITE_MIGRATIONS: string[] = [
   ALTER TABLE tasks ADD COLUMN key_id TEXT;
   -- A key's spend in its period is one range of this index (ids start with their millisecond).
   CREATE INDEX tasks_key_spend ON tasks(key_id, id, status, cost) WHERE key_id IS NOT NULL;
-  -- Usage of one account over a time range reads this index alone, save the images of completed tasks.
-  CREATE INDEX tasks_account_usage ON tasks(account_id, id, model, status, cost, key_id);
+  -- Usage of one account over a time range reads this index alone.
+  CREATE INDEX tasks_account_usage ON tasks(account_id, id, model, status, cost, key_id, created_at);
   ALTER TABLE ledger ADD COLUMN reference TEXT;
   ALTER TABLE ledger ADD COLUMN idempotency_key TEXT;
   CREATE UNIQUE INDEX ledger_idempotency_key ON ledger(account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
