@@ -29,9 +29,7 @@ import {
 import type { AdminCaller } from '../services/admin-keys.js';
 import { newIdAt } from '../ids.js';
 import type { AppServices } from './app-services.js';
-import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import { registerRateLimits } from './plugins/rate-limit.js';
+import type { AuthFailureLimiter } from './plugins/auth.js';
 import {
   apiEmpty,
   apiSuccess,
@@ -48,9 +46,9 @@ declare module 'fastify' {
 }
 
 export interface AdminApiOptions {
-  config: Config;
   services: AppServices;
-  rateLimitRedis: Redis | null;
+  /** The failed-authentication budget of the authenticated scope this API sits in: one per client address for every face. */
+  failureLimiter: AuthFailureLimiter;
 }
 
 const ADMIN_SECURITY = [{ adminAuth: [] }];
@@ -116,24 +114,13 @@ export const USAGE_RESPONSE = {
  * faces; every request, refusals included, appended to the audit log before its answer leaves;
  * `Cache-Control: no-store`; no CORS (no preflight is answered, no route sends CORS headers).
  */
-export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (
-  scope,
-  { config, services, rateLimitRedis },
-) => {
+export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope, { services, failureLimiter }) => {
   const { admin, adminKeys, now } = services;
-  // The same budgets as the account faces (per client address here, where no account key is
-  // known): failed authentications first of all.
-  const rateLimits = await registerRateLimits(scope, {
-    createsPerMin: config.RATE_LIMIT_CREATES_PER_MIN,
-    requestsPerMin: config.RATE_LIMIT_REQUESTS_PER_MIN,
-    authFailuresPerMin: config.RATE_LIMIT_AUTH_FAILURES_PER_MIN,
-    redis: rateLimitRedis,
-    redisKeyPrefix: `${config.REDIS_KEY_PREFIX}admin:`,
-  });
-  const failureLimiter = rateLimits.authFailures;
   scope.decorateRequest('admin', null);
+  // Inside the authenticated scope (its rate limits, its failure budget), whose account-key
+  // authentication leaves these routes to the admin key's below.
   scope.addHook('onRoute', (route) => {
-    route.config = { ...(route.config as object), cors: false } as typeof route.config;
+    route.config = { ...(route.config as object), cors: false, auth: 'admin' } as typeof route.config;
   });
   // A preflight to /admin gets no CORS answer (the wildcard OPTIONS route of @fastify/cors would).
   scope.options('/*', { schema: { hide: true } }, async (_request, reply) => reply.callNotFound());

@@ -10,7 +10,6 @@ import type { TaskEvents } from '../services/task-events.js';
 import { sweepSpoolFiles } from '../services/upload-spool.js';
 import type { Store } from '../store/port.js';
 import type { LookupAll } from '../webhooks/ssrf-guard.js';
-import { adminApi } from './admin-api.js';
 import { authenticatedApi } from './authenticated-api.js';
 import { buildAppServices } from './app-services.js';
 import { metricsAccess } from './metrics-access.js';
@@ -84,6 +83,5 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     services,
     rateLimitRedis: deps.rateLimitRedis,
   });
-  await app.register(adminApi, { prefix: '/admin/v1', config, services, rateLimitRedis: deps.rateLimitRedis });
   return app;
 }

@@ -329,6 +329,28 @@ t.test('usage: admin report by day, model, account and key, JSON and CSV; self-s
   t.notMatch(keys.body, key, 'never the secret');
 });
 
+t.test('failed authentications on /admin and on the account faces spend one budget per address', async (t) => {
+  const { app, config, newAccount } = ctx();
+  const { auth } = await newAccount();
+  const remoteAddress = '10.9.8.7';
+  for (let i = 0; i < config.RATE_LIMIT_AUTH_FAILURES_PER_MIN; i++)
+    await app.inject({ url: '/admin/v1/accounts', headers: { authorization: `Bearer wrong-${i}` }, remoteAddress });
+  const shutOut = await app.inject({
+    url: '/admin/v1/accounts',
+    headers: { authorization: 'Bearer x' },
+    remoteAddress,
+  });
+  t.equal(shutOut.statusCode, 429, '/admin shut out');
+  const elsewhere = await app.inject({ url: '/api/v1/account', headers: { authorization: 'Bearer x' }, remoteAddress });
+  t.equal(elsewhere.statusCode, 429, 'so is /api/v1 for the same address');
+  t.equal(
+    (await app.inject({ url: '/api/v1/account', headers: auth, remoteAddress })).statusCode,
+    200,
+    'a valid key is served',
+  );
+  t.equal((await app.inject({ url: '/admin/v1/accounts', headers: admin, remoteAddress })).statusCode, 200);
+});
+
 t.test("a key's own rate limits replace the service's, and /account shows them", async (t) => {
   const { app } = ctx();
   const accountId = await newAccount();

@@ -15,7 +15,7 @@ declare module 'fastify' {
      * Authorization header passes with `caller` null, and the route itself must check another proof
      * (the signature of a signed media URL). A key that is sent is checked either way.
      */
-    auth?: 'bearer' | 'bearer-or-signature';
+    auth?: 'bearer' | 'bearer-or-signature' | 'admin';
   }
 }
 
@@ -50,6 +50,8 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
    * promise and no turn of the microtask queue.
    */
   const authenticate = (request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined => {
+    // The admin API authenticates its own keys (admin-api.ts), under the same failure budget.
+    if (request.routeOptions.config.auth === 'admin') return;
     if (request.headers.authorization === undefined && request.routeOptions.config.auth === 'bearer-or-signature')
       return;
     // Node keeps only the first of two Authorization headers. Which credential the client meant is
