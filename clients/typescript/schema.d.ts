@@ -2641,7 +2641,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: `account_suspended` */
+            /** @description Problem: `account_suspended`, `model_not_allowed` */
             403: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */

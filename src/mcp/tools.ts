@@ -117,7 +117,7 @@ export class ImageTools {
 
   private async estimatePrice(args: ToolArguments, call: ToolCall): Promise<CallToolResult> {
     const request = this.generationRequest(args);
-    const estimate = toEstimateResource(await this.deps.submission.estimate(call.accountId, request));
+    const estimate = toEstimateResource(await this.deps.submission.estimate(call.accountId, request, call.key));
     return this.result(
       estimate,
       `${estimate.model} at ${estimate.parameters.resolution} ${estimate.parameters.aspect_ratio} (${estimate.width}x${estimate.height}) costs ${estimate.cost} tokens. Nothing was charged.`,

@@ -3,6 +3,7 @@ import { DomainError, RetryLaterError } from '../core/errors.js';
 import { priceRequest, type PricedRequest } from '../core/pricing.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
 import { assertReferencesUsable } from '../core/task-admission.js';
+import { assertModelAllowed } from '../core/key-scope.js';
 import { createTask, imageReferencesOf, type TaskRecord } from '../core/task.js';
 import { newIdAt } from '../ids.js';
 import type { Store, StoredResponse, TaskCreationLimits } from '../store/port.js';
@@ -123,9 +124,15 @@ export class GenerationSubmission {
   /**
    * Prices the request after the checks a create would make of it first, so that an estimate
    * promises nothing a create then refuses: the webhook URL, and each image reference must be an
-   * unexpired upload of the account (core assertReferencesUsable, the rule a create's admission applies).
+   * unexpired upload of the account (core assertReferencesUsable, the rule a create's admission applies),
+   * and the key's models (core assertModelAllowed, admission's too).
    */
-  async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
+  async estimate(
+    accountId: string,
+    request: GenerationRequest,
+    key?: TaskCreationLimits['key'],
+  ): Promise<PricedRequest> {
+    if (key) assertModelAllowed(key.scope, request.model);
     const priced = priceRequest(request.model, request.parameters);
     this.assertResolutionServed(request.model, priced);
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);

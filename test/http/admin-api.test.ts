@@ -204,6 +204,13 @@ t.test('a scoped key: models, budget and expiry refused at admission; revoked at
   });
   const post = (body: object, k = key) =>
     app.inject({ method: 'POST', url: '/api/v1/images/generations', headers: bearer(k), payload: body });
+  const estimate = await app.inject({
+    method: 'POST',
+    url: '/api/v1/images/estimates',
+    headers: bearer(key),
+    payload: create('beta-v5-pro'),
+  });
+  t.equal(estimate.json().code, 'model_not_allowed', 'an estimate promises nothing a create refuses');
   const other = await post(create('beta-v5-pro'));
   t.equal(other.statusCode, 403);
   t.match(other.json(), { code: 'model_not_allowed', errors: [{ pointer: '/model' }] });

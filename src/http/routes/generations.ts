@@ -255,12 +255,13 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
             ...JSON_BODY_CODES,
             'invalid_media_reference',
             'resolution_unavailable',
+            'model_not_allowed',
           ]),
         },
       },
     },
     async (request) => {
-      const priced = await submission.estimate(request.caller.accountId, request.body);
+      const priced = await submission.estimate(request.caller.accountId, request.body, creatingKeyOf(request.caller));
       return { data: toEstimateResource(priced) };
     },
   );
