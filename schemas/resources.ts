@@ -301,6 +301,9 @@ export const ERROR_CODES = [
   'retry_in_progress',
   'retry_budget_exhausted',
   'resolution_unavailable',
+  'model_not_allowed',
+  'key_budget_exhausted',
+  'account_suspended',
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 /** Problem texts are cut to this length (a field name in a pointer can be as long as the body). */

@@ -7,6 +7,7 @@ import { ConfigError, ConfigSchema, loadConfig, modelBackends, publicBaseUrl, ty
 import { buildApp } from './http/app.js';
 import { releaseImageCaches } from './images/normalize-upload.js';
 import { closeRateLimitCounters, openRateLimitCounters, openRuntime, type Runtime } from './runtime.js';
+import { issueAdminKey } from './services/admin-keys.js';
 import { createAccountWithKey, issueApiKey } from './services/api-keys.js';
 import { DomainError } from './core/errors.js';
 import { pino } from 'pino';
@@ -35,6 +36,9 @@ Commands:
   keys list [--account ID]                keys (prefix, name, created, last used; never the key)
   keys revoke ID_OR_PREFIX                revoke a key with immediate effect
   tokens grant --account ID --tokens T [--note TEXT]
+  admin-keys create --name N              a key for /admin/v1 (never an account's); printed once
+  admin-keys list                         admin keys (prefix, name, created, last used; never the key)
+  admin-keys revoke ID_OR_PREFIX          revoke an admin key
   models                                  the price table: each model's tokens per resolution, ratios, references
   config                                  every configuration variable with its default and description
 
@@ -95,6 +99,8 @@ async function main(argv: string[]): Promise<number> {
       return keysCommand(config, subcommand, rest);
     case 'tokens':
       return tokensCommand(config, subcommand, rest);
+    case 'admin-keys':
+      return adminKeysCommand(config, subcommand, rest);
     default:
       process.stderr.write(`Unknown command "${command}".\n\n${USAGE}\n`);
       return 1;
@@ -163,6 +169,46 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
       }
       default:
         throw new CliError('keys needs one of: create, list, revoke.');
+    }
+  });
+}
+
+async function adminKeysCommand(config: Config, subcommand: string | undefined, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { name: { type: 'string' } } });
+  return withRuntime(config, async ({ store }) => {
+    const now = new Date();
+    switch (subcommand) {
+      case 'create': {
+        if (!values.name) throw new CliError('admin-keys create needs --name N.');
+        const { key, record } = await issueAdminKey(store, values.name, now);
+        out(`Admin key ${record.id} (${record.prefix}…) "${record.name}". Shown once; store it now:`);
+        out(key);
+        return;
+      }
+      case 'list': {
+        out(['KEY_ID', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'REVOKED'].join('\t'));
+        for (const k of await store.admin.listAdminKeys())
+          out(
+            [
+              k.id,
+              k.prefix,
+              k.name,
+              k.createdAt.toISOString(),
+              k.lastUsedAt?.toISOString() ?? '-',
+              k.revokedAt?.toISOString() ?? '-',
+            ].join('\t'),
+          );
+        return;
+      }
+      case 'revoke': {
+        const target = positionals[0];
+        if (!target) throw new CliError('admin-keys revoke needs a key id or prefix.');
+        if (!(await store.admin.revokeAdminKey(target, now))) throw new CliError(`No active admin key ${target}.`);
+        out(`Revoked ${target}.`);
+        return;
+      }
+      default:
+        throw new CliError('admin-keys needs one of: create, list, revoke.');
     }
   });
 }

@@ -263,6 +263,13 @@ const SERVICE_VARIABLES = {
     description:
       'Ports a webhook_url may name: comma-separated ports and low-high ranges. A webhook_url is read once (WHATWG), refused with userinfo, whitespace, backslashes or a host or port written in a form it must rewrite, and stored as its normalised href.',
   }),
+  ADMIN_API_KEY: Type.Optional(
+    Type.String({
+      minLength: 32,
+      description:
+        'An admin key for /admin/v1 (containers), besides those of `imagegen admin-keys create`; kept in memory as its hash only. A secret.',
+    }),
+  ),
   METRICS_TOKEN: Type.Optional(
     Type.String({
       minLength: 16,

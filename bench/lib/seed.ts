@@ -100,6 +100,7 @@ function sampleTask(accountId: string, index: number): TaskRecord {
     cost: 25,
     webhookUrl: null,
     endUserId: null,
+    keyId: null,
     generated: [
       {
         media_id: newIdAt(new Date(createdAt.getTime() + 1)),

@@ -392,6 +392,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's keys, with their scopes and spend (never their secrets) */
+        get: operations["listOwnKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's usage, grouped by day, model and/or key; JSON or CSV */
+        get: operations["getOwnUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/images/generations": {
         parameters: {
             query?: never;
@@ -464,6 +498,148 @@ export interface paths {
          * @description One model of the catalog in OpenAI's shape; another name is 404 `model_not_found`.
          */
         get: operations["openaiGetModel"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Accounts, newest first; filter by status, search by name */
+        get: operations["adminListAccounts"];
+        put?: never;
+        /** Create an account, with an opening grant */
+        post: operations["adminCreateAccount"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{account_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One account */
+        get: operations["adminGetAccount"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Rename, suspend or resume an account
+         * @description A suspended account's keys get 403 `account_suspended` on every face; running tasks finish.
+         */
+        patch: operations["adminUpdateAccount"];
+        trace?: never;
+    };
+    "/admin/v1/accounts/{account_id}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's keys, with their scopes and spend in the current period */
+        get: operations["adminListKeys"];
+        put?: never;
+        /** Create a key of the account, with its scope; the key is shown once */
+        post: operations["adminCreateKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/keys/{key_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke a key (refused within a second on every process) */
+        delete: operations["adminRevokeKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{account_id}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Grant tokens, or adjust (negative) without going below zero; Idempotency-Key required */
+        post: operations["adminGrant"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/accounts/{account_id}/ledger": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's ledger, newest first */
+        get: operations["adminListLedger"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Usage from the tasks, grouped by day, model, account and/or key; JSON or CSV */
+        get: operations["adminUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/audit-log": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every admin request, refusals included, newest first */
+        get: operations["adminAuditLog"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1220,7 +1396,7 @@ export interface components {
              * @description Stable machine-readable error code.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "retry_in_progress" | "retry_budget_exhausted" | "resolution_unavailable";
+            code: "invalid_json" | "invalid_request" | "unauthorized" | "insufficient_tokens" | "not_found" | "invalid_state" | "idempotency_in_progress" | "payload_too_large" | "unsupported_media_type" | "invalid_media_reference" | "invalid_image" | "idempotency_key_reused" | "rate_limited" | "too_many_active_tasks" | "internal_error" | "unavailable" | "method_not_allowed" | "request_timeout" | "headers_too_large" | "range_not_satisfiable" | "too_many_streams" | "retry_in_progress" | "retry_budget_exhausted" | "resolution_unavailable" | "model_not_allowed" | "key_budget_exhausted" | "account_suspended";
             /** @description Also the `x-request-id` response header. */
             request_id: string;
             /** @description The field errors: one per invalid field, at most 20. */
@@ -1788,6 +1964,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `rate_limited` */
             429: {
                 headers: {
@@ -1919,8 +2114,27 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description Problem: `insufficient_tokens` */
+            /** @description Problem: `insufficient_tokens`, `key_budget_exhausted` */
             402: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended`, `model_not_allowed` */
+            403: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
                     "x-request-id"?: string;
@@ -2142,6 +2356,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `not_found` */
             404: {
                 headers: {
@@ -2285,6 +2518,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2504,6 +2756,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended`, `model_not_allowed` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2735,6 +3006,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `not_found` */
             404: {
                 headers: {
@@ -2873,6 +3163,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `rate_limited` */
             429: {
                 headers: {
@@ -3000,6 +3309,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `rate_limited` */
             429: {
                 headers: {
@@ -3113,6 +3441,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3238,6 +3585,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3393,6 +3759,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3600,6 +3985,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `not_found` */
             404: {
                 headers: {
@@ -3736,6 +4140,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4002,6 +4425,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `not_found` */
             404: {
                 headers: {
@@ -4159,6 +4601,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `rate_limited` */
             429: {
                 headers: {
@@ -4272,6 +4733,25 @@ export interface operations {
                     "RateLimit-Reset"?: number;
                     /** @description The scheme to authenticate with. */
                     "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4446,6 +4926,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `rate_limited` */
             429: {
                 headers: {
@@ -4571,6 +5070,25 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Problem: `not_found` */
             404: {
                 headers: {
@@ -4629,6 +5147,368 @@ export interface operations {
                 };
             };
             /** @description Problem: `rate_limited`, `retry_in_progress`, `retry_budget_exhausted` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listOwnKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The key.
+                             */
+                            key_id: string;
+                            /**
+                             * Format: uuid
+                             * @description Its account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /** @description Never the key. */
+                            prefix: string;
+                            models: null | string[];
+                            token_budget: null | {
+                                /**
+                                 * Format: int64
+                                 * @description Tokens the key may spend per period.
+                                 */
+                                tokens: number;
+                                /**
+                                 * @description UTC calendar day or month; null: over the key’s whole life.
+                                 * @enum {string|null}
+                                 */
+                                period: "day" | "month" | null;
+                            };
+                            /**
+                             * Format: int64
+                             * @description What the key’s tasks of the current period cost (refunded ones not counted).
+                             */
+                            budget_spent: number;
+                            /** @description null: the service’s default. */
+                            rate_limits: {
+                                /** Format: int32 */
+                                creates_per_min: number | null;
+                                /** Format: int32 */
+                                requests_per_min: number | null;
+                            };
+                            /** Format: date-time */
+                            expires_at: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            last_used_at: string | null;
+                            /** Format: date-time */
+                            revoked_at: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getOwnUsage: {
+        parameters: {
+            query: {
+                /** @description First day (UTC), inclusive. */
+                from: string;
+                /** @description Last day (UTC), inclusive; at most 366 days. */
+                to: string;
+                format?: "json" | "csv";
+                /** @description Comma list of day, model, key. */
+                group_by?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rows, in the order of their groups: JSON, or CSV with `format=csv`. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** Format: date */
+                            day?: string;
+                            model?: string;
+                            /**
+                             * Format: uuid
+                             * @description The account.
+                             */
+                            account_id?: string;
+                            /**
+                             * Format: uuid
+                             * @description The key; null for tasks made without one.
+                             */
+                            key_id?: string | null;
+                            /** Format: int64 */
+                            tasks: number;
+                            /** Format: int64 */
+                            images: number;
+                            /** Format: int64 */
+                            tokens_charged: number;
+                            /** Format: int64 */
+                            tokens_refunded: number;
+                            /** Format: int64 */
+                            failed: number;
+                            /** Format: int64 */
+                            canceled: number;
+                        }[];
+                    };
+                    "text/csv": string;
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `account_suspended` */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
             429: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
@@ -4806,6 +5686,27 @@ export interface operations {
             };
             /** @description OpenAI error (401) */
             401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+            /** @description OpenAI error (403) */
+            403: {
                 headers: {
                     /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
                     "x-request-id"?: string;
@@ -5178,6 +6079,27 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
+            /** @description OpenAI error (403) */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
             /** @description OpenAI error (404) */
             404: {
                 headers: {
@@ -5467,6 +6389,27 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
+            /** @description OpenAI error (403) */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
             /** @description OpenAI error (429) */
             429: {
                 headers: {
@@ -5615,6 +6558,27 @@ export interface operations {
                     "application/json": components["schemas"]["OpenAiError"];
                 };
             };
+            /** @description OpenAI error (403) */
+            403: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Whether a retry can succeed (the official SDKs obey it). */
+                    "x-should-retry"?: "true" | "false";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
             /** @description OpenAI error (404) */
             404: {
                 headers: {
@@ -5689,6 +6653,2042 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OpenAiError"];
+                };
+            };
+        };
+    };
+    adminListAccounts: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: number;
+                /** @description next_cursor of the previous page. */
+                cursor?: string;
+                status?: "active" | "suspended";
+                /** @description Part of the name, any case. */
+                q?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of accounts. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /**
+                             * @description `suspended`: the account's keys get 403 `account_suspended`; running tasks finish.
+                             * @enum {string}
+                             */
+                            status: "active" | "suspended";
+                            /**
+                             * Format: int64
+                             * @description Tokens available.
+                             */
+                            balance: number;
+                            /** Format: date-time */
+                            created_at: string;
+                        }[];
+                        /** @description Pass as `cursor` for the next page; null on the last page. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminCreateAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /**
+                     * Format: int64
+                     * @description Opening grant; 0 when absent.
+                     */
+                    tokens?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description The account. */
+            201: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /**
+                             * @description `suspended`: the account's keys get 403 `account_suspended`; running tasks finish.
+                             * @enum {string}
+                             */
+                            status: "active" | "suspended";
+                            /**
+                             * Format: int64
+                             * @description Tokens available.
+                             */
+                            balance: number;
+                            /** Format: date-time */
+                            created_at: string;
+                        };
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request`, `invalid_json` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `payload_too_large` */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unsupported_media_type` */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminGetAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account. */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The account. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /**
+                             * @description `suspended`: the account's keys get 403 `account_suspended`; running tasks finish.
+                             * @enum {string}
+                             */
+                            status: "active" | "suspended";
+                            /**
+                             * Format: int64
+                             * @description Tokens available.
+                             */
+                            balance: number;
+                            /** Format: date-time */
+                            created_at: string;
+                        };
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminUpdateAccount: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account. */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string;
+                    /** @enum {string} */
+                    status?: "active" | "suspended";
+                };
+            };
+        };
+        responses: {
+            /** @description The account. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /**
+                             * @description `suspended`: the account's keys get 403 `account_suspended`; running tasks finish.
+                             * @enum {string}
+                             */
+                            status: "active" | "suspended";
+                            /**
+                             * Format: int64
+                             * @description Tokens available.
+                             */
+                            balance: number;
+                            /** Format: date-time */
+                            created_at: string;
+                        };
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request`, `invalid_json` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `payload_too_large` */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unsupported_media_type` */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminListKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account. */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys (never their secrets). */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The key.
+                             */
+                            key_id: string;
+                            /**
+                             * Format: uuid
+                             * @description Its account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /** @description Never the key. */
+                            prefix: string;
+                            models: null | string[];
+                            token_budget: null | {
+                                /**
+                                 * Format: int64
+                                 * @description Tokens the key may spend per period.
+                                 */
+                                tokens: number;
+                                /**
+                                 * @description UTC calendar day or month; null: over the key’s whole life.
+                                 * @enum {string|null}
+                                 */
+                                period: "day" | "month" | null;
+                            };
+                            /**
+                             * Format: int64
+                             * @description What the key’s tasks of the current period cost (refunded ones not counted).
+                             */
+                            budget_spent: number;
+                            /** @description null: the service’s default. */
+                            rate_limits: {
+                                /** Format: int32 */
+                                creates_per_min: number | null;
+                                /** Format: int32 */
+                                requests_per_min: number | null;
+                            };
+                            /** Format: date-time */
+                            expires_at: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            last_used_at: string | null;
+                            /** Format: date-time */
+                            revoked_at: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminCreateKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The account. */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /** @description The models the key may create tasks of; absent: every model. */
+                    models?: ("alpha-pro" | "beta-v5-pro")[];
+                    token_budget?: {
+                        /**
+                         * Format: int64
+                         * @description Tokens the key may spend per period.
+                         */
+                        tokens: number;
+                        /**
+                         * @description UTC calendar day or month; null: over the key’s whole life.
+                         * @enum {string|null}
+                         */
+                        period: "day" | "month" | null;
+                    };
+                    rate_limits?: {
+                        /**
+                         * Format: int32
+                         * @description Creates per minute; default: the service’s.
+                         */
+                        creates_per_min?: number;
+                        /**
+                         * Format: int32
+                         * @description Other requests per minute; default: the service’s.
+                         */
+                        requests_per_min?: number;
+                    };
+                    /** Format: date-time */
+                    expires_at?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The key, shown this once, and its record. */
+            201: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The key.
+                             */
+                            key_id: string;
+                            /**
+                             * Format: uuid
+                             * @description Its account.
+                             */
+                            account_id: string;
+                            name: string;
+                            /** @description Never the key. */
+                            prefix: string;
+                            models: null | string[];
+                            token_budget: null | {
+                                /**
+                                 * Format: int64
+                                 * @description Tokens the key may spend per period.
+                                 */
+                                tokens: number;
+                                /**
+                                 * @description UTC calendar day or month; null: over the key’s whole life.
+                                 * @enum {string|null}
+                                 */
+                                period: "day" | "month" | null;
+                            };
+                            /**
+                             * Format: int64
+                             * @description What the key’s tasks of the current period cost (refunded ones not counted).
+                             */
+                            budget_spent: number;
+                            /** @description null: the service’s default. */
+                            rate_limits: {
+                                /** Format: int32 */
+                                creates_per_min: number | null;
+                                /** Format: int32 */
+                                requests_per_min: number | null;
+                            };
+                            /** Format: date-time */
+                            expires_at: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            last_used_at: string | null;
+                            /** Format: date-time */
+                            revoked_at: string | null;
+                            /** @description The key itself: shown this once, stored only as a hash. */
+                            key: string;
+                        };
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request`, `invalid_json` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `payload_too_large` */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unsupported_media_type` */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminRevokeKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key. */
+                key_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked. */
+            204: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminGrant: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description Required: a grant retried with the same key is applied once. */
+                "idempotency-key": string;
+            };
+            path: {
+                /** @description The account. */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: int64
+                     * @description Tokens to add; negative: an adjustment, which never takes the balance below zero.
+                     */
+                    tokens: number;
+                    note: string;
+                    reference?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The ledger entry and the account after it (the first one, on a retry). */
+            201: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The ledger entry.
+                             */
+                            entry_id: string;
+                            /**
+                             * @description An adjustment is a debit without a task.
+                             * @enum {string}
+                             */
+                            kind: "grant" | "debit";
+                            /** Format: int64 */
+                            amount: number;
+                            /** Format: int64 */
+                            balance_after: number;
+                            note: string | null;
+                            reference: string | null;
+                            /** Format: date-time */
+                            created_at: string;
+                            account: {
+                                /**
+                                 * Format: uuid
+                                 * @description The account.
+                                 */
+                                account_id: string;
+                                name: string;
+                                /**
+                                 * @description `suspended`: the account's keys get 403 `account_suspended`; running tasks finish.
+                                 * @enum {string}
+                                 */
+                                status: "active" | "suspended";
+                                /**
+                                 * Format: int64
+                                 * @description Tokens available.
+                                 */
+                                balance: number;
+                                /** Format: date-time */
+                                created_at: string;
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request`, `invalid_json` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `invalid_state` */
+            409: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `payload_too_large` */
+            413: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unsupported_media_type` */
+            415: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `idempotency_key_reused` */
+            422: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminListLedger: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: number;
+                /** @description next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The account. */
+                account_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LedgerPage"];
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `not_found` */
+            404: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminUsage: {
+        parameters: {
+            query: {
+                /** @description First day (UTC), inclusive. */
+                from: string;
+                /** @description Last day (UTC), inclusive; at most 366 days. */
+                to: string;
+                format?: "json" | "csv";
+                /** @description Comma list of day, model, account, key. */
+                group_by?: string;
+                /** @description Only this account. */
+                account_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rows, in the order of their groups: JSON, or CSV with `format=csv`. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /** Format: date */
+                            day?: string;
+                            model?: string;
+                            /**
+                             * Format: uuid
+                             * @description The account.
+                             */
+                            account_id?: string;
+                            /**
+                             * Format: uuid
+                             * @description The key; null for tasks made without one.
+                             */
+                            key_id?: string | null;
+                            /** Format: int64 */
+                            tasks: number;
+                            /** Format: int64 */
+                            images: number;
+                            /** Format: int64 */
+                            tokens_charged: number;
+                            /** Format: int64 */
+                            tokens_refunded: number;
+                            /** Format: int64 */
+                            failed: number;
+                            /** Format: int64 */
+                            canceled: number;
+                        }[];
+                    };
+                    "text/csv": string;
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    adminAuditLog: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Page size.
+                 * @example 20
+                 */
+                limit?: number;
+                /** @description next_cursor of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: {
+                            /**
+                             * Format: uuid
+                             * @description The entry; newest first.
+                             */
+                            id: string;
+                            /** @description null: no admin key was recognised. */
+                            admin_key_id: string | null;
+                            /** @description Method and route. */
+                            action: string;
+                            target: string | null;
+                            /**
+                             * Format: int32
+                             * @description The HTTP status answered.
+                             */
+                            status: number;
+                            request_id: string;
+                            client_address: string;
+                            /** Format: date-time */
+                            created_at: string;
+                        }[];
+                        /** @description Pass as `cursor` for the next page; null on the last page. */
+                        next_cursor: string | null;
+                    };
+                };
+            };
+            /** @description Problem: `invalid_request` */
+            400: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unauthorized` */
+            401: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description The scheme to authenticate with. */
+                    "WWW-Authenticate"?: "Bearer";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `rate_limited` */
+            429: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Requests allowed per window for the budget this request counted against (per key, or per address before a key is known). */
+                    "RateLimit-Limit"?: number;
+                    /** @description Requests left in the current window. */
+                    "RateLimit-Remaining"?: number;
+                    /** @description Seconds until the window resets. */
+                    "RateLimit-Reset"?: number;
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `internal_error` */
+            500: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Problem: `unavailable` */
+            503: {
+                headers: {
+                    /** @description The request id: the caller's own `X-Request-Id` when it was a safe value, else one made here; in every log line. */
+                    "x-request-id"?: string;
+                    /** @description Any origin may call the API from a browser; it holds no cookies, the Bearer key is the only credential. */
+                    "Access-Control-Allow-Origin"?: "*";
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

@@ -1,4 +1,13 @@
 import { DomainError } from './errors.js';
+import {
+  accountSuspended,
+  assertModelAllowed,
+  assertWithinBudget,
+  isExpired,
+  keyExpired,
+  type AccountStatus,
+  type KeyScope,
+} from './key-scope.js';
 import { balanceChange } from './ledger.js';
 import { admitsActiveTasks, CLAIM, countsAsActive, type TaskFinish } from './task-execution.js';
 import { invalidMediaReference, type TaskRecord } from './task.js';
@@ -25,6 +34,18 @@ export interface AdmittingAccount {
    * that every admission before it is seen) and only up to activeTasksCountLimit.
    */
   activeTasks: number;
+  /** A suspended account admits nothing (its running tasks finish). */
+  status: AccountStatus;
+}
+
+/** The key a create came with, as the admitting transaction read it. */
+export interface AdmittingKey {
+  scope: KeyScope;
+  /**
+   * What the key's tasks created in the current budget period cost, refunded tasks not counted;
+   * read after the account's lock (every create of the key takes it). 0 without a budget.
+   */
+  spentInPeriod: number;
 }
 
 export interface AdmissionFacts {
@@ -34,6 +55,8 @@ export interface AdmissionFacts {
   /** The media the tasks' references name, of the tasks' account (unlisted ids were not found). */
   referencedMedia: readonly ReferencedMedia[];
   limits: { maxActiveTasks: number };
+  /** The key the create came with; absent for a create made without one (the CLI, tests). */
+  key?: AdmittingKey;
   /**
    * With an Idempotency-Key to complete in the same transaction: whether this request still holds
    * its lease (read under the key's lock). Undefined without a key.
@@ -76,12 +99,19 @@ export function assertReferencesUsable(
 
 /**
  * The admission of `facts.tasks`, or the refusal (thrown, a DomainError), checked in this order:
- * the references (the request is wrong), the active-task cap (what a client can wait out), the
- * balance, then the Idempotency-Key's lease (another request took it over). Only tasks that count
+ * the account's status and the key's expiry (nothing of this key is admitted), the key's models
+ * and the references (the request is wrong), the active-task cap (what a client can wait out),
+ * the key's budget, the balance, then the Idempotency-Key's lease (another request took it over). Only tasks that count
  * as active (countsAsActive) count against the cap, so an admission that adds none is never
  * refused by it.
  */
 export function admitTasks(facts: AdmissionFacts): Admission {
+  if (facts.account?.status === 'suspended') throw accountSuspended();
+  const key = facts.key;
+  if (key) {
+    if (facts.tasks.some((task) => isExpired(key.scope, task.createdAt))) throw keyExpired();
+    for (const task of facts.tasks) assertModelAllowed(key.scope, task.model);
+  }
   for (const task of facts.tasks) assertReferencesUsable(task.imageReference, facts.referencedMedia, task.createdAt);
   const activeTasksDelta = facts.tasks.filter((task) => countsAsActive(task.status)).length;
   const { maxActiveTasks } = facts.limits;
@@ -91,6 +121,13 @@ export function admitTasks(facts: AdmissionFacts): Admission {
     !admitsActiveTasks(facts.account.activeTasks, activeTasksDelta, maxActiveTasks)
   ) {
     throw new DomainError('too_many_active_tasks', `An account may have at most ${maxActiveTasks} active tasks.`);
+  }
+  if (key) {
+    assertWithinBudget(
+      key.scope,
+      key.spentInPeriod,
+      facts.tasks.reduce((sum, task) => sum + task.cost, 0),
+    );
   }
   let balance = facts.account?.balance ?? 0;
   const debits: Admission['debits'] = [];

@@ -61,6 +61,8 @@ export interface TaskRecord {
    * identifier, not shown by the native API.
    */
   endUserId: string | null;
+  /** The API key the task was created with (usage and key budgets count by it); null without one. */
+  keyId: string | null;
   generated: GeneratedMediaRef[];
   error: { code: string; message: string } | null;
   /** Claims made so far; the fencing token of the current one. */
@@ -86,6 +88,8 @@ export interface TaskCreationContext {
    * the i-th task of several); absent = the request's, or none (null).
    */
   seed?: number;
+  /** The API key of the create. */
+  keyId?: string;
 }
 
 /** The longest end-user id a task keeps (OpenAI's `user` has no documented bound; 256 is generous). */
@@ -119,6 +123,7 @@ export function createTask(request: GenerationRequest, context: TaskCreationCont
     cost: priced.cost,
     webhookUrl: request.webhook_url ?? null,
     endUserId: context.endUserId ?? null,
+    keyId: context.keyId ?? null,
     generated: [],
     error: null,
     attempt: 0,

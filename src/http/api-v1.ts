@@ -9,6 +9,7 @@ import { mediaRoutes } from './routes/media.js';
 import { modelRoutes } from './routes/models.js';
 import { taskEventRoutes } from './routes/task-events.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { selfServiceRoutes } from './routes/self-service.js';
 
 export interface ApiV1Options {
   config: Config;
@@ -41,4 +42,5 @@ export const apiV1: FastifyPluginAsyncTypebox<ApiV1Options> = async (api, { conf
     signedUrlTtlSeconds: config.SIGNED_URL_TTL_SECONDS,
   });
   await api.register(webhookRoutes, { webhooks: services.webhooks });
+  await api.register(selfServiceRoutes, { admin: services.admin });
 };

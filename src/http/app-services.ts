@@ -10,6 +10,8 @@ import { publicBaseUrl } from '../config.js';
 import { ImageTools } from '../mcp/tools.js';
 import { AccountService } from '../services/account-service.js';
 import { ApiKeyAuthentication } from '../services/api-keys.js';
+import { AdminKeyAuthentication } from '../services/admin-keys.js';
+import { AdminService } from '../services/admin-service.js';
 import { ConnectionSlots } from '../services/connection-slots.js';
 import { GenerationSubmission } from '../services/generation-submission.js';
 import { IdempotencyService } from '../services/idempotency.js';
@@ -89,10 +91,11 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
       maxActiveTasks: config.MAX_ACTIVE_TASKS,
     },
   });
+  // The Bearer authentication's key lookups (the auth plugin).
+  const apiKeys = new ApiKeyAuthentication(store);
   return {
     now,
-    // The Bearer authentication's key lookups (the auth plugin).
-    apiKeys: new ApiKeyAuthentication(store),
+    apiKeys,
     // OAuth for /mcp (decision 0034): the service is its own authorization server.
     oauth: new OAuthService({
       store,
@@ -100,6 +103,9 @@ export function buildAppServices(deps: AppDependencies, context: { now: () => Da
       now,
       clientDocuments: clientDocumentReader(userUrlPolicy),
     }),
+    // The admin API's keys and use cases (decision 0036).
+    adminKeys: new AdminKeyAuthentication(store, config.ADMIN_API_KEY),
+    admin: new AdminService(store, now, (match) => apiKeys.forget(match)),
     signer,
     resolutionCheck,
     tasks,

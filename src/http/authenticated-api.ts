@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
+import { adminApi } from './admin-api.js';
 import { apiV1 } from './api-v1.js';
 import type { AppServices } from './app-services.js';
 import { registerBearerAuth } from './plugins/auth.js';
@@ -20,7 +21,8 @@ export interface AuthenticatedApiOptions {
  * Everything a key opens, in one unprefixed scope so that its faces share the same keys, rate-limit
  * counters and idempotency keys: no caching, rate limits, Bearer auth and idempotency for every
  * route, then the faces, each under its own prefix: the native API (/api/v1), the OpenAI Images
- * face (/v1) and the MCP server (/mcp).
+ * face (/v1) and the MCP server (/mcp); and the admin API (/admin/v1), which takes admin keys
+ * instead of account keys under the same rate limits and failed-authentication budget.
  */
 export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions> = async (
   scope,
@@ -62,6 +64,8 @@ export const authenticatedApi: FastifyPluginAsyncTypebox<AuthenticatedApiOptions
     uploadIdleTimeoutMs: config.UPLOAD_IDLE_TIMEOUT_MS,
     onStorageFull: () => services.diskSpace.noteFull(),
   });
+  // The admin API (decision 0036): its own keys, this scope's rate limits and failure budget.
+  await scope.register(adminApi, { prefix: '/admin/v1', services, failureLimiter: rateLimits.authFailures });
   // MCP=false leaves the MCP server out (decision 0026).
   if (config.MCP)
     await scope.register(mcpRoutes, {

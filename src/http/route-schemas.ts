@@ -138,6 +138,7 @@ export function problemResponses(codes: readonly ErrorCode[]): Record<number, un
 export const AUTHENTICATED_CODES = [
   'invalid_request',
   'unauthorized',
+  'account_suspended',
   'rate_limited',
   'internal_error',
   'unavailable',

@@ -10,7 +10,7 @@ import { previewOf } from '../images/preview.js';
 import { toModelResource } from '../presenters/models.js';
 import { toEstimateResource, toMediaResource, toTaskResource, type MediaUrlSigner } from '../presenters/resources.js';
 import type { AccountService } from '../services/account-service.js';
-import type { GenerationSubmission } from '../services/generation-submission.js';
+import type { GenerationOrder, GenerationSubmission } from '../services/generation-submission.js';
 import { jsonRequestFingerprint } from '../services/idempotency.js';
 import type { MediaService } from '../services/media-service.js';
 import type { ReferenceImport } from '../services/reference-import.js';
@@ -41,6 +41,8 @@ export interface ImageToolsDependencies {
 /** One tools/call: who calls, and the MCP request's means to report progress and to be cancelled. */
 export interface ToolCall extends ToolErrorContext {
   accountId: string;
+  /** The API key of the call (its scope is checked at admission). */
+  key?: GenerationOrder['key'];
   /** Aborted when the client cancels the call or goes away. */
   signal: AbortSignal;
   /** Set when the client sent a progressToken: sends one notifications/progress. */
@@ -115,7 +117,7 @@ export class ImageTools {
 
   private async estimatePrice(args: ToolArguments, call: ToolCall): Promise<CallToolResult> {
     const request = this.generationRequest(args);
-    const estimate = toEstimateResource(await this.deps.submission.estimate(call.accountId, request));
+    const estimate = toEstimateResource(await this.deps.submission.estimate(call.accountId, request, call.key));
     return this.result(
       estimate,
       `${estimate.model} at ${estimate.parameters.resolution} ${estimate.parameters.aspect_ratio} (${estimate.width}x${estimate.height}) costs ${estimate.cost} tokens. Nothing was charged.`,
@@ -133,6 +135,7 @@ export class ImageTools {
     // a key used on REST is not replayed here.
     const submitted = await this.deps.submission.submit({
       accountId: call.accountId,
+      ...(call.key && { key: call.key }),
       request,
       idempotency:
         typeof idempotencyKey === 'string'

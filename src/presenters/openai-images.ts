@@ -41,6 +41,10 @@ const OPENAI_ERROR_BY_CODE: Record<ErrorCode, Mapping> = {
   unauthorized: INVALID(401, 'invalid_api_key'),
   // OpenAI answers an empty balance with 429 insufficient_quota; nothing was charged.
   insufficient_tokens: { status: 429, type: 'insufficient_quota', code: 'insufficient_quota', shouldRetry: false },
+  // A scoped key's budget is a quota like the balance: 429 insufficient_quota, no Retry-After.
+  key_budget_exhausted: { status: 429, type: 'insufficient_quota', code: 'insufficient_quota', shouldRetry: false },
+  model_not_allowed: { status: 403, type: 'invalid_request_error', code: 'model_not_allowed' },
+  account_suspended: { status: 403, type: 'invalid_request_error', code: 'account_suspended' },
   not_found: INVALID(404, 'not_found'),
   invalid_state: INVALID(409, 'invalid_state'),
   idempotency_in_progress: INVALID(409, 'idempotency_in_progress'),

@@ -1,6 +1,7 @@
 import { hash, randomBytes } from 'node:crypto';
 import type { Account, ApiKeyRecord, Store } from '../store/port.js';
 import { newIdAt } from '../ids.js';
+import type { AccountStatus, KeyScope } from '../core/key-scope.js';
 
 /** Keys are `igk_` + 32 random bytes (256 bits) in base64url; only their SHA-256 is stored. */
 const KEY_PREFIX = 'igk_';
@@ -31,6 +32,7 @@ export async function issueApiKey(
   accountId: string,
   name: string,
   now: Date,
+  scope?: KeyScope,
 ): Promise<IssuedKey> {
   const key = KEY_PREFIX + randomBytes(32).toString('base64url');
   const record = await store.accounts.insertApiKey({
@@ -40,6 +42,7 @@ export async function issueApiKey(
     prefix: key.slice(0, DISPLAY_PREFIX_LENGTH),
     hash: hashApiKey(key),
     now,
+    ...(scope && { scope }),
   });
   return { key, record };
 }
@@ -64,7 +67,13 @@ export interface Caller {
   keyId: string;
   keyName: string;
   keyPrefix: string;
+  /** The key's scope (fixed for its life) and its account's status when the store was last asked. */
+  scope: KeyScope;
+  accountStatus: AccountStatus;
 }
+
+/** The key a create is made with, as admission takes it. */
+export const creatingKeyOf = (caller: Caller) => ({ id: caller.keyId, scope: caller.scope });
 
 /**
  * A key the store found active is trusted this long without asking again, so a revocation (made
@@ -109,11 +118,22 @@ export class ApiKeyAuthentication {
       keyId: found.key.id,
       keyName: found.key.name,
       keyPrefix: found.key.prefix,
+      scope: found.key.scope,
+      accountStatus: found.account.status,
     };
     // Map order is insertion order and a refreshed entry is re-inserted, so the first is the oldest.
     if (this.entries.size >= API_KEY_CACHE_MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
     this.entries.set(hash, { caller, expiresAt: nowMs + API_KEY_CACHE_TTL_MS });
     return caller;
+  }
+
+  /**
+   * Forgets the cached keys of an account, or one key of it, so that a revocation or a suspension
+   * made through this process is refused at once here (other processes within API_KEY_CACHE_TTL_MS).
+   */
+  forget(match: { accountId?: string; keyId?: string }): void {
+    for (const [hash, { caller }] of this.entries)
+      if (caller.accountId === match.accountId || caller.keyId === match.keyId) this.entries.delete(hash);
   }
 
   /** Writes the key's last_used_at unless this process wrote it less than a minute ago (then undefined). */

@@ -6,9 +6,10 @@ import { priceRequest, type PricedRequest } from '../core/pricing.js';
 import type { ResolutionCheck } from '../core/size-plan.js';
 import { assertReferencesUsable } from '../core/task-admission.js';
 import { seedAt } from '../core/seed.js';
+import { assertModelAllowed } from '../core/key-scope.js';
 import { createTask, imageReferencesOf, type TaskRecord } from '../core/task.js';
 import { newIdAt } from '../ids.js';
-import type { Store, StoredResponse } from '../store/port.js';
+import type { Store, StoredResponse, TaskCreationLimits } from '../store/port.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import type { HeldIdempotencyKey, IdempotencyService } from './idempotency.js';
 import type { TaskEvents } from './task-events.js';
@@ -48,6 +49,8 @@ export interface GenerationOrder {
   accountId: string;
   /** The native request; an edit's image references are added by `storeReferences`. */
   request: GenerationRequest;
+  /** The API key it came with: its scope is checked at admission (core admitTasks), and the tasks count against it. */
+  key?: TaskCreationLimits['key'];
   /** How many tasks of it (OpenAI's `n`): admitted and charged together, all or none. Default 1. */
   count?: number;
   origin?: TaskOrigin;
@@ -105,10 +108,10 @@ export class GenerationSubmission {
     try {
       for (const upload of order.referenceUploads ?? []) references.push(await upload());
       const request = order.referenceUploads ? { ...order.request, image_reference: references } : order.request;
-      const tasks = await this.prepare(order.accountId, request, order.count ?? 1, order.origin ?? {});
+      const tasks = await this.prepare(order.accountId, request, order.count ?? 1, order.origin ?? {}, order.key?.id);
       const response = held ? order.answerOf(tasks) : null;
       const completesKey = held && response ? { ...held, response } : undefined;
-      const admission = { maxActiveTasks: this.options.maxActiveTasks };
+      const admission = { maxActiveTasks: this.options.maxActiveTasks, ...(order.key && { key: order.key }) };
       if (tasks.length === 1) await this.options.store.tasks.insertTaskWithDebit(tasks[0], admission, completesKey);
       else await this.options.store.tasks.insertTasksWithDebits(tasks, admission, completesKey);
       for (const task of tasks) this.options.events.taskCreated(task.model);
@@ -126,9 +129,15 @@ export class GenerationSubmission {
   /**
    * Prices the request after the checks a create would make of it first, so that an estimate
    * promises nothing a create then refuses: the webhook URL, and each image reference must be an
-   * unexpired upload of the account (core assertReferencesUsable, the rule a create's admission applies).
+   * unexpired upload of the account (core assertReferencesUsable, the rule a create's admission applies),
+   * and the key's models (core assertModelAllowed, admission's too).
    */
-  async estimate(accountId: string, request: GenerationRequest): Promise<PricedRequest> {
+  async estimate(
+    accountId: string,
+    request: GenerationRequest,
+    key?: TaskCreationLimits['key'],
+  ): Promise<PricedRequest> {
+    if (key) assertModelAllowed(key.scope, request.model);
     const priced = priceRequest(request.model, request.parameters);
     this.assertResolutionServed(request.model, priced);
     if (request.webhook_url !== undefined) await this.assertWebhookUrlAllowed(request.webhook_url);
@@ -149,6 +158,7 @@ export class GenerationSubmission {
     request: GenerationRequest,
     count: number,
     origin: TaskOrigin,
+    keyId: string | undefined,
   ): Promise<TaskRecord[]> {
     const now = this.options.now();
     // The URL is stored (and later sent to) as read: its normalised href.
@@ -160,6 +170,7 @@ export class GenerationSubmission {
       now,
       newId: () => newIdAt(now),
       ...(origin.endUserId === undefined ? {} : { endUserId: origin.endUserId }),
+      ...(keyId === undefined ? {} : { keyId }),
     };
     // Every task records its seed, so that its result can be made again; the i-th of several is seed + i.
     const seed = request.parameters?.seed ?? this.drawSeed();

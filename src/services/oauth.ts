@@ -291,10 +291,18 @@ export class OAuthService {
     if (!accessToken.startsWith(ACCESS_TOKEN_PREFIX) || !TOKEN_PATTERN.test(accessToken)) return null;
     const found = await this.store.findOAuthToken(hashOf(accessToken));
     if (!found || found.key.revokedAt !== null) return null;
-    const { token, key } = found;
+    const { token, key, accountStatus } = found;
     if (token.kind !== 'access' || token.revokedAt || token.expiresAt <= this.options.now()) return null;
     if (token.resource !== this.resource) return null;
-    return { accountId: token.accountId, keyId: key.id, keyName: key.name, keyPrefix: key.prefix };
+    // The key's scope goes with its tokens: a token can do no more than the key it was approved with.
+    return {
+      accountId: token.accountId,
+      keyId: key.id,
+      keyName: key.name,
+      keyPrefix: key.prefix,
+      scope: key.scope,
+      accountStatus,
+    };
   }
 
   private scopeOf(requested: string | undefined): string {

@@ -3,7 +3,7 @@ import type { GenerationRequest } from '../../schemas/catalog.js';
 import type { OpenAiImageRequest } from '../core/openai-images.js';
 import { isTerminal, type TaskRecord } from '../core/task.js';
 import type { StoredResponse } from '../store/port.js';
-import type { GenerationSubmission } from './generation-submission.js';
+import type { GenerationOrder, GenerationSubmission } from './generation-submission.js';
 import type { MediaService } from './media-service.js';
 import type { TaskService } from './task-service.js';
 
@@ -24,6 +24,8 @@ export interface OpenAiImagesServiceOptions {
 
 export interface OpenAiImagesCall {
   accountId: string;
+  /** The API key of the call (its scope is checked at admission). */
+  key?: GenerationOrder['key'];
   request: OpenAiImageRequest;
   /** The Idempotency-Key and the fingerprint of the request it was sent with. */
   idempotency: { key: string; fingerprint: string } | null;
@@ -51,6 +53,7 @@ export class OpenAiImagesService {
     const { request } = call;
     const submitted = await this.options.submission.submit({
       accountId: call.accountId,
+      ...(call.key && { key: call.key }),
       request: {
         model: request.model.id,
         prompt: request.prompt,

@@ -4,6 +4,8 @@ import type { LedgerKind } from '../core/ledger.js';
 import type { WebhookEventType } from '../../schemas/webhooks.js';
 import type { BackendLimitSettings, BackendLimitState, UpstreamOutcome } from '../core/backend-capacity.js';
 import type { TaskRecord, TaskStatus } from '../core/task.js';
+import type { AccountStatus, KeyScope } from '../core/key-scope.js';
+import type { AdminAuditEntry, AdminKeyRecord, UsageQuery, UsageRow } from '../core/admin.js';
 
 /**
  * The persistence port: one interface per aggregate, gathered by `Store` (at the end). Every
@@ -15,6 +17,7 @@ export interface Account {
   id: string;
   name: string;
   balance: number;
+  status: AccountStatus;
   createdAt: Date;
 }
 
@@ -27,6 +30,7 @@ export interface ApiKeyRecord {
   createdAt: Date;
   lastUsedAt: Date | null;
   revokedAt: Date | null;
+  scope: KeyScope;
 }
 
 export type { LedgerKind };
@@ -40,6 +44,8 @@ export interface LedgerEntry {
   balanceAfter: number;
   taskId: string | null;
   note: string | null;
+  /** The operator's reference of a grant or adjustment (an invoice, a ticket), else null. */
+  reference: string | null;
   createdAt: Date;
 }
 
@@ -77,6 +83,34 @@ export interface AccountStore {
   listLedger(accountId: string, query: { limit: number; cursor?: string }): Promise<Page<LedgerEntry>>;
   /** Sums of the ledger by kind, for the invariant grants − debits + refunds = balance. */
   ledgerTotals(accountId: string): Promise<Record<LedgerKind, number>>;
+  /** Accounts, newest first; `q` matches a part of the name (case-insensitive). */
+  listAccounts(query: AccountListQuery): Promise<Page<Account>>;
+  /** Renames, suspends or resumes; null when there is no such account. */
+  updateAccount(accountId: string, change: { name?: string; status?: AccountStatus }): Promise<Account | null>;
+  /**
+   * A grant (amount > 0) or an adjustment (amount < 0, a debit without a task) under an
+   * Idempotency-Key, in one transaction: a key used before for this account returns its entry
+   * (`replayed`), applied once; an adjustment that would take the balance below zero throws
+   * `insufficient_tokens` and changes nothing; a missing account throws `not_found`.
+   */
+  adjustBalance(input: BalanceAdjustment): Promise<{ entry: LedgerEntry; account: Account; replayed: boolean }>;
+}
+
+export interface AccountListQuery {
+  limit: number;
+  cursor?: string;
+  status?: AccountStatus;
+  q?: string;
+}
+
+export interface BalanceAdjustment {
+  accountId: string;
+  /** Signed: a grant adds, an adjustment (negative) takes away. Never 0. */
+  amount: number;
+  note: string;
+  reference: string | null;
+  idempotencyKey: string;
+  now: Date;
 }
 
 /** A new API key: only its hash is stored; the prefix is what lists show of it. */
@@ -87,10 +121,18 @@ export interface ApiKeyInsert {
   prefix: string;
   hash: string;
   now: Date;
+  /** Absent: unscoped. */
+  scope?: KeyScope;
 }
 
 export interface ApiKeyStore {
   insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord>;
+  getApiKey(keyId: string): Promise<ApiKeyRecord | null>;
+  /**
+   * What the key's tasks created at or after `since` cost, refunded (FAILED, CANCELED) ones not
+   * counted: the key's spend in a budget period.
+   */
+  keySpentSince(keyId: string, since: Date): Promise<number>;
   /** The unrevoked key with this hash and its account, or null. */
   findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null>;
   listApiKeys(accountId?: string): Promise<ApiKeyRecord[]>;
@@ -159,7 +201,9 @@ export interface OAuthStore {
   takeAuthorizationCode(hash: string, now: Date): Promise<OAuthCodeRecord | null>;
   insertOAuthTokens(tokens: OAuthTokenInsert[]): Promise<void>;
   /** The token with this hash, and the API key it was issued through (revoked or not). */
-  findOAuthToken(hash: string): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord } | null>;
+  findOAuthToken(
+    hash: string,
+  ): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord; accountStatus: AccountStatus } | null>;
   /**
    * Rotation: marks the refresh token used and inserts its successors, in one transaction, only if
    * it was neither used nor revoked; false (nothing written) otherwise.
@@ -172,6 +216,8 @@ export interface OAuthStore {
 export interface TaskCreationLimits {
   /** CREATED + IN_PROGRESS tasks an account may have, counting the new one. */
   maxActiveTasks: number;
+  /** The key the create came with (its scope is checked at admission, core admitTasks). */
+  key?: { id: string; scope: KeyScope };
 }
 
 /** Where a task is in its life: what a waiter compares to tell a change (core taskStepOf). */
@@ -536,6 +582,26 @@ export interface WebhookStore {
   ): Promise<WebhookDeliveryWithAttempts>;
 }
 
+/** Admin keys (a kind of their own, never an account's) and the append-only audit log of their requests. */
+export interface AdminStore {
+  insertAdminKey(input: { id: string; name: string; prefix: string; hash: string; now: Date }): Promise<AdminKeyRecord>;
+  /** The unrevoked admin key with this hash, or null. */
+  findActiveAdminKey(hash: string): Promise<AdminKeyRecord | null>;
+  listAdminKeys(): Promise<AdminKeyRecord[]>;
+  /** Revokes by id or prefix; false when nothing matched. */
+  revokeAdminKey(idOrPrefix: string, now: Date): Promise<boolean>;
+  markAdminKeyUsed(keyId: string, now: Date): Promise<void>;
+  /** Appends one entry; there is no way to change or remove one (the tables refuse it too). */
+  appendAudit(entry: AdminAuditEntry): Promise<void>;
+  /** Newest first. */
+  listAudit(query: { limit: number; cursor?: string }): Promise<Page<AdminAuditEntry>>;
+}
+
+/** Usage counted from the tasks (the one source of truth; a refund is made with the task's FAILED or CANCELED). */
+export interface UsageStore {
+  usage(query: UsageQuery): Promise<UsageRow[]>;
+}
+
 /**
  * The store's aggregates, each the translation of its own tables. Every adapter is split the same
  * way over one connection owner of its own; a transaction that spans aggregates (a create debits
@@ -551,6 +617,8 @@ export interface StoreAggregates {
   readonly idempotencyKeys: IdempotencyStore;
   readonly webhooks: WebhookStore;
   readonly oauth: OAuthStore;
+  readonly admin: AdminStore;
+  readonly usage: UsageStore;
 }
 
 /** The persistence port: the aggregates and the store's lifecycle. */

@@ -10,6 +10,8 @@ import {
 } from '../../src/core/task-admission.js';
 import { taskFinish } from '../../src/core/task-execution.js';
 import { createTask, type TaskRecord } from '../../src/core/task.js';
+import { budgetPeriodStart, UNSCOPED, type KeyScope } from '../../src/core/key-scope.js';
+import { csvCell, usageCsv } from '../../src/core/admin.js';
 
 const AT = new Date('2026-03-01T12:00:00Z');
 const LATER = new Date(AT.getTime() + 60_000);
@@ -31,7 +33,7 @@ function task(over: Partial<TaskRecord> = {}, references?: string[]): TaskRecord
 
 const facts = (over: Partial<AdmissionFacts> = {}): AdmissionFacts => ({
   tasks: [task()],
-  account: { balance: 100, activeTasks: 0 },
+  account: { balance: 100, activeTasks: 0, status: 'active' },
   referencedMedia: [],
   limits: { maxActiveTasks: 3 },
   ...over,
@@ -61,18 +63,20 @@ t.test('a task that fits is admitted: its debit, one more active task, it joins 
 
 t.test('the cap refuses the task that would pass it, and only that one', async (t) => {
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 2 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 2, status: 'active' } }))),
     undefined,
   );
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 3 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 100, activeTasks: 3, status: 'active' } }))),
     'too_many_active_tasks',
   );
 });
 
 t.test('a task that does not count as active is never refused by the cap, and takes no room', async (t) => {
   const finished = task({ status: 'COMPLETED', completedAt: AT });
-  const admission = admitTasks(facts({ tasks: [finished], account: { balance: 100, activeTasks: 9 } }));
+  const admission = admitTasks(
+    facts({ tasks: [finished], account: { balance: 100, activeTasks: 9, status: 'active' } }),
+  );
   t.equal(admission.activeTasksDelta, 0);
   t.equal(admission.joinsQueue, false, 'a finished task wakes no worker');
   t.equal(admission.balanceAfter, 75, 'it is charged all the same');
@@ -80,11 +84,11 @@ t.test('a task that does not count as active is never refused by the cap, and ta
 
 t.test('a task the balance cannot pay for is refused; a missing account is refused alike', async (t) => {
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 24, activeTasks: 0 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 24, activeTasks: 0, status: 'active' } }))),
     'insufficient_tokens',
   );
   t.equal(
-    refusalOf(() => admitTasks(facts({ account: { balance: 25, activeTasks: 0 } }))),
+    refusalOf(() => admitTasks(facts({ account: { balance: 25, activeTasks: 0, status: 'active' } }))),
     undefined,
     'to the last token',
   );
@@ -97,7 +101,7 @@ t.test('a task the balance cannot pay for is refused; a missing account is refus
 t.test('the refusals come in order: references, cap, balance, key', async (t) => {
   const everythingWrong = facts({
     tasks: [task({}, ['gone'])],
-    account: { balance: 0, activeTasks: 3 },
+    account: { balance: 0, activeTasks: 3, status: 'active' },
     keyStillHeld: false,
   });
   t.equal(
@@ -137,18 +141,22 @@ t.test('several tasks are admitted against one read of the account, all or none'
   );
   t.equal(admission.activeTasksDelta, 3);
   t.equal(
-    refusalOf(() => admitTasks(facts({ tasks: [a, b, c], account: { balance: 74, activeTasks: 0 } }))),
+    refusalOf(() =>
+      admitTasks(facts({ tasks: [a, b, c], account: { balance: 74, activeTasks: 0, status: 'active' } })),
+    ),
     'insufficient_tokens',
     'two would fit, the third not: none is admitted',
   );
   t.equal(
-    refusalOf(() => admitTasks(facts({ tasks: [a, b, c], account: { balance: 100, activeTasks: 1 } }))),
+    refusalOf(() =>
+      admitTasks(facts({ tasks: [a, b, c], account: { balance: 100, activeTasks: 1, status: 'active' } })),
+    ),
     'too_many_active_tasks',
   );
   t.match(
     (() => {
       try {
-        admitTasks(facts({ tasks: [a, b], account: { balance: 10, activeTasks: 0 } }));
+        admitTasks(facts({ tasks: [a, b], account: { balance: 10, activeTasks: 0, status: 'active' } }));
       } catch (error) {
         return (error as Error).message;
       }
@@ -199,4 +207,77 @@ t.test('a refund is made once, and only for a task that exists', async (t) => {
   t.same(refundOf({ accountId: 'acc', cost: 25 }, false), { accountId: 'acc', amount: 25 });
   t.equal(refundOf({ accountId: 'acc', cost: 25 }, true), null);
   t.equal(refundOf(null, false), null);
+});
+
+/** A key with a scope (docs/design.md §3.11) and what it spent in its period. */
+const scoped = (scope: Partial<KeyScope>, spentInPeriod = 0): AdmissionFacts['key'] => ({
+  scope: { ...UNSCOPED, ...scope },
+  spentInPeriod,
+});
+
+t.test("a key's scope: refusals in order, the budget counting every task of the request", async (t) => {
+  const suspended = { balance: 100, activeTasks: 0, status: 'suspended' as const };
+  t.equal(
+    refusalOf(() => admitTasks(facts({ account: suspended }))),
+    'account_suspended',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ key: scoped({ expiresAt: AT }) }))),
+    'unauthorized',
+    'expired at AT',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ key: scoped({ expiresAt: LATER }) }))),
+    undefined,
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ key: scoped({ models: ['beta-v5-pro'] }) }))),
+    'model_not_allowed',
+  );
+  const budget = { tokens: 50, period: 'day' as const };
+  t.equal(
+    refusalOf(() => admitTasks(facts({ key: scoped({ tokenBudget: budget }, 25) }))),
+    undefined,
+    'to the token',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ key: scoped({ tokenBudget: budget }, 26) }))),
+    'key_budget_exhausted',
+  );
+  t.equal(
+    refusalOf(() => admitTasks(facts({ tasks: [task(), task()], key: scoped({ tokenBudget: budget }, 1) }))),
+    'key_budget_exhausted',
+    'two tasks of one request against one budget',
+  );
+  t.equal(
+    refusalOf(() =>
+      admitTasks(
+        facts({ account: { balance: 10, activeTasks: 0, status: 'active' }, key: scoped({ tokenBudget: budget }, 40) }),
+      ),
+    ),
+    'key_budget_exhausted',
+    'the budget before the balance',
+  );
+});
+
+t.test('budget periods are UTC calendar days and months', async (t) => {
+  const at = new Date('2026-03-31T23:30:00-02:00');
+  t.equal(budgetPeriodStart('day', at).toISOString(), '2026-04-01T00:00:00.000Z');
+  t.equal(budgetPeriodStart('month', at).toISOString(), '2026-04-01T00:00:00.000Z');
+  t.equal(budgetPeriodStart('month', new Date('2026-03-31T23:59:59Z')).toISOString(), '2026-03-01T00:00:00.000Z');
+  t.equal(budgetPeriodStart(null, at).getTime(), 0);
+});
+
+t.test('CSV cells never start a formula, and are quoted as RFC 4180 says', async (t) => {
+  for (const cell of ['=1+1', '+1', '-1', '@SUM(A1)', '\tx']) t.equal(csvCell(cell)[0], "'", JSON.stringify(cell));
+  t.equal(csvCell('a,"b"'), '"a,""b"""');
+  t.equal(csvCell(-5), '-5', 'numbers are numbers');
+  t.equal(csvCell(null), '');
+  t.equal(
+    usageCsv(
+      [{ model: '=cmd', tasks: 1, images: 1, tokens_charged: 25, tokens_refunded: 0, failed: 0, canceled: 0 }],
+      ['model'],
+    ),
+    "model,tasks,images,tokens_charged,tokens_refunded,failed,canceled\r\n'=cmd,1,1,25,0,0,0\r\n",
+  );
 });

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { DomainError } from '../../core/errors.js';
+import { accountSuspended, isExpired } from '../../core/key-scope.js';
 import { type ApiKeyAuthentication, type Caller, hashApiKey, isWellFormedApiKey } from '../../services/api-keys.js';
 
 export type { Caller };
@@ -16,7 +17,7 @@ declare module 'fastify' {
      * 'bearer-or-access-token' (/mcp): an OAuth access token issued for the route's resource is
      * taken as well as a key (decision 0034).
      */
-    auth?: 'bearer' | 'bearer-or-signature' | 'bearer-or-access-token';
+    auth?: 'bearer' | 'bearer-or-signature' | 'bearer-or-access-token' | 'admin';
   }
 }
 
@@ -53,6 +54,8 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
    * promise and no turn of the microtask queue.
    */
   const authenticate = (request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined => {
+    // The admin API authenticates its own keys (admin-api.ts), under the same failure budget.
+    if (request.routeOptions.config.auth === 'admin') return;
     if (request.headers.authorization === undefined && request.routeOptions.config.auth === 'bearer-or-signature')
       return;
     // Node keeps only the first of two Authorization headers. Which credential the client meant is
@@ -70,28 +73,41 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
       if (options.callerOfAccessToken && request.routeOptions.config.auth === 'bearer-or-access-token')
         return options
           .callerOfAccessToken(key)
-          .then((caller) => (caller ? admit(request, caller, now) : refuse(request, reply)));
+          .then((caller) => (caller ? admit(request, reply, caller, now) : refuse(request, reply)));
       return refuse(request, reply);
     }
     const hash = hashApiKey(key);
     const cached = keys.cachedCaller(hash, now.getTime());
-    if (cached) return admit(request, cached, now);
+    if (cached) return admit(request, reply, cached, now);
     return keys
       .loadCaller(hash, now.getTime())
-      .then((caller) => (caller ? admit(request, caller, now) : refuse(request, reply)));
+      .then((caller) => (caller ? admit(request, reply, caller, now) : refuse(request, reply)));
   };
 
-  const admit = (request: FastifyRequest, caller: Caller, now: Date): Promise<void> | undefined => {
+  const admit = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    caller: Caller,
+    now: Date,
+  ): Promise<void> | undefined => {
+    // An expired key is refused like an unknown one (a failed authentication); a suspended
+    // account's keys are known, and told why (docs/design.md §3.9).
+    if (isExpired(caller.scope, now)) return refuse(request, reply, 'The API key has expired.');
+    if (caller.accountStatus === 'suspended') throw accountSuspended();
     request.caller = caller;
     return keys.markUsed(caller.keyId, now);
   };
 
   // Only failures are throttled: a valid key is served whatever others sent from the same
   // address (a shared NAT, a proxy without TRUST_PROXY). A shut-out address gets 429.
-  const refuse = async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+  const refuse = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    detail = 'The API key is unknown or revoked.',
+  ): Promise<void> => {
     await options.failureLimiter?.assertAllowed(request, reply);
     await options.failureLimiter?.recordFailure(request);
-    throw new DomainError('unauthorized', 'The API key is unknown or revoked.');
+    throw new DomainError('unauthorized', detail);
   };
 
   scope.addHook('onRequest', (request, reply, done) => {

@@ -132,6 +132,11 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'An API key from `keys create`.' },
+          adminAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'An admin key from `admin-keys create` or ADMIN_API_KEY; never an account key.',
+          },
         },
       },
       tags: [
@@ -141,6 +146,11 @@ export async function registerOpenApi(app: FastifyInstance, options: { exposeUi:
         { name: 'models', description: 'The model catalog' },
         { name: 'operations', description: 'Health and metrics' },
         { name: 'webhooks', description: 'Signed event delivery: secret, delivery log, replay' },
+        {
+          name: 'admin',
+          description:
+            'Operating the business under /admin/v1, with an admin key: accounts, scoped keys, grants, ledger, usage, audit log',
+        },
         {
           name: 'openai',
           description:

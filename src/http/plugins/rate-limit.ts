@@ -54,8 +54,20 @@ export class RateLimitedError extends RetryLaterError {
 const perKey = (budget: string) => (request: FastifyRequest) =>
   `${budget}:${request.caller ? request.caller.keyId : `ip:${normalizeIP(request.ip)}`}`;
 
-const refusal = (max: number, budget: string) => (_request: FastifyRequest, context: { after: string }) =>
-  new DomainError('rate_limited', `This API key may make ${max} ${budget} per minute; retry in ${context.after}.`);
+const refusal = (budget: string) => (_request: FastifyRequest, context: { after: string; max: number }) =>
+  new DomainError(
+    'rate_limited',
+    `This API key may make ${context.max} ${budget} per minute; retry in ${context.after}.`,
+  );
+
+/**
+ * A budget's size for a request: the key's own limit when it has one (docs/design.md §3.11), else
+ * the service's. A keyless request (a signed media URL) gets the service's.
+ */
+const limitOf =
+  (own: 'createsPerMin' | 'requestsPerMin', otherwise: number) =>
+  (request: FastifyRequest): number =>
+    request.caller?.scope.rateLimits[own] ?? otherwise;
 
 export async function registerRateLimits(scope: FastifyInstance, settings: RateLimitSettings): Promise<RateLimits> {
   const counters: Partial<RateLimitPluginOptions> = settings.redis
@@ -64,10 +76,10 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
   await scope.register(rateLimit, {
     ...counters,
     global: true,
-    max: settings.requestsPerMin,
+    max: limitOf('requestsPerMin', settings.requestsPerMin),
     timeWindow: WINDOW_MS,
     keyGenerator: perKey('requests'),
-    errorResponseBuilder: refusal(settings.requestsPerMin, 'requests'),
+    errorResponseBuilder: refusal('requests'),
     enableDraftSpec: true,
     // Limits protect capacity, not money (the store guards the balance): if Redis is down, serve.
     skipOnError: true,
@@ -81,7 +93,7 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
   });
 
   const createsCounter = scope.createRateLimit({
-    max: settings.createsPerMin,
+    max: limitOf('createsPerMin', settings.createsPerMin),
     timeWindow: WINDOW_MS,
     keyGenerator: perKey('creates'),
   });
@@ -92,14 +104,14 @@ export async function registerRateLimits(scope: FastifyInstance, settings: RateL
       if (state.isAllowed || !state.isExceeded) return;
       const retryAfter = Math.max(1, state.ttlInSeconds);
       throw new RateLimitedError(
-        `This API key may make ${settings.createsPerMin} creates per minute; retry in ${retryAfter} s.`,
+        `This API key may make ${state.max} creates per minute; retry in ${retryAfter} s.`,
         retryAfter,
       );
     },
     creates: {
-      max: settings.createsPerMin,
+      max: limitOf('createsPerMin', settings.createsPerMin),
       keyGenerator: perKey('creates'),
-      errorResponseBuilder: refusal(settings.createsPerMin, 'creates'),
+      errorResponseBuilder: refusal('creates'),
     },
     authFailures: {
       async assertAllowed(request, reply) {

@@ -42,7 +42,14 @@ export const accountRoutes: FastifyPluginAsyncTypebox<AccountRoutesOptions> = as
     async (request) => {
       const { caller } = request;
       const { account, limits } = await accounts.overview(caller.accountId);
-      return { data: toAccountResource(account, caller, limits) };
+      // A scoped key's own rate limits replace the service's (docs/design.md §3.11).
+      const own = caller.scope.rateLimits;
+      const keyLimits = {
+        ...limits,
+        createsPerMin: own.createsPerMin ?? limits.createsPerMin,
+        requestsPerMin: own.requestsPerMin ?? limits.requestsPerMin,
+      };
+      return { data: toAccountResource(account, caller, keyLimits) };
     },
   );
 

@@ -1,3 +1,4 @@
+import { creatingKeyOf } from '../../services/api-keys.js';
 import type { IncomingMessage } from 'node:http';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -103,6 +104,8 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
             ...AUTHENTICATED_CODES,
             ...JSON_BODY_CODES,
             'insufficient_tokens',
+            'key_budget_exhausted',
+            'model_not_allowed',
             'idempotency_in_progress',
             'invalid_media_reference',
             'resolution_unavailable',
@@ -121,6 +124,7 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
       };
       const submitted = await submission.submit({
         accountId: request.caller.accountId,
+        key: creatingKeyOf(request.caller),
         request: request.body,
         idempotency: idempotencyOf(request, () =>
           jsonRequestFingerprint('POST', '/api/v1/images/generations', request.body),
@@ -251,12 +255,13 @@ export const generationRoutes: FastifyPluginAsyncTypebox<GenerationRoutesOptions
             ...JSON_BODY_CODES,
             'invalid_media_reference',
             'resolution_unavailable',
+            'model_not_allowed',
           ]),
         },
       },
     },
     async (request) => {
-      const priced = await submission.estimate(request.caller.accountId, request.body);
+      const priced = await submission.estimate(request.caller.accountId, request.body, creatingKeyOf(request.caller));
       return { data: toEstimateResource(priced) };
     },
   );

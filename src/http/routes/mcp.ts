@@ -1,3 +1,4 @@
+import { creatingKeyOf } from '../../services/api-keys.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -37,6 +38,7 @@ export async function mcpRoutes(
   app.post('/mcp', { bodyLimit, config, schema: { hide: true } }, async (request, reply) => {
     const server = mcpServerFor(tools, {
       accountId: request.caller.accountId,
+      key: creatingKeyOf(request.caller),
       requestId: String(request.id),
       log: request.log,
       spendCreate: () => spendCreate(request),

@@ -1,3 +1,4 @@
+import { creatingKeyOf } from '../../services/api-keys.js';
 import { rm } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import multipart from '@fastify/multipart';
@@ -72,7 +73,7 @@ const DEPENDENCY_MESSAGE =
 /** The body is read by readOpenAiImageRequest (unknown fields ignored, every wrong one named), not by Ajv. */
 const readByTheFace = () => () => true;
 
-const ERROR_STATUSES = [400, 401, 404, 405, 409, 413, 415, 422, 429, 500, 503, 504] as const;
+const ERROR_STATUSES = [400, 401, 403, 404, 405, 409, 413, 415, 422, 429, 500, 503, 504] as const;
 const RETRY_AFTER = {
   type: 'integer',
   format: 'int32',
@@ -231,7 +232,13 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         jsonRequestFingerprint('POST', '/v1/images/generations', request.body),
       );
       return answer(request, reply, asked, idempotency !== null, (signal) =>
-        images.generate({ accountId: request.caller.accountId, request: asked, idempotency, signal }),
+        images.generate({
+          accountId: request.caller.accountId,
+          key: creatingKeyOf(request.caller),
+          request: asked,
+          idempotency,
+          signal,
+        }),
       );
     },
   );
@@ -283,6 +290,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
           return await answer(request, reply, asked, idempotency !== null, (signal) =>
             images.generate({
               accountId,
+              key: creatingKeyOf(request.caller),
               request: asked,
               idempotency,
               referenceUploads: received.images.map((image, index) => async () => {
@@ -317,7 +325,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
             description: 'Every model.',
             headers: { ...COMMON_HEADERS, ...RATE_LIMIT_HEADERS },
           },
-          ...errorResponses([400, 401, 429, 500, 503]),
+          ...errorResponses([400, 401, 403, 429, 500, 503]),
         },
       },
     },
@@ -343,7 +351,7 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
         }),
         response: {
           200: { ...OpenAiModel, description: 'The model.', headers: { ...COMMON_HEADERS, ...RATE_LIMIT_HEADERS } },
-          ...errorResponses([400, 401, 404, 429, 500, 503]),
+          ...errorResponses([400, 401, 403, 404, 429, 500, 503]),
         },
       },
     },
@@ -363,8 +371,10 @@ export const openAiImagesRoutes: FastifyPluginAsyncTypebox<OpenAiImagesRoutesOpt
 function sendOpenAiError(reply: FastifyReply, answer: OpenAiError): FastifyReply {
   const { status } = answer;
   if (status === 401) reply.header('www-authenticate', 'Bearer');
-  // A spent balance is not a wait: no Retry-After, so that no client waits to be refused again.
-  if (answer.body.error.code === 'insufficient_quota') reply.removeHeader('retry-after');
+  // A spent quota (the balance, a key's budget) has no time to wait for: no Retry-After, as OpenAI,
+  // so that no client waits to be refused again.
+  const quota = answer.body.error.type === 'insufficient_quota' || answer.body.error.code === 'insufficient_quota';
+  if (quota) reply.removeHeader('retry-after');
   else if ((status === 429 || status === 503) && !reply.hasHeader('retry-after'))
     reply.header('retry-after', UNTIMED_RETRY_AFTER_SECONDS);
   if (answer.shouldRetry !== undefined) reply.header('x-should-retry', String(answer.shouldRetry));

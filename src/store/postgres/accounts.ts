@@ -8,16 +8,32 @@ import { pageFetchSize, pageOf } from '../paging.js';
 import type {
   NewLedgerEntry,
   Account,
+  AccountListQuery,
   AccountStore,
   ApiKeyInsert,
+  BalanceAdjustment,
   ApiKeyRecord,
   ApiKeyStore,
   LedgerEntry,
   LedgerKind,
   Page,
+  TaskCreationLimits,
 } from '../port.js';
 import { prepared, type PostgresDatabase, type Tx } from './postgres-database.js';
-import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
+import {
+  ACCOUNT_COLUMNS,
+  API_KEY_COLUMNS,
+  toAccount,
+  toApiKey,
+  toLedgerEntry,
+  type AccountRow,
+  type ApiKeyRow,
+  type LedgerRow,
+} from './rows.js';
+import { budgetPeriodStart, UNSCOPED, type AccountStatus, type KeyScope } from '../../core/key-scope.js';
+import { adjustmentBelowZero, adjustmentOf, replayedAdjustment } from '../../core/ledger.js';
+import { decodeCursor } from '../cursor.js';
+import { uuidv7Floor } from '../../ids.js';
 
 /** Accounts, their ledger and their API keys on PostgreSQL. */
 export class PostgresAccounts implements AccountStore, ApiKeyStore {
@@ -37,10 +53,9 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
   }
 
   async getAccount(accountId: string): Promise<Account | null> {
-    const { rows } = await this.db.query<AccountRow>(
-      'SELECT id, name, balance, created_at FROM accounts WHERE id = $1',
-      [accountId],
-    );
+    const { rows } = await this.db.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [
+      accountId,
+    ]);
     return rows[0] ? toAccount(rows[0]) : null;
   }
 
@@ -76,21 +91,106 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
     return ledgerTotals(rows);
   }
 
+  async listAccounts(query: AccountListQuery): Promise<Page<Account>> {
+    const conditions = ['id < $1'];
+    const params: unknown[] = [query.cursor ? decodeCursor(query.cursor) : 'g'];
+    if (query.status) {
+      params.push(query.status);
+      conditions.push(`status = $${params.length}`);
+    }
+    if (query.q) {
+      params.push(`%${query.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+      conditions.push(`name ILIKE $${params.length}`);
+    }
+    params.push(pageFetchSize(query.limit));
+    const { rows } = await this.db.query<AccountRow>(
+      `SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT $${params.length}`,
+      params,
+    );
+    return pageOf(rows.map(toAccount), query.limit, (a) => a.id);
+  }
+
+  async updateAccount(accountId: string, change: { name?: string; status?: AccountStatus }): Promise<Account | null> {
+    const { rows } = await this.db.query<AccountRow>(
+      `UPDATE accounts SET name = coalesce($2, name), status = coalesce($3, status) WHERE id = $1
+       RETURNING ${ACCOUNT_COLUMNS}`,
+      [accountId, change.name ?? null, change.status ?? null],
+    );
+    return rows[0] ? toAccount(rows[0]) : null;
+  }
+
+  async adjustBalance(input: BalanceAdjustment): Promise<{ entry: LedgerEntry; account: Account; replayed: boolean }> {
+    return this.db.transaction(async (tx) => {
+      // The account's lock orders grants under one key: the second sees the first's entry.
+      const locked = await tx.query('SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE', [input.accountId]);
+      if (locked.rowCount === 0) throw notFound('Account');
+      const earlier = await tx.query<LedgerRow>('SELECT * FROM ledger WHERE account_id = $1 AND idempotency_key = $2', [
+        input.accountId,
+        input.idempotencyKey,
+      ]);
+      if (earlier.rows[0]) {
+        const entry = toLedgerEntry(earlier.rows[0]);
+        replayedAdjustment(entry, input);
+        return { entry, account: await requireAccount(tx, input.accountId), replayed: true };
+      }
+      const { kind, amount } = adjustmentOf(input.amount);
+      if (!(await addLedgerEntry(tx, input.accountId, kind, amount, null, input.note, input.now)))
+        throw adjustmentBelowZero();
+      const { rows } = await tx.query<LedgerRow>(
+        `UPDATE ledger SET reference = $2, idempotency_key = $3
+         WHERE id = (SELECT id FROM ledger WHERE account_id = $1 ORDER BY account_seq DESC LIMIT 1) RETURNING *`,
+        [input.accountId, input.reference, input.idempotencyKey],
+      );
+      return { entry: toLedgerEntry(rows[0]), account: await requireAccount(tx, input.accountId), replayed: false };
+    });
+  }
+
+  async getApiKey(keyId: string): Promise<ApiKeyRecord | null> {
+    const { rows } = await this.db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE id = $1`, [keyId]);
+    return rows[0] ? toApiKey(rows[0]) : null;
+  }
+
+  async keySpentSince(keyId: string, since: Date): Promise<number> {
+    const { rows } = await this.db.query<{ spent: number }>(
+      `SELECT coalesce(sum(cost), 0)::bigint AS spent FROM tasks
+       WHERE key_id = $1 AND id >= $2 AND status NOT IN ('FAILED', 'CANCELED')`,
+      [keyId, uuidv7Floor(since)],
+    );
+    return rows[0].spent;
+  }
+
   async insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord> {
     const { rows } = await this.db.query<ApiKeyRow>(
-      `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES ($1, $2, $3, $4, $5, $6)
-       RETURNING id, account_id, name, prefix, created_at, last_used_at, revoked_at`,
-      [input.id, input.accountId, input.name, input.prefix, input.hash, input.now],
+      `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, models, budget_tokens, budget_period,
+         creates_per_min, requests_per_min, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+       RETURNING ${API_KEY_COLUMNS}`,
+      [
+        input.id,
+        input.accountId,
+        input.name,
+        input.prefix,
+        input.hash,
+        input.now,
+        ...scopeValues(input.scope ?? UNSCOPED),
+      ],
     );
     return toApiKey(rows[0]);
   }
 
   async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
     const { rows } = await this.db.query<
-      ApiKeyRow & { account_name: string; account_balance: number; account_created_at: Date }
+      ApiKeyRow & {
+        account_name: string;
+        account_balance: number;
+        account_status: AccountStatus;
+        account_created_at: Date;
+      }
     >(
-      `SELECT k.id, k.account_id, k.name, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
-              a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
+      `SELECT ${API_KEY_COLUMNS.split(', ')
+        .map((column) => `k.${column}`)
+        .join(', ')},
+              a.name AS account_name, a.balance AS account_balance, a.status AS account_status,
+              a.created_at AS account_created_at
        FROM api_keys k JOIN accounts a ON a.id = k.account_id
        WHERE k.hash = $1 AND k.revoked_at IS NULL`,
       [hash],
@@ -103,13 +203,14 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
         id: row.account_id,
         name: row.account_name,
         balance: row.account_balance,
+        status: row.account_status,
         created_at: row.account_created_at,
       }),
     };
   }
 
   async listApiKeys(accountId?: string): Promise<ApiKeyRecord[]> {
-    const columns = 'id, account_id, name, prefix, created_at, last_used_at, revoked_at';
+    const columns = API_KEY_COLUMNS;
     const { rows } = accountId
       ? await this.db.query<ApiKeyRow>(
           `SELECT ${columns} FROM api_keys WHERE account_id = $1 ORDER BY created_at, id`,
@@ -133,9 +234,7 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
 }
 
 async function requireAccount(tx: Tx, accountId: string): Promise<Account> {
-  const { rows } = await tx.query<AccountRow>('SELECT id, name, balance, created_at FROM accounts WHERE id = $1', [
-    accountId,
-  ]);
+  const { rows } = await tx.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [accountId]);
   return toAccount(rows[0]);
 }
 
@@ -225,22 +324,46 @@ export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<b
 export async function lockAdmittingAccountIn(
   tx: Tx,
   accountId: string,
-  limits: { maxActiveTasks: number },
-): Promise<AdmittingAccount | null> {
+  limits: TaskCreationLimits,
+  at: Date,
+): Promise<{ account: AdmittingAccount; keySpent: number } | null> {
   // Named, so that PostgreSQL parses and plans it once per connection (decision 0030, "Later").
   // The count reads one index range per active status (tasks_account_status), only up to the limit.
-  const { rows } = await tx.query<{ balance: number; active: number }>(
-    prepared('admitting-account', 'SELECT balance, active FROM admitting_account($1, $2, $3)', [
-      accountId,
-      ACTIVE_STATUSES,
-      activeTasksCountLimit(limits.maxActiveTasks),
-    ]),
+  // The key's spend is read only for a key with a budget (p_key null: no sum).
+  const budget = limits.key?.scope.tokenBudget ?? null;
+  const { rows } = await tx.query<{ balance: number; active: number; status: AccountStatus; spent: number }>(
+    prepared(
+      'admitting-account-2',
+      'SELECT balance, active, status, spent FROM admitting_account($1, $2, $3, $4, $5)',
+      [
+        accountId,
+        ACTIVE_STATUSES,
+        activeTasksCountLimit(limits.maxActiveTasks),
+        budget ? limits.key!.id : null,
+        uuidv7Floor(budgetPeriodStart(budget?.period ?? null, at)),
+      ],
+    ),
   );
   if (!rows[0]) return null;
-  return { balance: rows[0].balance, activeTasks: rows[0].active };
+  return {
+    account: { balance: rows[0].balance, activeTasks: rows[0].active, status: rows[0].status },
+    keySpent: rows[0].spent,
+  };
 }
 
 /** An admission's debit rows (core admitTasks), as the ledger writes them. */
 export function admissionDebits(admission: Admission): NewLedgerEntry[] {
   return admission.debits.map((debit) => ({ kind: 'debit', ...debit, note: null }));
+}
+
+/** The values of a key's scope columns, in the order insertApiKey binds them. */
+function scopeValues(scope: KeyScope): unknown[] {
+  return [
+    scope.models,
+    scope.tokenBudget?.tokens ?? null,
+    scope.tokenBudget?.period ?? null,
+    scope.rateLimits.createsPerMin,
+    scope.rateLimits.requestsPerMin,
+    scope.expiresAt,
+  ];
 }

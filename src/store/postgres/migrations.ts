@@ -293,4 +293,73 @@ export const POSTGRES_MIGRATIONS: string[] = [
   );
   CREATE INDEX oauth_tokens_family ON oauth_tokens(family_id);
   `,
+  `
+  -- Operating the business over HTTP (decision 0036): suspended accounts, scoped keys, the key a
+  -- task was made with (key budgets and usage count by it), grants with an Idempotency-Key and a
+  -- reference, admin keys and their append-only audit log.
+  ALTER TABLE accounts ADD COLUMN status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended'));
+  ALTER TABLE api_keys ADD COLUMN models text[];
+  ALTER TABLE api_keys ADD COLUMN budget_tokens bigint;
+  ALTER TABLE api_keys ADD COLUMN budget_period text CHECK (budget_period IN ('day', 'month'));
+  ALTER TABLE api_keys ADD COLUMN creates_per_min integer;
+  ALTER TABLE api_keys ADD COLUMN requests_per_min integer;
+  ALTER TABLE api_keys ADD COLUMN expires_at timestamptz;
+  ALTER TABLE tasks ADD COLUMN key_id text COLLATE "C";
+  -- A key's spend in its period is one range of this index (ids start with their millisecond).
+  CREATE INDEX tasks_key_spend ON tasks(key_id, id) INCLUDE (status, cost) WHERE key_id IS NOT NULL;
+  -- Usage of one account over a time range reads this index alone.
+  CREATE INDEX tasks_account_usage ON tasks(account_id, id) INCLUDE (model, status, cost, key_id, created_at);
+  ALTER TABLE ledger ADD COLUMN reference text;
+  ALTER TABLE ledger ADD COLUMN idempotency_key text;
+  CREATE UNIQUE INDEX ledger_idempotency_key ON ledger(account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+  CREATE INDEX accounts_name ON accounts(name);
+
+  CREATE TABLE admin_keys (
+    id text COLLATE "C" PRIMARY KEY,
+    name text NOT NULL,
+    prefix text NOT NULL UNIQUE,
+    hash text NOT NULL UNIQUE,
+    created_at timestamptz NOT NULL,
+    last_used_at timestamptz,
+    revoked_at timestamptz
+  );
+
+  CREATE TABLE admin_audit_log (
+    id text COLLATE "C" PRIMARY KEY,
+    admin_key_id text,
+    action text NOT NULL,
+    target text,
+    status_code integer NOT NULL,
+    request_id text NOT NULL,
+    client_address text NOT NULL,
+    created_at timestamptz NOT NULL
+  );
+  CREATE FUNCTION admin_audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+  BEGIN
+    RAISE EXCEPTION 'the audit log is append-only';
+  END
+  $$;
+  CREATE TRIGGER admin_audit_log_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON admin_audit_log
+    FOR EACH STATEMENT EXECUTE FUNCTION admin_audit_log_append_only();
+
+  -- The admission's read (decision 0030) now also reads the account's status and, for a key with a
+  -- budget, what the key's tasks since the period's first id cost (refunded ones not counted), all
+  -- after the account's lock: every create of the key takes it, so the sum is exact.
+  DROP FUNCTION admitting_account(text, text[], integer);
+  CREATE FUNCTION admitting_account(p_account text, p_statuses text[], p_count_limit integer, p_key text, p_since text)
+  RETURNS TABLE (balance bigint, active bigint, status text, spent bigint) LANGUAGE plpgsql VOLATILE AS $$
+  #variable_conflict use_column
+  BEGIN
+    PERFORM 1 FROM accounts AS a WHERE a.id = p_account FOR UPDATE;
+    RETURN QUERY SELECT a.balance, (
+        SELECT count(*) FROM (
+          SELECT 1 FROM tasks AS t WHERE t.account_id = p_account AND t.status = ANY(p_statuses) LIMIT p_count_limit
+        ) AS active_tasks
+      ), a.status, (
+        SELECT coalesce(sum(t.cost), 0)::bigint FROM tasks AS t
+        WHERE p_key IS NOT NULL AND t.key_id = p_key AND t.id >= p_since AND t.status NOT IN ('FAILED', 'CANCELED')
+      ) FROM accounts AS a WHERE a.id = p_account;
+  END
+  $$;
+  `,
 ];

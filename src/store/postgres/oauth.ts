@@ -1,3 +1,4 @@
+import type { AccountStatus } from '../../core/key-scope.js';
 import type {
   ApiKeyRecord,
   OAuthClientRecord,
@@ -7,7 +8,7 @@ import type {
   OAuthTokenRecord,
 } from '../port.js';
 import type { PostgresDatabase, Tx } from './postgres-database.js';
-import { toApiKey } from './rows.js';
+import { API_KEY_COLUMNS, toApiKey, type ApiKeyRow } from './rows.js';
 
 interface GrantRow {
   family_id: string;
@@ -115,16 +116,17 @@ export class PostgresOAuth implements OAuthStore {
     await this.db.transaction((tx) => insertTokens(tx, tokens));
   }
 
-  async findOAuthToken(hash: string): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord } | null> {
-    const { rows } = await this.db.query<TokenRow & KeyColumns<Date>>(
-      `SELECT t.*, k.name AS key_name, k.prefix AS key_prefix, k.created_at AS key_created_at,
-           k.last_used_at AS key_last_used_at, k.revoked_at AS key_revoked_at
-         FROM oauth_tokens AS t JOIN api_keys AS k ON k.id = t.key_id
+  async findOAuthToken(
+    hash: string,
+  ): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord; accountStatus: AccountStatus } | null> {
+    const { rows } = await this.db.query<TokenRow & { account_status: AccountStatus }>(
+      `SELECT t.*, a.status AS account_status FROM oauth_tokens AS t JOIN accounts AS a ON a.id = t.account_id
        WHERE t.hash = $1`,
       [hash],
     );
     const row = rows[0];
     if (!row) return null;
+    const keys = await this.db.query<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE id = $1`, [row.key_id]);
     return {
       token: {
         ...grantOf(row),
@@ -135,15 +137,8 @@ export class PostgresOAuth implements OAuthStore {
         usedAt: row.used_at,
         revokedAt: row.revoked_at,
       },
-      key: toApiKey({
-        id: row.key_id,
-        account_id: row.account_id,
-        name: row.key_name,
-        prefix: row.key_prefix,
-        created_at: row.key_created_at,
-        last_used_at: row.key_last_used_at,
-        revoked_at: row.key_revoked_at,
-      }),
+      key: toApiKey(keys.rows[0]),
+      accountStatus: row.account_status,
     };
   }
 

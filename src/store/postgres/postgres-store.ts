@@ -1,6 +1,7 @@
 import type { Store } from '../port.js';
 import { PostgresOAuth } from './oauth.js';
 import { PostgresAccounts } from './accounts.js';
+import { PostgresAdmin, PostgresUsage } from './admin.js';
 import { PostgresBackendLimits } from './backend-limits.js';
 import { PostgresIdempotencyKeys } from './idempotency-keys.js';
 import { PostgresMedia } from './media.js';
@@ -27,6 +28,8 @@ export class PostgresStore implements Store {
   readonly idempotencyKeys: PostgresIdempotencyKeys;
   readonly webhooks: PostgresWebhooks;
   readonly oauth: PostgresOAuth;
+  readonly admin: PostgresAdmin;
+  readonly usage: PostgresUsage;
   private readonly database: PostgresDatabase;
 
   constructor(options: PostgresStoreOptions) {
@@ -38,6 +41,8 @@ export class PostgresStore implements Store {
     this.idempotencyKeys = new PostgresIdempotencyKeys(this.database);
     this.webhooks = new PostgresWebhooks(this.database);
     this.oauth = new PostgresOAuth(this.database);
+    this.admin = new PostgresAdmin(this.database);
+    this.usage = new PostgresUsage(this.database);
   }
 
   migrate(): Promise<void> {

@@ -1,5 +1,6 @@
 import type { OutputFormat } from '../../../schemas/output-format.js';
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
+import type { AccountStatus, BudgetPeriod, KeyScope } from '../../core/key-scope.js';
 import type {
   Account,
   ApiKeyRecord,
@@ -18,6 +19,7 @@ export interface AccountRow {
   id: string;
   name: string;
   balance: number;
+  status?: AccountStatus;
   created_at: Date;
 }
 export interface ApiKeyRow {
@@ -28,7 +30,18 @@ export interface ApiKeyRow {
   created_at: Date;
   last_used_at: Date | null;
   revoked_at: Date | null;
+  models: string[] | null;
+  budget_tokens: number | null;
+  budget_period: BudgetPeriod | null;
+  creates_per_min: number | null;
+  requests_per_min: number | null;
+  expires_at: Date | null;
 }
+/** The columns of an API key record, named in every query that reads one. */
+export const API_KEY_COLUMNS =
+  'id, account_id, name, prefix, created_at, last_used_at, revoked_at, models, budget_tokens, budget_period, ' +
+  'creates_per_min, requests_per_min, expires_at';
+export const ACCOUNT_COLUMNS = 'id, name, balance, status, created_at';
 export interface LedgerRow {
   id: number;
   account_seq: number;
@@ -39,6 +52,7 @@ export interface LedgerRow {
   balance_after: number;
   task_id: string | null;
   note: string | null;
+  reference: string | null;
   created_at: Date;
 }
 export interface TaskRow {
@@ -58,6 +72,7 @@ export interface TaskRow {
   webhook_url: string | null;
   end_user_id: string | null;
   seed: number | null;
+  key_id: string | null;
   generated: TaskRecord['generated'];
   error_code: string | null;
   error_message: string | null;
@@ -101,12 +116,13 @@ export interface WebhookDeliveryRow {
 export const TASK_COLUMNS =
   'id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, width, height, cost, webhook_url, ' +
   'generated, error_code, error_message, attempt, deferred_attempts, created_at, started_at, completed_at, ' +
-  'output_format, output_compression, end_user_id, seed';
+  'output_format, output_compression, end_user_id, seed, key_id';
 
 export const toAccount = (r: AccountRow): Account => ({
   id: r.id,
   name: r.name,
   balance: r.balance,
+  status: r.status ?? 'active',
   createdAt: r.created_at,
 });
 
@@ -118,6 +134,14 @@ export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
   createdAt: r.created_at,
   lastUsedAt: r.last_used_at,
   revokedAt: r.revoked_at,
+  scope: toKeyScope(r),
+});
+
+export const toKeyScope = (r: ApiKeyRow): KeyScope => ({
+  models: r.models,
+  tokenBudget: r.budget_tokens === null ? null : { tokens: Number(r.budget_tokens), period: r.budget_period },
+  rateLimits: { createsPerMin: r.creates_per_min, requestsPerMin: r.requests_per_min },
+  expiresAt: r.expires_at,
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
@@ -128,6 +152,7 @@ export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
   balanceAfter: r.balance_after,
   taskId: r.task_id,
   note: r.note,
+  reference: r.reference ?? null,
   createdAt: r.created_at,
 });
 
@@ -150,6 +175,7 @@ export const toTask = (r: TaskRow): TaskRecord => ({
   cost: r.cost,
   webhookUrl: r.webhook_url,
   endUserId: r.end_user_id,
+  keyId: r.key_id,
   generated: r.generated,
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
   attempt: r.attempt,
@@ -185,6 +211,7 @@ export const taskValues = (t: TaskRecord): unknown[] => [
   t.parameters.output_compression,
   t.endUserId,
   t.parameters.seed,
+  t.keyId,
 ];
 
 export const toMedia = (r: MediaRow): MediaRecord => ({

@@ -346,11 +346,14 @@ async function admitTasksIn(
   completesKey: IdempotencyCompletion | undefined,
 ): Promise<void> {
   const { accountId } = tasks[0];
+  const referencedMedia = await referencedMediaIn(tx, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]);
+  const read = await lockAdmittingAccountIn(tx, accountId, limits, tasks[0].createdAt);
   const admission = admitTasks({
     tasks,
-    referencedMedia: await referencedMediaIn(tx, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
-    account: await lockAdmittingAccountIn(tx, accountId, limits),
+    referencedMedia,
+    account: read?.account ?? null,
     limits,
+    ...(limits.key && { key: { scope: limits.key.scope, spentInPeriod: read?.keySpent ?? 0 } }),
     keyStillHeld: completesKey && (await lockIdempotencyKeyHeldIn(tx, completesKey)),
   });
   await tx.query(

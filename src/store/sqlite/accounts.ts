@@ -1,14 +1,25 @@
-import { balanceChange, ledgerTotals } from '../../core/ledger.js';
+import {
+  adjustmentBelowZero,
+  adjustmentOf,
+  balanceChange,
+  ledgerTotals,
+  replayedAdjustment,
+} from '../../core/ledger.js';
+import { UNSCOPED, type AccountStatus } from '../../core/key-scope.js';
+import { decodeCursor } from '../cursor.js';
+import { uuidv7Floor } from '../../ids.js';
 import { notFound } from '../../core/errors.js';
 import { refundOf, type Admission, type AdmittingAccount } from '../../core/task-admission.js';
 import { newIdAt } from '../../ids.js';
 import { decodeSequenceCursor } from '../cursor.js';
-import { pageOf } from '../paging.js';
+import { pageFetchSize, pageOf } from '../paging.js';
 import type {
   NewLedgerEntry,
   Account,
+  AccountListQuery,
   AccountStore,
   ApiKeyInsert,
+  BalanceAdjustment,
   ApiKeyRecord,
   ApiKeyStore,
   LedgerEntry,
@@ -71,22 +82,103 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
     return toAccount(this.db.statement('SELECT * FROM accounts WHERE id = ?').get(accountId) as AccountRow);
   }
 
+  async listAccounts(query: AccountListQuery): Promise<Page<Account>> {
+    const conditions = ['id < ?'];
+    const params: unknown[] = [query.cursor ? decodeCursor(query.cursor) : 'g'];
+    if (query.status) {
+      conditions.push('status = ?');
+      params.push(query.status);
+    }
+    if (query.q) {
+      // LIKE is case-insensitive for ASCII in SQLite; the query's own wildcards are escaped.
+      conditions.push("name LIKE ? ESCAPE '\\'");
+      params.push(`%${query.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`);
+    }
+    const rows = this.db
+      .statement(`SELECT * FROM accounts WHERE ${conditions.join(' AND ')} ORDER BY id DESC LIMIT ?`)
+      .all(...params, pageFetchSize(query.limit)) as AccountRow[];
+    return pageOf(rows.map(toAccount), query.limit, (a) => a.id);
+  }
+
+  async updateAccount(accountId: string, change: { name?: string; status?: AccountStatus }): Promise<Account | null> {
+    const row = this.db
+      .statement('UPDATE accounts SET name = coalesce(?, name), status = coalesce(?, status) WHERE id = ? RETURNING *')
+      .get(change.name ?? null, change.status ?? null, accountId) as AccountRow | undefined;
+    return row ? toAccount(row) : null;
+  }
+
+  async adjustBalance(input: BalanceAdjustment): Promise<{ entry: LedgerEntry; account: Account; replayed: boolean }> {
+    return this.db.write(() => {
+      if (!this.db.statement('SELECT 1 FROM accounts WHERE id = ?').get(input.accountId)) throw notFound('Account');
+      const earlier = this.db
+        .statement('SELECT * FROM ledger WHERE account_id = ? AND idempotency_key = ?')
+        .get(input.accountId, input.idempotencyKey) as LedgerRow | undefined;
+      if (earlier) {
+        const entry = toLedgerEntry(earlier);
+        replayedAdjustment(entry, input);
+        return { entry, account: this.requireAccount(input.accountId), replayed: true };
+      }
+      const { kind, amount } = adjustmentOf(input.amount);
+      if (!addLedgerEntry(this.db, input.accountId, kind, amount, null, input.note, input.now))
+        throw adjustmentBelowZero();
+      const row = this.db
+        .statement(
+          `UPDATE ledger SET reference = ?, idempotency_key = ?
+           WHERE id = (SELECT id FROM ledger WHERE account_id = ? ORDER BY account_seq DESC LIMIT 1) RETURNING *`,
+        )
+        .get(input.reference, input.idempotencyKey, input.accountId) as LedgerRow;
+      return { entry: toLedgerEntry(row), account: this.requireAccount(input.accountId), replayed: false };
+    });
+  }
+
+  async getApiKey(keyId: string): Promise<ApiKeyRecord | null> {
+    const row = this.db.statement('SELECT * FROM api_keys WHERE id = ?').get(keyId) as ApiKeyRow | undefined;
+    return row ? toApiKey(row) : null;
+  }
+
+  async keySpentSince(keyId: string, since: Date): Promise<number> {
+    return keySpentSinceIn(this.db, keyId, since);
+  }
+
   async insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord> {
+    const scope = input.scope ?? UNSCOPED;
     this.db
-      .statement('INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)')
-      .run(input.id, input.accountId, input.name, input.prefix, input.hash, input.now.getTime());
+      .statement(
+        `INSERT INTO api_keys (id, account_id, name, prefix, hash, created_at, models, budget_tokens, budget_period,
+           creates_per_min, requests_per_min, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(
+        input.id,
+        input.accountId,
+        input.name,
+        input.prefix,
+        input.hash,
+        input.now.getTime(),
+        scope.models === null ? null : JSON.stringify(scope.models),
+        scope.tokenBudget?.tokens ?? null,
+        scope.tokenBudget?.period ?? null,
+        scope.rateLimits.createsPerMin,
+        scope.rateLimits.requestsPerMin,
+        scope.expiresAt?.getTime() ?? null,
+      );
     return toApiKey(this.db.statement('SELECT * FROM api_keys WHERE id = ?').get(input.id) as ApiKeyRow);
   }
 
   async findActiveApiKey(hash: string): Promise<{ key: ApiKeyRecord; account: Account } | null> {
     const row = this.db
       .statement(
-        `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.created_at AS account_created_at
+        `SELECT k.*, a.name AS account_name, a.balance AS account_balance, a.status AS account_status,
+           a.created_at AS account_created_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id
          WHERE k.hash = ${textParameter('?')} AND k.revoked_at IS NULL`,
       )
       .get(hash) as
-      | (ApiKeyRow & { account_name: string; account_balance: number; account_created_at: number })
+      | (ApiKeyRow & {
+          account_name: string;
+          account_balance: number;
+          account_status: AccountStatus;
+          account_created_at: number;
+        })
       | undefined;
     if (!row) return null;
     return {
@@ -95,6 +187,7 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
         id: row.account_id,
         name: row.account_name,
         balance: row.account_balance,
+        status: row.account_status,
         created_at: row.account_created_at,
       }),
     };
@@ -173,10 +266,24 @@ function insertLedgerRow(db: SqliteDatabase, accountId: string, entry: NewLedger
  * run side by side, counts the tasks instead: decision 0030).
  */
 export function admittingAccountIn(db: SqliteDatabase, accountId: string): AdmittingAccount | null {
-  const row = db.statement('SELECT balance, active_tasks FROM accounts WHERE id = ?').get(accountId) as
-    | { balance: number; active_tasks: number }
+  const row = db.statement('SELECT balance, active_tasks, status FROM accounts WHERE id = ?').get(accountId) as
+    | { balance: number; active_tasks: number; status: AccountStatus }
     | undefined;
-  return row ? { balance: row.balance, activeTasks: row.active_tasks } : null;
+  return row ? { balance: row.balance, activeTasks: row.active_tasks, status: row.status } : null;
+}
+
+/**
+ * What the key's tasks created at or after `since` cost, refunded ones (FAILED, CANCELED) not
+ * counted: one range of tasks_key_spend. In a write transaction, the one writer holds it still.
+ */
+export function keySpentSinceIn(db: SqliteDatabase, keyId: string, since: Date): number {
+  const row = db
+    .statement(
+      `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
+       WHERE key_id = ${textParameter('?')} AND id >= ${textParameter('?')} AND status NOT IN ('FAILED', 'CANCELED')`,
+    )
+    .get(keyId, uuidv7Floor(since)) as { spent: number };
+  return row.spent;
 }
 
 /** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */

@@ -324,4 +324,50 @@ export const SQLITE_MIGRATIONS: string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX oauth_tokens_family ON oauth_tokens(family_id);
   `,
+  `
+  -- Operating the business over HTTP (decision 0036): suspended accounts, scoped keys, the key a
+  -- task was made with (key budgets and usage count by it), grants with an Idempotency-Key and a
+  -- reference, admin keys and their append-only audit log.
+  ALTER TABLE accounts ADD COLUMN status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended'));
+  ALTER TABLE api_keys ADD COLUMN models TEXT;
+  ALTER TABLE api_keys ADD COLUMN budget_tokens INTEGER;
+  ALTER TABLE api_keys ADD COLUMN budget_period TEXT CHECK (budget_period IN ('day', 'month'));
+  ALTER TABLE api_keys ADD COLUMN creates_per_min INTEGER;
+  ALTER TABLE api_keys ADD COLUMN requests_per_min INTEGER;
+  ALTER TABLE api_keys ADD COLUMN expires_at INTEGER;
+  ALTER TABLE tasks ADD COLUMN key_id TEXT;
+  -- A key's spend in its period is one range of this index (ids start with their millisecond).
+  CREATE INDEX tasks_key_spend ON tasks(key_id, id, status, cost) WHERE key_id IS NOT NULL;
+  -- Usage of one account over a time range reads this index alone.
+  CREATE INDEX tasks_account_usage ON tasks(account_id, id, model, status, cost, key_id, created_at);
+  ALTER TABLE ledger ADD COLUMN reference TEXT;
+  ALTER TABLE ledger ADD COLUMN idempotency_key TEXT;
+  CREATE UNIQUE INDEX ledger_idempotency_key ON ledger(account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+  CREATE INDEX accounts_name ON accounts(name);
+
+  CREATE TABLE admin_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    prefix TEXT NOT NULL UNIQUE,
+    hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL,
+    last_used_at INTEGER,
+    revoked_at INTEGER
+  );
+
+  CREATE TABLE admin_audit_log (
+    id TEXT PRIMARY KEY,
+    admin_key_id TEXT,
+    action TEXT NOT NULL,
+    target TEXT,
+    status_code INTEGER NOT NULL,
+    request_id TEXT NOT NULL,
+    client_address TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+  );
+  CREATE TRIGGER admin_audit_log_no_update BEFORE UPDATE ON admin_audit_log
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+  CREATE TRIGGER admin_audit_log_no_delete BEFORE DELETE ON admin_audit_log
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+  `,
 ];

@@ -1,3 +1,4 @@
+import type { AccountStatus } from '../../core/key-scope.js';
 import type {
   ApiKeyRecord,
   OAuthClientRecord,
@@ -6,7 +7,7 @@ import type {
   OAuthTokenInsert,
   OAuthTokenRecord,
 } from '../port.js';
-import { toApiKey } from './rows.js';
+import { toApiKey, type ApiKeyRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 
 interface GrantRow {
@@ -118,16 +119,17 @@ export class SqliteOAuth implements OAuthStore {
     this.db.write(() => this.insertTokens(tokens));
   }
 
-  async findOAuthToken(hash: string): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord } | null> {
+  async findOAuthToken(
+    hash: string,
+  ): Promise<{ token: OAuthTokenRecord; key: ApiKeyRecord; accountStatus: AccountStatus } | null> {
     const row = this.db
       .statement(
-        `SELECT t.*, k.name AS key_name, k.prefix AS key_prefix, k.created_at AS key_created_at,
-           k.last_used_at AS key_last_used_at, k.revoked_at AS key_revoked_at
-         FROM oauth_tokens AS t JOIN api_keys AS k ON k.id = t.key_id
+        `SELECT t.*, a.status AS account_status FROM oauth_tokens AS t JOIN accounts AS a ON a.id = t.account_id
          WHERE t.hash = ?`,
       )
-      .get(hash) as (TokenRow & KeyColumns<number>) | undefined;
+      .get(hash) as (TokenRow & { account_status: AccountStatus }) | undefined;
     if (!row) return null;
+    const key = this.db.statement('SELECT * FROM api_keys WHERE id = ?').get(row.key_id) as ApiKeyRow;
     return {
       token: {
         ...grantOf(row),
@@ -138,16 +140,8 @@ export class SqliteOAuth implements OAuthStore {
         usedAt: date(row.used_at),
         revokedAt: date(row.revoked_at),
       },
-      key: toApiKey({
-        id: row.key_id,
-        account_id: row.account_id,
-        name: row.key_name,
-        prefix: row.key_prefix,
-        hash: '',
-        created_at: row.key_created_at,
-        last_used_at: row.key_last_used_at,
-        revoked_at: row.key_revoked_at,
-      }),
+      key: toApiKey(key),
+      accountStatus: row.account_status,
     };
   }
 

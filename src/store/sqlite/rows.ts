@@ -1,5 +1,6 @@
 import type { OutputFormat } from '../../../schemas/output-format.js';
 import type { TaskRecord, TaskStatus } from '../../core/task.js';
+import type { AccountStatus, BudgetPeriod, KeyScope } from '../../core/key-scope.js';
 import type { WebhookEventType } from '../../../schemas/webhooks.js';
 import type {
   Account,
@@ -18,6 +19,7 @@ export interface AccountRow {
   id: string;
   name: string;
   balance: number;
+  status?: AccountStatus;
   created_at: number;
 }
 export interface ApiKeyRow {
@@ -29,6 +31,12 @@ export interface ApiKeyRow {
   created_at: number;
   last_used_at: number | null;
   revoked_at: number | null;
+  models: string | null;
+  budget_tokens: number | null;
+  budget_period: BudgetPeriod | null;
+  creates_per_min: number | null;
+  requests_per_min: number | null;
+  expires_at: number | null;
 }
 export interface LedgerRow {
   id: number;
@@ -40,6 +48,7 @@ export interface LedgerRow {
   balance_after: number;
   task_id: string | null;
   note: string | null;
+  reference: string | null;
   created_at: number;
 }
 export interface TaskRow {
@@ -59,6 +68,7 @@ export interface TaskRow {
   webhook_url: string | null;
   end_user_id: string | null;
   seed: number | null;
+  key_id: string | null;
   generated: string;
   error_code: string | null;
   error_message: string | null;
@@ -114,6 +124,7 @@ export const TASK_COLUMNS = [
   'output_compression',
   'end_user_id',
   'seed',
+  'key_id',
 ] as const satisfies readonly (keyof TaskRecordRow)[];
 
 export const dateOrNull = (ms: number | null) => (ms === null ? null : new Date(ms));
@@ -123,6 +134,7 @@ export const toAccount = (r: AccountRow): Account => ({
   id: r.id,
   name: r.name,
   balance: r.balance,
+  status: r.status ?? 'active',
   createdAt: new Date(r.created_at),
 });
 
@@ -134,6 +146,14 @@ export const toApiKey = (r: ApiKeyRow): ApiKeyRecord => ({
   createdAt: new Date(r.created_at),
   lastUsedAt: dateOrNull(r.last_used_at),
   revokedAt: dateOrNull(r.revoked_at),
+  scope: toKeyScope(r),
+});
+
+export const toKeyScope = (r: ApiKeyRow): KeyScope => ({
+  models: r.models === null ? null : JSON.parse(r.models),
+  tokenBudget: r.budget_tokens === null ? null : { tokens: r.budget_tokens, period: r.budget_period },
+  rateLimits: { createsPerMin: r.creates_per_min, requestsPerMin: r.requests_per_min },
+  expiresAt: dateOrNull(r.expires_at),
 });
 
 export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
@@ -144,6 +164,7 @@ export const toLedgerEntry = (r: LedgerRow): LedgerEntry => ({
   balanceAfter: r.balance_after,
   taskId: r.task_id,
   note: r.note,
+  reference: r.reference ?? null,
   createdAt: new Date(r.created_at),
 });
 
@@ -166,6 +187,7 @@ export const toTask = (r: TaskRecordRow): TaskRecord => ({
   cost: r.cost,
   webhookUrl: r.webhook_url,
   endUserId: r.end_user_id,
+  keyId: r.key_id,
   generated: JSON.parse(r.generated),
   error: r.error_code ? { code: r.error_code, message: r.error_message ?? '' } : null,
   attempt: r.attempt,
@@ -192,6 +214,7 @@ export const taskValues = (t: TaskRecord): TaskRow => ({
   webhook_url: t.webhookUrl,
   end_user_id: t.endUserId,
   seed: t.parameters.seed,
+  key_id: t.keyId,
   generated: JSON.stringify(t.generated),
   error_code: t.error?.code ?? null,
   error_message: t.error?.message ?? null,

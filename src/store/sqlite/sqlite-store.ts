@@ -1,6 +1,7 @@
 import type { Store } from '../port.js';
 import { SqliteOAuth } from './oauth.js';
 import { SqliteAccounts } from './accounts.js';
+import { SqliteAdmin, SqliteUsage } from './admin.js';
 import { SqliteBackendLimits } from './backend-limits.js';
 import { SqliteIdempotencyKeys } from './idempotency-keys.js';
 import { SqliteMedia } from './media.js';
@@ -23,6 +24,8 @@ export class SqliteStore implements Store {
   readonly idempotencyKeys: SqliteIdempotencyKeys;
   readonly webhooks: SqliteWebhooks;
   readonly oauth: SqliteOAuth;
+  readonly admin: SqliteAdmin;
+  readonly usage: SqliteUsage;
   protected readonly database: SqliteDatabase;
 
   /** @param source a file name, or a database already opened (by a test that inspects it). */
@@ -35,6 +38,8 @@ export class SqliteStore implements Store {
     this.idempotencyKeys = new SqliteIdempotencyKeys(this.database);
     this.webhooks = new SqliteWebhooks(this.database);
     this.oauth = new SqliteOAuth(this.database);
+    this.admin = new SqliteAdmin(this.database);
+    this.usage = new SqliteUsage(this.database);
   }
 
   async migrate(): Promise<void> {
