@@ -430,6 +430,7 @@ t.test(
     t.match(wrongKey.answer.body, /unknown or revoked/);
     const denied = await approve(query, account.key, 'deny');
     t.equal(denied.redirect?.searchParams.get('error'), 'access_denied');
+    t.ok(denied.redirect?.searchParams.get('iss'), 'an error response names the issuer too (RFC 9207)');
     t.equal(denied.redirect?.searchParams.get('state'), 'st-1');
     const { fields } = await openConsent(query);
     const forged = await postForm(

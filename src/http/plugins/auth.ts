@@ -73,7 +73,11 @@ export function registerBearerAuth(scope: FastifyInstance, options: AuthOptions)
       if (options.callerOfAccessToken && request.routeOptions.config.auth === 'bearer-or-access-token')
         return options
           .callerOfAccessToken(key)
-          .then((caller) => (caller ? admit(request, reply, caller, now) : refuse(request, reply)));
+          .then((caller) =>
+            caller
+              ? admit(request, reply, caller, now)
+              : refuse(request, reply, 'The access token is unknown, expired or revoked; sign in again.'),
+          );
       return refuse(request, reply);
     }
     const hash = hashApiKey(key);

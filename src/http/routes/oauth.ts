@@ -122,7 +122,8 @@ export async function oauthRoutes(app: FastifyInstance, options: OAuthRoutesOpti
       try {
         authorization = oauth.checkAuthorizationRequest(checked, query);
       } catch (error) {
-        if (error instanceof OAuthError) return redirectWithError(reply, checked.redirectUri, query.state, error, 302);
+        if (error instanceof OAuthError)
+          return redirectWithError(reply, checked.redirectUri, query.state, error, 302, oauth.issuer);
         throw error;
       }
       const csrfToken = randomBytes(32).toString('base64url');
@@ -152,7 +153,8 @@ export async function oauthRoutes(app: FastifyInstance, options: OAuthRoutesOpti
       try {
         authorization = oauth.checkAuthorizationRequest(checked, form);
       } catch (error) {
-        if (error instanceof OAuthError) return redirectWithError(reply, checked.redirectUri, form.state, error, 303);
+        if (error instanceof OAuthError)
+          return redirectWithError(reply, checked.redirectUri, form.state, error, 303, oauth.issuer);
         throw error;
       }
       if (form.decision !== 'approve')
@@ -162,6 +164,7 @@ export async function oauthRoutes(app: FastifyInstance, options: OAuthRoutesOpti
           form.state,
           new OAuthError('access_denied', 'The person declined.'),
           303,
+          oauth.issuer,
         );
       const code = await oauth.approve(authorization, (form.api_key ?? '').trim());
       if (!code) {
@@ -264,15 +267,20 @@ function sendOAuthError(reply: FastifyReply, error: OAuthError): FastifyReply {
     .send({ error: error.error, error_description: error.description });
 }
 
-/** Errors after the redirect URI was checked go back to it (RFC 6749 section 4.1.2.1), with the state. */
+/**
+ * Errors after the redirect URI was checked go back to it (RFC 6749 section 4.1.2.1), with the state
+ * and, as every authorization response, the issuer (RFC 9207).
+ */
 function redirectWithError(
   reply: FastifyReply,
   redirectUri: string,
   state: string | undefined,
   error: OAuthError,
   status: 302 | 303,
+  issuer: string,
 ): FastifyReply {
-  return redirectTo(reply, redirectUri, { error: error.error, error_description: error.description, state }, status);
+  const params = { error: error.error, error_description: error.description, state, iss: issuer };
+  return redirectTo(reply, redirectUri, params, status);
 }
 
 function redirectTo(reply: FastifyReply, redirectUri: string, params: Params, status: 302 | 303): FastifyReply {
