@@ -22,5 +22,17 @@ export async function launchChromium(t: Test): Promise<Browser> {
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking'],
   });
   t.teardown(() => browser.close());
+  // Test files run through tsx, whose esbuild keeps function names by wrapping them in a `__name`
+  // helper; a function handed to page.evaluate carries that call into the page, which must have it.
+  const newPage = browser.newPage.bind(browser);
+  browser.newPage = async (options) => {
+    const page = await newPage(options);
+    await page.addInitScript(KEEP_NAMES_HELPER);
+    return page;
+  };
   return browser;
 }
+
+/** esbuild's own `__name` helper, as its output defines it. */
+const KEEP_NAMES_HELPER =
+  'globalThis.__name = (target, value) => Object.defineProperty(target, "name", { value, configurable: true });';

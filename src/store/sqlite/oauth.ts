@@ -18,14 +18,6 @@ interface GrantRow {
   resource: string;
   scope: string;
 }
-/** The columns of the API key a token was issued through. */
-interface KeyColumns<T> {
-  key_name: string;
-  key_prefix: string;
-  key_created_at: T;
-  key_last_used_at: T | null;
-  key_revoked_at: T | null;
-}
 interface CodeRow extends GrantRow {
   hash: string;
   redirect_uri: string;
