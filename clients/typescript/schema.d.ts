@@ -399,7 +399,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's keys, with their scopes and spend (never their secrets) */
+        /**
+         * The account's keys, with their scopes and spend (never their secrets)
+         * @description Each key of the account: prefix, name, models, token budget and its spend in the current period, rate limits, expiry, last use.
+         */
         get: operations["listOwnKeys"];
         put?: never;
         post?: never;
@@ -416,7 +419,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's usage, grouped by day, model and/or key; JSON or CSV */
+        /**
+         * The account's usage, grouped by day, model and/or key; JSON or CSV
+         * @description Counted from the tasks between `from` and `to` (UTC, at most 366 days): tasks by outcome, tokens charged and refunded.
+         */
         get: operations["getOwnUsage"];
         put?: never;
         post?: never;
@@ -513,10 +519,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Accounts, newest first; filter by status, search by name */
+        /**
+         * Accounts, newest first; filter by status, search by name
+         * @description Cursor paged; `status` filters, `q` matches part of the name in any case (wildcards are taken literally).
+         */
         get: operations["adminListAccounts"];
         put?: never;
-        /** Create an account, with an opening grant */
+        /**
+         * Create an account, with an opening grant
+         * @description A new account with `tokens` as its opening grant (0 for none); its keys are made with adminCreateKey.
+         */
         post: operations["adminCreateAccount"];
         delete?: never;
         options?: never;
@@ -531,7 +543,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One account */
+        /**
+         * One account
+         * @description The account with its balance and status.
+         */
         get: operations["adminGetAccount"];
         put?: never;
         post?: never;
@@ -552,10 +567,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's keys, with their scopes and spend in the current period */
+        /**
+         * The account's keys, with their scopes and spend in the current period
+         * @description Never a secret: prefixes, scopes, spend in the current budget period, last use and revocation.
+         */
         get: operations["adminListKeys"];
         put?: never;
-        /** Create a key of the account, with its scope; the key is shown once */
+        /**
+         * Create a key of the account, with its scope; the key is shown once
+         * @description The key is in this answer only, never again; its scope (models, token budget, rate limits, expiry) is fixed for its life.
+         */
         post: operations["adminCreateKey"];
         delete?: never;
         options?: never;
@@ -573,7 +594,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Revoke a key (refused within a second on every process) */
+        /**
+         * Revoke a key (refused within a second on every process)
+         * @description Requests with the key are refused at once on this process and within a second on the others.
+         */
         delete: operations["adminRevokeKey"];
         options?: never;
         head?: never;
@@ -589,7 +613,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Grant tokens, or adjust (negative) without going below zero; Idempotency-Key required */
+        /**
+         * Grant tokens, or adjust (negative) without going below zero; Idempotency-Key required
+         * @description Positive `tokens` grants, negative adjusts (a debit without a task); an adjustment never takes the balance below zero (409). The same Idempotency-Key applies once.
+         */
         post: operations["adminGrant"];
         delete?: never;
         options?: never;
@@ -604,7 +631,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The account's ledger, newest first */
+        /**
+         * The account's ledger, newest first
+         * @description Grants, debits and refunds with the balance after each, cursor paged.
+         */
         get: operations["adminListLedger"];
         put?: never;
         post?: never;
@@ -621,7 +651,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Usage from the tasks, grouped by day, model, account and/or key; JSON or CSV */
+        /**
+         * Usage from the tasks, grouped by day, model, account and/or key; JSON or CSV
+         * @description Counted from the tasks (created, completed, failed, canceled; tokens charged and refunded) between `from` and `to` (UTC, at most 366 days).
+         */
         get: operations["adminUsage"];
         put?: never;
         post?: never;
@@ -638,7 +671,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Every admin request, refusals included, newest first */
+        /**
+         * Every admin request, refusals included, newest first
+         * @description Append-only: the admin key, the action, the target, the status, the request id and the client address of every admin request.
+         */
         get: operations["adminAuditLog"];
         put?: never;
         post?: never;

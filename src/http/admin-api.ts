@@ -156,6 +156,8 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminCreateAccount',
         tags: ['admin'],
         summary: 'Create an account, with an opening grant',
+        description:
+          'A new account with `tokens` as its opening grant (0 for none); its keys are made with adminCreateKey.',
         security: ADMIN_SECURITY,
         body: AccountCreateBody,
         response: {
@@ -177,6 +179,8 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminListAccounts',
         tags: ['admin'],
         summary: 'Accounts, newest first; filter by status, search by name',
+        description:
+          'Cursor paged; `status` filters, `q` matches part of the name in any case (wildcards are taken literally).',
         security: ADMIN_SECURITY,
         querystring: AccountListQuery,
         response: { 200: apiSuccess(AdminAccountPage, 'A page of accounts.'), ...problemResponses(ADMIN_CODES) },
@@ -201,6 +205,7 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminGetAccount',
         tags: ['admin'],
         summary: 'One account',
+        description: 'The account with its balance and status.',
         security: ADMIN_SECURITY,
         params: AccountParams,
         response: {
@@ -248,6 +253,8 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminCreateKey',
         tags: ['admin'],
         summary: 'Create a key of the account, with its scope; the key is shown once',
+        description:
+          'The key is in this answer only, never again; its scope (models, token budget, rate limits, expiry) is fixed for its life.',
         security: ADMIN_SECURITY,
         params: AccountParams,
         body: KeyCreateBody,
@@ -280,6 +287,7 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminListKeys',
         tags: ['admin'],
         summary: "The account's keys, with their scopes and spend in the current period",
+        description: 'Never a secret: prefixes, scopes, spend in the current budget period, last use and revocation.',
         security: ADMIN_SECURITY,
         params: AccountParams,
         response: {
@@ -301,6 +309,7 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminRevokeKey',
         tags: ['admin'],
         summary: 'Revoke a key (refused within a second on every process)',
+        description: 'Requests with the key are refused at once on this process and within a second on the others.',
         security: ADMIN_SECURITY,
         params: KeyParams,
         response: { 204: apiEmpty('Revoked.'), ...problemResponses([...ADMIN_CODES, 'not_found']) },
@@ -319,6 +328,8 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminGrant',
         tags: ['admin'],
         summary: 'Grant tokens, or adjust (negative) without going below zero; Idempotency-Key required',
+        description:
+          'Positive `tokens` grants, negative adjusts (a debit without a task); an adjustment never takes the balance below zero (409). The same Idempotency-Key applies once.',
         security: ADMIN_SECURITY,
         params: AccountParams,
         headers: GrantHeaders,
@@ -353,6 +364,7 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminListLedger',
         tags: ['admin'],
         summary: "The account's ledger, newest first",
+        description: 'Grants, debits and refunds with the balance after each, cursor paged.',
         security: ADMIN_SECURITY,
         params: AccountParams,
         querystring: PageQuery,
@@ -376,6 +388,8 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminUsage',
         tags: ['admin'],
         summary: 'Usage from the tasks, grouped by day, model, account and/or key; JSON or CSV',
+        description:
+          'Counted from the tasks (created, completed, failed, canceled; tokens charged and refunded) between `from` and `to` (UTC, at most 366 days).',
         security: ADMIN_SECURITY,
         querystring: AdminUsageQuery,
         response: {
@@ -403,6 +417,8 @@ export const adminApi: FastifyPluginAsyncTypebox<AdminApiOptions> = async (scope
         operationId: 'adminAuditLog',
         tags: ['admin'],
         summary: 'Every admin request, refusals included, newest first',
+        description:
+          'Append-only: the admin key, the action, the target, the status, the request id and the client address of every admin request.',
         security: ADMIN_SECURITY,
         querystring: PageQuery,
         response: { 200: apiSuccess(AuditPage, 'A page of entries.'), ...problemResponses(ADMIN_CODES) },

@@ -33,6 +33,8 @@ export const selfServiceRoutes: FastifyPluginAsyncTypebox<SelfServiceRoutesOptio
         operationId: 'listOwnKeys',
         tags: ['account'],
         summary: "The account's keys, with their scopes and spend (never their secrets)",
+        description:
+          'Each key of the account: prefix, name, models, token budget and its spend in the current period, rate limits, expiry, last use.',
         security: BEARER_SECURITY,
         response: { 200: apiSuccess(ApiKeyList, 'The keys.'), ...problemResponses(AUTHENTICATED_CODES) },
       },
@@ -50,6 +52,8 @@ export const selfServiceRoutes: FastifyPluginAsyncTypebox<SelfServiceRoutesOptio
         operationId: 'getOwnUsage',
         tags: ['account'],
         summary: "The account's usage, grouped by day, model and/or key; JSON or CSV",
+        description:
+          'Counted from the tasks between `from` and `to` (UTC, at most 366 days): tasks by outcome, tokens charged and refunded.',
         security: BEARER_SECURITY,
         querystring: OwnUsageQuery,
         response: {
