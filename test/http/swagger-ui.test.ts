@@ -25,8 +25,10 @@ async function swaggerUi(t: Test) {
 
 async function authorize(page: Page, key: string): Promise<void> {
   await page.locator('.scheme-container .btn.authorize').click();
-  await page.locator('.modal-ux input[type=text], .modal-ux input[type=password]').first().fill(key);
-  await page.locator('.modal-ux .auth-btn-wrapper .btn.authorize').click();
+  // The account key's scheme; the admin API's (adminAuth) has a form of its own in the same dialog.
+  const accountKeyForm = page.locator('.modal-ux form').filter({ hasText: 'bearerAuth' });
+  await accountKeyForm.locator('input[type=text], input[type=password]').first().fill(key);
+  await accountKeyForm.locator('.auth-btn-wrapper .btn.authorize').click();
   await page.locator('.modal-ux .btn-done, .modal-ux .close-modal').first().click();
 }
 
