@@ -146,17 +146,7 @@ async function keysCommand(config: Config, subcommand: string | undefined, args:
         const keys = await store.accounts.listApiKeys(values.account);
         out(['KEY_ID', 'ACCOUNT', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'REVOKED'].join('\t'));
         for (const k of keys) {
-          out(
-            [
-              k.id,
-              k.accountId,
-              k.prefix,
-              k.name,
-              k.createdAt.toISOString(),
-              k.lastUsedAt?.toISOString() ?? '-',
-              k.revokedAt?.toISOString() ?? '-',
-            ].join('\t'),
-          );
+          out([k.id, k.accountId, k.prefix, k.name, ...keyDates(k)].join('\t'));
         }
         return;
       }
@@ -187,17 +177,7 @@ async function adminKeysCommand(config: Config, subcommand: string | undefined, 
       }
       case 'list': {
         out(['KEY_ID', 'PREFIX', 'NAME', 'CREATED', 'LAST_USED', 'REVOKED'].join('\t'));
-        for (const k of await store.admin.listAdminKeys())
-          out(
-            [
-              k.id,
-              k.prefix,
-              k.name,
-              k.createdAt.toISOString(),
-              k.lastUsedAt?.toISOString() ?? '-',
-              k.revokedAt?.toISOString() ?? '-',
-            ].join('\t'),
-          );
+        for (const k of await store.admin.listAdminKeys()) out([k.id, k.prefix, k.name, ...keyDates(k)].join('\t'));
         return;
       }
       case 'revoke': {
@@ -515,3 +495,8 @@ main(process.argv.slice(2)).then(
     process.exit(1);
   },
 );
+
+/** When a key (an account's or an admin's) was made, last used and revoked, as the key tables print them. */
+function keyDates(key: { createdAt: Date; lastUsedAt: Date | null; revokedAt: Date | null }): string[] {
+  return [key.createdAt.toISOString(), key.lastUsedAt?.toISOString() ?? '-', key.revokedAt?.toISOString() ?? '-'];
+}
