@@ -8,13 +8,9 @@ import sharp from 'sharp';
 import t from 'tap';
 import { findModel } from '../../schemas/catalog.js';
 import { cellOf, OPENAI_QUALITIES, OPENAI_SIZE_TABLE, type OpenAiQuality } from '../../src/core/openai-images.js';
-import { TaskEvents } from '../../src/services/task-events.js';
-import { workerBackends } from '../../src/worker/build-worker.js';
-import { fileTestApp } from '../helpers/app.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
-import { freePort } from '../helpers/processes.js';
-import { testWorker } from '../helpers/worker.js';
+import { servingFileTestApp } from '../helpers/serving-file-app.js';
 
 /**
  * The OpenAI face's whole vocabulary (docs/design.md §3.9): every `size` and `quality` the
@@ -38,19 +34,7 @@ function sdkLiterals(field: 'size' | 'quality'): string[] {
 const SDK_SIZES = sdkLiterals('size');
 const SDK_QUALITIES = sdkLiterals('quality');
 
-const port = await freePort();
-const events = new TaskEvents();
-const fileApp = fileTestApp({ PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }, { events });
-t.before(async () => {
-  const harness = fileApp();
-  testWorker(t, harness, {
-    events,
-    backends: workerBackends(harness.config, 2),
-    generationTimeoutMs: harness.config.GENERATION_TIMEOUT_MS,
-    maxAttempts: harness.config.TASK_MAX_ATTEMPTS,
-  }).start();
-  await harness.app.listen({ host: '127.0.0.1', port });
-});
+const { fileApp, port } = await servingFileTestApp();
 const baseURL = `http://127.0.0.1:${port}/v1`;
 
 async function account(tokens = 10_000) {

@@ -1,13 +1,9 @@
 import OpenAI from 'openai';
 import t, { type Test } from 'tap';
 import { SEED_MAX } from '../../schemas/model-entry.js';
-import { TaskEvents } from '../../src/services/task-events.js';
-import { workerBackends } from '../../src/worker/build-worker.js';
-import { fileTestApp } from '../helpers/app.js';
 import { callTool, mcpClient } from '../helpers/mcp.js';
-import { freePort } from '../helpers/processes.js';
+import { servingFileTestApp } from '../helpers/serving-file-app.js';
 import { createAndAwait } from '../helpers/task-http.js';
-import { testWorker } from '../helpers/worker.js';
 
 /**
  * Seeds (docs/design.md §3.1) on every face: the native create and estimate (`parameters.seed`),
@@ -16,19 +12,7 @@ import { testWorker } from '../helpers/worker.js';
  * the same prompt, parameters and seed, and another image for another seed.
  */
 
-const port = await freePort();
-const events = new TaskEvents();
-const fileApp = fileTestApp({ PUBLIC_BASE_URL: `http://127.0.0.1:${port}` }, { events });
-t.before(async () => {
-  const harness = fileApp();
-  testWorker(t, harness, {
-    events,
-    backends: workerBackends(harness.config, 2),
-    generationTimeoutMs: harness.config.GENERATION_TIMEOUT_MS,
-    maxAttempts: harness.config.TASK_MAX_ATTEMPTS,
-  }).start();
-  await harness.app.listen({ host: '127.0.0.1', port });
-});
+const { fileApp, port } = await servingFileTestApp();
 
 const base = `http://127.0.0.1:${port}`;
 const PROMPT = 'a lighthouse at dawn, watercolour';
