@@ -110,6 +110,93 @@ testOnEveryStore(t, 'usage is counted from the tasks, grouped as asked', async (
   t.same(await store.usage.usage({ from: to, to: new Date(to.getTime() + 1000), groupBy: ['day'], accountId }), []);
 });
 
+testOnEveryStore(
+  t,
+  "a key's spend with and without a budget, beside another key and another account (decision 0038)",
+  async (t, adapter) => {
+    const { store } = await adapter.open(t);
+    const { accountId, key: budgeted } = await accountWithKey(store, 10_000, 10_000);
+    const now = new Date();
+    const plain = await store.accounts.insertApiKey({
+      id: newIdAt(now),
+      accountId,
+      name: 'plain',
+      prefix: `igk_${newIdAt(now).slice(-8)}`,
+      hash: newIdAt(now),
+      now,
+    });
+    const other = await accountWithKey(store, 10_000, 10_000);
+    const limits = { maxActiveTasks: 1000 };
+    for (const model of ['alpha-pro', 'beta-v5-pro', 'alpha-pro'])
+      await store.tasks.insertTaskWithDebit(task(accountId, plain.id, model), {
+        ...limits,
+        key: { id: plain.id, scope: plain.scope },
+      });
+    await store.tasks.insertTaskWithDebit(task(accountId, budgeted.id), { ...limits, key: budgeted });
+    await store.tasks.insertTaskWithDebit(task(other.accountId, other.key.id), { ...limits, key: other.key });
+    const plainTasks = (await store.tasks.listTasks(accountId, { limit: 10 })).items.filter(
+      (item) => item.keyId === plain.id,
+    );
+    t.equal(plainTasks.length, 3);
+    await store.tasks.cancelTask(accountId, plainTasks[0].id, new Date());
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    const cost = (tasks: { cost: number }[]) => tasks.reduce((sum, item) => sum + item.cost, 0);
+    t.equal(await store.accounts.keySpentSince(plain.id, hourAgo), cost(plainTasks.slice(1)), 'without a budget');
+    t.equal(await store.accounts.keySpentSince(budgeted.id, hourAgo), 25, 'with a budget');
+    t.equal(await store.accounts.keySpentSince(other.key.id, hourAgo), 25, "the other account's key");
+    t.equal(await store.accounts.keySpentSince(plain.id, new Date(Date.now() + 60_000)), 0, 'none since');
+    t.equal(await store.accounts.keySpentSince('no-such-key', hourAgo), 0);
+  },
+);
+
+testOnEveryStore(t, "an account's usage counts only its tasks within the range", async (t, adapter) => {
+  const { store } = await adapter.open(t);
+  const { accountId, key } = await accountWithKey(store, 10_000, 10_000);
+  const other = await accountWithKey(store, 10_000, 10_000);
+  const at = (ms: number, accountOf: string, keyOf: string, model: string) => {
+    const when = new Date(ms);
+    return createTask({ model, prompt: 'a lighthouse' } as never, {
+      accountId: accountOf,
+      now: when,
+      newId: () => newIdAt(when),
+      keyId: keyOf,
+    });
+  };
+  const day = 86_400_000;
+  const start = Date.UTC(2026, 10, 10);
+  const limits = { maxActiveTasks: 1000, key };
+  // Before the range, two days in it (two models), after it; and another account's task in it.
+  for (const [ms, model] of [
+    [start - 1, 'alpha-pro'],
+    [start, 'alpha-pro'],
+    [start + day + 5, 'beta-v5-pro'],
+    [start + day + 6, 'alpha-pro'],
+    [start + 2 * day, 'alpha-pro'],
+  ] as const)
+    await store.tasks.insertTaskWithDebit(at(ms, accountId, key.id, model), limits);
+  await store.tasks.insertTaskWithDebit(at(start + 10, other.accountId, other.key.id, 'alpha-pro'), {
+    maxActiveTasks: 1000,
+    key: other.key,
+  });
+  const rows = await store.usage.usage({
+    from: new Date(start),
+    to: new Date(start + 2 * day),
+    groupBy: ['day', 'model'],
+    accountId,
+  });
+  t.match(rows, [
+    { day: '2026-11-10', model: 'alpha-pro', tasks: 1 },
+    { day: '2026-11-11', model: 'alpha-pro', tasks: 1 },
+    { day: '2026-11-11', model: 'beta-v5-pro', tasks: 1 },
+  ]);
+  t.equal(rows.length, 3);
+  const all = await store.usage.usage({ from: new Date(start), to: new Date(start + 2 * day), groupBy: ['account'] });
+  t.match(all, [
+    { account_id: accountId, tasks: 3 },
+    { account_id: other.accountId, tasks: 1 },
+  ]);
+});
+
 testOnEveryStore(t, 'the audit log is append-only, newest first', async (t, adapter) => {
   const { store } = await adapter.open(t);
   const entry = (at: Date) => ({

@@ -151,10 +151,18 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
   }
 
   async keySpentSince(keyId: string, since: Date): Promise<number> {
+    const key = await this.db.query<{ account_id: string; budgeted: boolean }>(
+      'SELECT account_id, budget_tokens IS NOT NULL AS budgeted FROM api_keys WHERE id = $1',
+      [keyId],
+    );
+    if (!key.rows[0]) return 0;
+    // A key with a budget: one range of tasks_key_spend, which holds only such keys' tasks. Any
+    // other: its account's range of tasks_account_usage (the key list's figure, not a create's).
     const { rows } = await this.db.query<{ spent: number }>(
       `SELECT coalesce(sum(cost), 0)::bigint AS spent FROM tasks
-       WHERE key_id = $1 AND id >= $2 AND status NOT IN ('FAILED', 'CANCELED')`,
-      [keyId, uuidv7Floor(since)],
+       WHERE ${key.rows[0].budgeted ? 'key_budgeted' : 'account_id = $3'} AND key_id = $1 AND id >= $2
+         AND status NOT IN ('FAILED', 'CANCELED')`,
+      [keyId, uuidv7Floor(since), ...(key.rows[0].budgeted ? [] : [key.rows[0].account_id])],
     );
     return rows[0].spent;
   }

@@ -362,4 +362,32 @@ export const POSTGRES_MIGRATIONS: string[] = [
   END
   $$;
   `,
+  `
+  -- The create's cost (issue 59, decision 0038; see the SQLite migration of the same change). The
+  -- unfiltered list's (account_id, id) is the key of tasks_account_usage already, which serves it
+  -- as well: one index fewer written per create.
+  DROP INDEX tasks_account;
+  -- Only a key with a token budget reads its spend at a create, so only its tasks are kept in
+  -- tasks_key_spend (a key's scope is fixed for its life).
+  ALTER TABLE tasks ADD COLUMN key_budgeted boolean NOT NULL DEFAULT false;
+  UPDATE tasks SET key_budgeted = true WHERE key_id IN (SELECT id FROM api_keys WHERE budget_tokens IS NOT NULL);
+  DROP INDEX tasks_key_spend;
+  CREATE INDEX tasks_key_spend ON tasks(key_id, id) INCLUDE (status, cost) WHERE key_budgeted;
+  CREATE OR REPLACE FUNCTION admitting_account(p_account text, p_statuses text[], p_count_limit integer, p_key text, p_since text)
+  RETURNS TABLE (balance bigint, active bigint, status text, spent bigint) LANGUAGE plpgsql VOLATILE AS $$
+  #variable_conflict use_column
+  BEGIN
+    PERFORM 1 FROM accounts AS a WHERE a.id = p_account FOR UPDATE;
+    RETURN QUERY SELECT a.balance, (
+        SELECT count(*) FROM (
+          SELECT 1 FROM tasks AS t WHERE t.account_id = p_account AND t.status = ANY(p_statuses) LIMIT p_count_limit
+        ) AS active_tasks
+      ), a.status, (
+        SELECT coalesce(sum(t.cost), 0)::bigint FROM tasks AS t
+        WHERE p_key IS NOT NULL AND t.key_budgeted AND t.key_id = p_key AND t.id >= p_since
+          AND t.status NOT IN ('FAILED', 'CANCELED')
+      ) FROM accounts AS a WHERE a.id = p_account;
+  END
+  $$;
+  `,
 ];

@@ -363,6 +363,8 @@ async function admitTasksIn(
       ...ledgerRowsValues(admissionDebits(admission)),
       admission.joinsQueue ? TaskSignals.payload(createdSignal(tasks)) : null,
       ...tasks.flatMap(taskValues),
+      // Only a budgeted key's tasks go into tasks_key_spend (its partial index).
+      Boolean(limits.key?.scope.tokenBudget),
     ]),
   );
   if (completesKey && admission.completesKey) await completeIdempotencyKeyIn(tx, completesKey);
@@ -370,8 +372,9 @@ async function admitTasksIn(
 
 /**
  * An admission's writes in one statement: the balance it decided ($1 of account $2), its debit
- * rows ($3–$9), the NOTIFY that wakes the workers ($10, null when no task joins the queue) and the
- * tasks' rows (from $11, TASK_COLUMNS then run_after, their created_at).
+ * rows ($3–$9), the NOTIFY that wakes the workers ($10, null when no task joins the queue), the
+ * tasks' rows (from $11, TASK_COLUMNS then run_after, their created_at) and, last, whether their
+ * key has a budget (key_budgeted, the same for every task of an admission).
  */
 function admissionWrite(taskCount: number): string {
   const known = admissionWrites.get(taskCount);
@@ -385,14 +388,15 @@ const admissionWrites = new Map<number, string>();
 function admissionWriteText(taskCount: number): string {
   const width = TASK_COLUMNS.split(',').length;
   const createdAt = TASK_COLUMNS.split(',').findIndex((column) => column.trim() === 'created_at');
+  const keyBudgeted = `$${11 + taskCount * width}::boolean`;
   const rows = Array.from({ length: taskCount }, (_, row) => {
     const first = 11 + row * width;
     const values = Array.from({ length: width }, (_, column) => `$${first + column}`);
-    return `(${values.join(', ')}, $${first + createdAt})`;
+    return `(${values.join(', ')}, $${first + createdAt}, ${keyBudgeted})`;
   });
   return `WITH charged AS (UPDATE accounts SET balance = $1 WHERE id = $2),
     debits AS (${ledgerRowsInsert('$2', 3)}),
-    admitted AS (INSERT INTO tasks (${TASK_COLUMNS}, run_after) VALUES ${rows.join(', ')})
+    admitted AS (INSERT INTO tasks (${TASK_COLUMNS}, run_after, key_budgeted) VALUES ${rows.join(', ')})
   SELECT pg_notify(${CHANNEL_SQL}, $10) WHERE $10::text IS NOT NULL`;
 }
 

@@ -28,6 +28,7 @@ import type {
 } from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { accountRanges, SPENDING_STATUSES } from './account-ranges.js';
 import { textParameter } from './unplanned-parameters.js';
 
 /** Accounts, their ledger and their API keys on the embedded store. */
@@ -137,7 +138,20 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
   }
 
   async keySpentSince(keyId: string, since: Date): Promise<number> {
-    return keySpentSinceIn(this.db, keyId, since);
+    const key = this.db.statement('SELECT account_id, budget_tokens FROM api_keys WHERE id = ?').get(keyId) as
+      | { account_id: string; budget_tokens: number | null }
+      | undefined;
+    if (!key) return 0;
+    if (key.budget_tokens !== null) return keySpentSinceIn(this.db, keyId, since);
+    // A key without a budget has no entries in tasks_key_spend: its tasks are read from its
+    // account's ranges of tasks_account_model_status (the key list's figure, not a create's).
+    const row = this.db
+      .statement(
+        `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
+         WHERE ${accountRanges('@accountId', SPENDING_STATUSES)} AND id >= @since AND key_id = @keyId`,
+      )
+      .get({ accountId: key.account_id, since: uuidv7Floor(since), keyId }) as { spent: number };
+    return row.spent;
   }
 
   async insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord> {
@@ -274,13 +288,15 @@ export function admittingAccountIn(db: SqliteDatabase, accountId: string): Admit
 
 /**
  * What the key's tasks created at or after `since` cost, refunded ones (FAILED, CANCELED) not
- * counted: one range of tasks_key_spend. In a write transaction, the one writer holds it still.
+ * counted: one range of tasks_key_spend, which holds the tasks of keys with a budget only
+ * (key_budgeted). In a write transaction, the one writer holds it still.
  */
 export function keySpentSinceIn(db: SqliteDatabase, keyId: string, since: Date): number {
   const row = db
     .statement(
       `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
-       WHERE key_id = ${textParameter('?')} AND id >= ${textParameter('?')} AND status NOT IN ('FAILED', 'CANCELED')`,
+       WHERE key_id = ${textParameter('?')} AND key_budgeted = 1 AND id >= ${textParameter('?')}
+         AND status NOT IN ('FAILED', 'CANCELED')`,
     )
     .get(keyId, uuidv7Floor(since)) as { spent: number };
   return row.spent;

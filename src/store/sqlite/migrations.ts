@@ -370,4 +370,20 @@ export const SQLITE_MIGRATIONS: string[] = [
   CREATE TRIGGER admin_audit_log_no_delete BEFORE DELETE ON admin_audit_log
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
   `,
+  `
+  -- The create's cost (issue 59, decision 0038). Every create wrote two per-account index entries
+  -- more than before the business API (tasks_account_usage, tasks_key_spend), each on a page of its
+  -- own account's (decision 0008). Usage now reads the list's index, widened with what the report
+  -- sums (cost, key_id, created_at): one range per (model, status) pair of the account, as a page
+  -- of the list is; the list reads the same ranges as before.
+  DROP INDEX tasks_account_usage;
+  DROP INDEX tasks_account_model_status;
+  CREATE INDEX tasks_account_model_status ON tasks(account_id, model, status, id, cost, key_id, created_at);
+  -- Only a key with a token budget reads its spend at a create, so only its tasks are kept in
+  -- tasks_key_spend: key_budgeted is 1 for them (a key's scope is fixed for its life).
+  ALTER TABLE tasks ADD COLUMN key_budgeted INTEGER NOT NULL DEFAULT 0;
+  UPDATE tasks SET key_budgeted = 1 WHERE key_id IN (SELECT id FROM api_keys WHERE budget_tokens IS NOT NULL);
+  DROP INDEX tasks_key_spend;
+  CREATE INDEX tasks_key_spend ON tasks(key_id, id, status, cost) WHERE key_budgeted = 1;
+  `,
 ];

@@ -35,6 +35,7 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
+import { modelsOfAccount } from './account-ranges.js';
 import { admittingAccountIn, chargeAdmissionIn, countActiveTask, keySpentSinceIn, refundTaskIn } from './accounts.js';
 import { budgetPeriodStart } from '../../core/key-scope.js';
 import { completeIdempotencyKeyIn, idempotencyKeyHeldIn } from './idempotency-keys.js';
@@ -47,18 +48,8 @@ import { enqueueWebhookEvent } from './webhooks.js';
 
 /** The columns of a task record, by name: every read of a task goes through them and toTask. */
 const TASK_SELECT = `SELECT ${TASK_COLUMNS.join(', ')} FROM tasks`;
-/**
- * The models an account has tasks of, one index seek each (a skip scan of the
- * (account_id, model, status, id) index).
- */
-const MODELS_OF_ACCOUNT = `
-  WITH RECURSIVE listed(model) AS (
-    SELECT (SELECT model FROM tasks WHERE account_id = ${namedTextParameter('accountId')} ORDER BY model LIMIT 1)
-    UNION ALL
-    SELECT (SELECT model FROM tasks WHERE account_id = ${namedTextParameter('accountId')} AND model > listed.model ORDER BY model LIMIT 1)
-    FROM listed WHERE listed.model IS NOT NULL
-  )
-  SELECT model FROM listed WHERE model IS NOT NULL`;
+/** The models an account has tasks of (a skip scan of tasks_account_model_status). */
+const MODELS_OF_ACCOUNT = modelsOfAccount(namedTextParameter('accountId'));
 
 /**
  * Tasks on the embedded store: their creation with its debit, their listing, and the tasks table as
@@ -115,13 +106,17 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     chargeAdmissionIn(this.db, accountId, admission);
     const insert = this.db.statement(
       `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, output_format,
-         output_compression, seed, width, height, cost, webhook_url, end_user_id, key_id, generated, error_code,
-         error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
+         output_compression, seed, width, height, cost, webhook_url, end_user_id, key_id, key_budgeted, generated,
+         error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at,
+         completed_at)
        VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @output_format,
-         @output_compression, @seed, @width, @height, @cost, @webhook_url, @end_user_id, @key_id, @generated, @error_code,
-         @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
+         @output_compression, @seed, @width, @height, @cost, @webhook_url, @end_user_id, @key_id, @key_budgeted, @generated,
+         @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at,
+         @completed_at)`,
     );
-    for (const task of tasks) insert.run(taskValues(task));
+    // Only a budgeted key's tasks go into tasks_key_spend (its partial index): no other key reads its spend here.
+    const keyBudgeted = budget ? 1 : 0;
+    for (const task of tasks) insert.run({ ...taskValues(task), key_budgeted: keyBudgeted });
     if (completesKey && admission.completesKey) completeIdempotencyKeyIn(this.db, completesKey);
   }
 
