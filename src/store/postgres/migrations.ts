@@ -367,13 +367,27 @@ export const POSTGRES_MIGRATIONS: string[] = [
   -- unfiltered list's (account_id, id) is the key of tasks_account_usage already, which serves it
   -- as well: one index fewer written per create.
   DROP INDEX tasks_account;
-  -- Only a key with a token budget reads its spend at a create, so only its tasks are kept in
-  -- tasks_key_spend (a key's scope is fixed for its life).
-  ALTER TABLE tasks ADD COLUMN key_budgeted boolean NOT NULL DEFAULT false;
-  UPDATE tasks SET key_budgeted = true WHERE key_id IN (SELECT id FROM api_keys WHERE budget_tokens IS NOT NULL);
+  -- A key with a budget has its spend per period kept in a row (added to by its creates, taken from
+  -- by refunds), read after the account's lock by its creates: one row instead of a sum over the
+  -- key's tasks of the period, and no index entry per task of every key.
+  CREATE TABLE key_spend (
+    key_id text COLLATE "C" NOT NULL REFERENCES api_keys(id),
+    period_start timestamptz NOT NULL,
+    spent bigint NOT NULL,
+    PRIMARY KEY (key_id, period_start)
+  );
+  INSERT INTO key_spend (key_id, period_start, spent)
+    SELECT t.key_id, CASE k.budget_period
+        WHEN 'day' THEN date_trunc('day', t.created_at, 'UTC')
+        WHEN 'month' THEN date_trunc('month', t.created_at, 'UTC')
+        ELSE 'epoch'::timestamptz END, sum(t.cost)
+    FROM tasks AS t JOIN api_keys AS k ON k.id = t.key_id
+    WHERE k.budget_tokens IS NOT NULL AND t.status NOT IN ('FAILED', 'CANCELED')
+    GROUP BY 1, 2;
   DROP INDEX tasks_key_spend;
-  CREATE INDEX tasks_key_spend ON tasks(key_id, id) INCLUDE (status, cost) WHERE key_budgeted;
-  CREATE OR REPLACE FUNCTION admitting_account(p_account text, p_statuses text[], p_count_limit integer, p_key text, p_since text)
+  DROP FUNCTION admitting_account(text, text[], integer, text, text);
+  CREATE FUNCTION admitting_account(p_account text, p_statuses text[], p_count_limit integer, p_key text,
+    p_period timestamptz)
   RETURNS TABLE (balance bigint, active bigint, status text, spent bigint) LANGUAGE plpgsql VOLATILE AS $$
   #variable_conflict use_column
   BEGIN
@@ -382,11 +396,9 @@ export const POSTGRES_MIGRATIONS: string[] = [
         SELECT count(*) FROM (
           SELECT 1 FROM tasks AS t WHERE t.account_id = p_account AND t.status = ANY(p_statuses) LIMIT p_count_limit
         ) AS active_tasks
-      ), a.status, (
-        SELECT coalesce(sum(t.cost), 0)::bigint FROM tasks AS t
-        WHERE p_key IS NOT NULL AND t.key_budgeted AND t.key_id = p_key AND t.id >= p_since
-          AND t.status NOT IN ('FAILED', 'CANCELED')
-      ) FROM accounts AS a WHERE a.id = p_account;
+      ), a.status, coalesce((
+        SELECT s.spent FROM key_spend AS s WHERE s.key_id = p_key AND s.period_start = p_period
+      ), 0)::bigint FROM accounts AS a WHERE a.id = p_account;
   END
   $$;
   `,

@@ -5,7 +5,7 @@ import {
   ledgerTotals,
   replayedAdjustment,
 } from '../../core/ledger.js';
-import { UNSCOPED, type AccountStatus } from '../../core/key-scope.js';
+import { budgetPeriodStart, UNSCOPED, type AccountStatus, type BudgetPeriod } from '../../core/key-scope.js';
 import { decodeCursor } from '../cursor.js';
 import { uuidv7Floor } from '../../ids.js';
 import { notFound } from '../../core/errors.js';
@@ -138,19 +138,15 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
   }
 
   async keySpentSince(keyId: string, since: Date): Promise<number> {
-    const key = this.db.statement('SELECT account_id, budget_tokens FROM api_keys WHERE id = ?').get(keyId) as
-      | { account_id: string; budget_tokens: number | null }
-      | undefined;
-    if (!key) return 0;
-    if (key.budget_tokens !== null) return keySpentSinceIn(this.db, keyId, since);
-    // A key without a budget has no entries in tasks_key_spend: its tasks are read from its
-    // account's ranges of tasks_account_model_status (the key list's figure, not a create's).
+    // The key's tasks in its account's ranges of tasks_account_model_status, which includes the key,
+    // status and cost (the key list's figure; a create reads its key's key_spend row instead).
     const row = this.db
       .statement(
         `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
-         WHERE ${accountRanges('@accountId', SPENDING_STATUSES)} AND id >= @since AND key_id = @keyId`,
+         WHERE ${accountRanges('(SELECT account_id FROM api_keys WHERE id = @keyId)', SPENDING_STATUSES)}
+           AND id >= @since AND key_id = @keyId`,
       )
-      .get({ accountId: key.account_id, since: uuidv7Floor(since), keyId }) as { spent: number };
+      .get({ since: uuidv7Floor(since), keyId }) as { spent: number };
     return row.spent;
   }
 
@@ -286,20 +282,20 @@ export function admittingAccountIn(db: SqliteDatabase, accountId: string): Admit
   return row ? { balance: row.balance, activeTasks: row.active_tasks, status: row.status } : null;
 }
 
-/**
- * What the key's tasks created at or after `since` cost, refunded ones (FAILED, CANCELED) not
- * counted: one range of tasks_key_spend, which holds the tasks of keys with a budget only
- * (key_budgeted). In a write transaction, the one writer holds it still.
- */
-export function keySpentSinceIn(db: SqliteDatabase, keyId: string, since: Date): number {
+/** A budgeted key's spend in a period (its key_spend row; 0 before its first create of the period). */
+export function keySpentInPeriodIn(db: SqliteDatabase, period: { keyId: string; start: Date }): number {
   const row = db
-    .statement(
-      `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
-       WHERE key_id = ${textParameter('?')} AND key_budgeted = 1 AND id >= ${textParameter('?')}
-         AND status NOT IN ('FAILED', 'CANCELED')`,
-    )
-    .get(keyId, uuidv7Floor(since)) as { spent: number };
-  return row.spent;
+    .statement('SELECT spent FROM key_spend WHERE key_id = ? AND period_start = ?')
+    .get(period.keyId, period.start.getTime()) as { spent: number } | undefined;
+  return row?.spent ?? 0;
+}
+
+/** Adds `amount` to a budgeted key's spend in a period: a create's charge, or (negative) a refund. */
+export function addKeySpendIn(db: SqliteDatabase, period: { keyId: string; start: Date }, amount: number): void {
+  db.statement(
+    `INSERT INTO key_spend (key_id, period_start, spent) VALUES (?, ?, ?)
+     ON CONFLICT (key_id, period_start) DO UPDATE SET spent = spent + excluded.spent`,
+  ).run(period.keyId, period.start.getTime(), amount);
 }
 
 /** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */
@@ -319,10 +315,31 @@ export function countActiveTask(db: SqliteDatabase, accountId: string, delta: nu
 
 /** Gives a task's cost back in the caller's transaction, unless it was already refunded (core refundOf). */
 export function refundTaskIn(db: SqliteDatabase, taskId: string, now: Date): boolean {
-  const task = db.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as
-    | { account_id: string; cost: number }
+  const task = db
+    .statement(
+      `SELECT t.account_id, t.cost, t.key_id, t.created_at, k.budget_tokens, k.budget_period
+       FROM tasks AS t LEFT JOIN api_keys AS k ON k.id = t.key_id WHERE t.id = ?`,
+    )
+    .get(taskId) as
+    | {
+        account_id: string;
+        cost: number;
+        key_id: string | null;
+        created_at: number;
+        budget_tokens: number | null;
+        budget_period: BudgetPeriod | null;
+      }
     | undefined;
   const refunded = db.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId) !== undefined;
   const refund = refundOf(task ? { accountId: task.account_id, cost: task.cost } : null, refunded);
-  return refund !== null && addLedgerEntry(db, refund.accountId, 'refund', refund.amount, taskId, null, now);
+  if (refund === null || !addLedgerEntry(db, refund.accountId, 'refund', refund.amount, taskId, null, now))
+    return false;
+  // A refund gives the key's budget back: the spend of the period the task was created in.
+  if (task?.key_id && task.budget_tokens !== null)
+    addKeySpendIn(
+      db,
+      { keyId: task.key_id, start: budgetPeriodStart(task.budget_period, new Date(task.created_at)) },
+      -refund.amount,
+    );
+  return true;
 }

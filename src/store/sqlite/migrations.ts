@@ -379,11 +379,23 @@ export const SQLITE_MIGRATIONS: string[] = [
   DROP INDEX tasks_account_usage;
   DROP INDEX tasks_account_model_status;
   CREATE INDEX tasks_account_model_status ON tasks(account_id, model, status, id, cost, key_id, created_at);
-  -- Only a key with a token budget reads its spend at a create, so only its tasks are kept in
-  -- tasks_key_spend: key_budgeted is 1 for them (a key's scope is fixed for its life).
-  ALTER TABLE tasks ADD COLUMN key_budgeted INTEGER NOT NULL DEFAULT 0;
-  UPDATE tasks SET key_budgeted = 1 WHERE key_id IN (SELECT id FROM api_keys WHERE budget_tokens IS NOT NULL);
+  -- A key with a budget has its spend per period kept in a row (added to by its creates, taken from
+  -- by refunds; period_start in epoch ms, 0 for a lifetime budget), read by its creates: one row
+  -- instead of a sum over the key's tasks of the period, and no index entry per task of every key.
+  CREATE TABLE key_spend (
+    key_id TEXT NOT NULL REFERENCES api_keys(id),
+    period_start INTEGER NOT NULL,
+    spent INTEGER NOT NULL,
+    PRIMARY KEY (key_id, period_start)
+  ) WITHOUT ROWID;
+  INSERT INTO key_spend (key_id, period_start, spent)
+    SELECT t.key_id, CASE k.budget_period
+        WHEN 'day' THEN t.created_at - t.created_at % 86400000
+        WHEN 'month' THEN CAST(strftime('%s', t.created_at / 1000, 'unixepoch', 'start of month') AS INTEGER) * 1000
+        ELSE 0 END AS period, sum(t.cost)
+    FROM tasks AS t JOIN api_keys AS k ON k.id = t.key_id
+    WHERE k.budget_tokens IS NOT NULL AND t.status NOT IN ('FAILED', 'CANCELED')
+    GROUP BY t.key_id, period;
   DROP INDEX tasks_key_spend;
-  CREATE INDEX tasks_key_spend ON tasks(key_id, id, status, cost) WHERE key_budgeted = 1;
   `,
 ];

@@ -36,8 +36,15 @@ import type {
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
 import { modelsOfAccount } from './account-ranges.js';
-import { admittingAccountIn, chargeAdmissionIn, countActiveTask, keySpentSinceIn, refundTaskIn } from './accounts.js';
-import { budgetPeriodStart } from '../../core/key-scope.js';
+import {
+  addKeySpendIn,
+  admittingAccountIn,
+  chargeAdmissionIn,
+  countActiveTask,
+  keySpentInPeriodIn,
+  refundTaskIn,
+} from './accounts.js';
+import { budgetPeriodOf } from '../../core/key-scope.js';
 import { completeIdempotencyKeyIn, idempotencyKeyHeldIn } from './idempotency-keys.js';
 import { insertMediaIn, referencedMediaIn } from './media.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
@@ -87,36 +94,34 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     completesKey: IdempotencyCompletion | undefined,
   ): void {
     const { accountId } = tasks[0];
-    const budget = limits.key?.scope.tokenBudget ?? null;
+    // A key with a budget: its spend in the period is its key_spend row (read and added to here).
+    const period = budgetPeriodOf(limits.key, tasks[0].createdAt);
     const admission = admitTasks({
       tasks,
       referencedMedia: referencedMediaIn(this.db, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
       account: admittingAccountIn(this.db, accountId),
       limits,
       ...(limits.key && {
-        key: {
-          scope: limits.key.scope,
-          spentInPeriod: budget
-            ? keySpentSinceIn(this.db, limits.key.id, budgetPeriodStart(budget.period, tasks[0].createdAt))
-            : 0,
-        },
+        key: { scope: limits.key.scope, spentInPeriod: period ? keySpentInPeriodIn(this.db, period) : 0 },
       }),
       keyStillHeld: completesKey && idempotencyKeyHeldIn(this.db, completesKey),
     });
     chargeAdmissionIn(this.db, accountId, admission);
+    if (period)
+      addKeySpendIn(
+        this.db,
+        period,
+        tasks.reduce((sum, task) => sum + task.cost, 0),
+      );
     const insert = this.db.statement(
       `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, output_format,
-         output_compression, seed, width, height, cost, webhook_url, end_user_id, key_id, key_budgeted, generated,
-         error_code, error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at,
-         completed_at)
+         output_compression, seed, width, height, cost, webhook_url, end_user_id, key_id, generated, error_code,
+         error_message, attempt, deferred_attempts, lease_expires_at, run_after, created_at, started_at, completed_at)
        VALUES (@id, @account_id, @status, @model, @prompt, @image_reference, @aspect_ratio, @resolution, @output_format,
-         @output_compression, @seed, @width, @height, @cost, @webhook_url, @end_user_id, @key_id, @key_budgeted, @generated,
-         @error_code, @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at,
-         @completed_at)`,
+         @output_compression, @seed, @width, @height, @cost, @webhook_url, @end_user_id, @key_id, @generated, @error_code,
+         @error_message, @attempt, @deferred_attempts, @lease_expires_at, @run_after, @created_at, @started_at, @completed_at)`,
     );
-    // Only a budgeted key's tasks go into tasks_key_spend (its partial index): no other key reads its spend here.
-    const keyBudgeted = budget ? 1 : 0;
-    for (const task of tasks) insert.run({ ...taskValues(task), key_budgeted: keyBudgeted });
+    for (const task of tasks) insert.run(taskValues(task));
     if (completesKey && admission.completesKey) completeIdempotencyKeyIn(this.db, completesKey);
   }
 
