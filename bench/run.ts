@@ -131,6 +131,14 @@ const { values: flags } = parseArgs({
   },
 });
 
+/** The scope of the create-scoped scenario's keys: the body's model, and a monthly budget it never reaches. */
+const BENCH_KEY_SCOPE: KeyScope = {
+  models: [(JSON.parse(TEXT_TO_IMAGE) as { model: string }).model],
+  tokenBudget: { tokens: 1e15, period: 'month' },
+  rateLimits: { createsPerMin: null, requestsPerMin: null },
+  expiresAt: null,
+};
+
 /** Run by default; the others only on request (--only), to keep a full run within 8 minutes. */
 const ON_REQUEST_ONLY: readonly Scenario[] = ['create-scoped', 'create-idem', 'create-i2i'];
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => !ON_REQUEST_ONLY.includes(s));
@@ -795,14 +803,6 @@ async function clientKeys(instance: Instance): Promise<Record<string, string>[]>
   const names = Array.from({ length: CONNECTIONS - 1 }, (_, i) => `bench-client-${i + 1}`);
   return [instance.auth, ...(await newAccountsWithKeys(instance, names, 100_000_000))];
 }
-
-/** The scope of the create-scoped scenario's keys: the body's model, and a monthly budget it never reaches. */
-const BENCH_KEY_SCOPE: KeyScope = {
-  models: [(JSON.parse(TEXT_TO_IMAGE) as { model: string }).model],
-  tokenBudget: { tokens: 1e15, period: 'month' },
-  rateLimits: { createsPerMin: null, requestsPerMin: null },
-  expiresAt: null,
-};
 
 /**
  * New accounts (one per name) with `tokens` each and a key each (of `scope`, when given and the
