@@ -318,7 +318,7 @@ export function refundTaskIn(db: SqliteDatabase, taskId: string, now: Date): boo
   const task = db
     .statement(
       `SELECT t.account_id, t.cost, t.key_id, t.created_at, k.budget_tokens, k.budget_period
-       FROM tasks AS t LEFT JOIN api_keys AS k ON k.id = t.key_id WHERE t.id = ?`,
+       FROM tasks AS t LEFT JOIN api_keys AS k ON k.id = t.key_id WHERE t.id = ${textParameter('?')}`,
     )
     .get(taskId) as
     | {
