@@ -363,7 +363,7 @@ export const POSTGRES_MIGRATIONS: string[] = [
   $$;
   `,
   `
-  -- The create's cost (issue 59, decision 0038; see the SQLite migration of the same change). The
+  -- The create's cost (decision 0038; see the SQLite migration of the same change). The
   -- unfiltered list's (account_id, id) is the key of tasks_account_usage already, which serves it
   -- as well: one index fewer written per create.
   DROP INDEX tasks_account;

@@ -371,7 +371,7 @@ export const SQLITE_MIGRATIONS: string[] = [
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
   `,
   `
-  -- The create's cost (issue 59, decision 0038). Every create wrote two per-account index entries
+  -- The create's cost (decision 0038). Every create wrote two per-account index entries
   -- more than before the business API (tasks_account_usage, tasks_key_spend), each on a page of its
   -- own account's (decision 0008). Usage now reads the list's index, widened with what the report
   -- sums (cost, key_id, created_at): one range per (model, status) pair of the account, as a page
