@@ -72,7 +72,7 @@ run(
 const report = JSON.parse(readFileSync(join(REPO_ROOT, 'bench/results/latest.json'), 'utf8')) as BenchReport;
 const baseName = `imagegen-ab-${base.slice(0, 12)}`;
 const pct = (ratio: number | null) => (ratio === null ? '–' : `${Math.round(ratio * 100)} %`);
-const lines = [`\nworking tree against ${base.slice(0, 12)} (merge base), same rounds:`];
+const lines = [`\nworking tree against ${base.slice(0, 12)}${flags.base ? '' : ' (merge base)'}, same rounds:`];
 for (const scenario of ['create', 'create-scoped', 'read', 'list-first-10k', 'list-deep-10k']) {
   const mine = report.http.find((row) => row.id === scenario);
   const theirs = report.http.find((row) => row.id === `${scenario}@${baseName}`);
