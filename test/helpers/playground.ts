@@ -2,9 +2,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
 import type { Page } from 'playwright-core';
 import tap, { type Test } from 'tap';
-import { buildPlayground } from '../../scripts/build-playground.js';
+import { buildPage } from '../../scripts/build-pages.js';
+import type { BuiltPage } from '../../src/http/routes/pages.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { buildTestApp, type TestApp, type TestAppOptions } from './app.js';
 import { launchChromium } from './chromium.js';
@@ -13,16 +15,20 @@ import { freePort } from './processes.js';
 /** Screenshots are kept after the run (SCREENSHOT_DIR, else a fixed directory under the temp dir). */
 export const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR ?? join(tmpdir(), 'imagegen-playground-screenshots');
 
-/** The Playground built once per test file, into a directory of its own, removed when the file ends. */
-let built: Promise<string> | undefined;
-export function builtPlayground(): Promise<string> {
-  if (!built) {
-    const done = mkdtemp(join(tmpdir(), 'playground-')).then((dir) => buildPlayground(dir));
-    tap.teardown(async () => rm(await done, { recursive: true, force: true }));
-    built = done;
+/** Each page built once per test file, into a directory of its own, removed when the file ends. */
+const built = new Map<BuiltPage, Promise<string>>();
+export function builtPage(page: BuiltPage): Promise<string> {
+  let done = built.get(page);
+  if (!done) {
+    done = mkdtemp(join(tmpdir(), `${page}-`)).then((dir) => buildPage(page, dir));
+    const removed = done;
+    tap.teardown(async () => rm(await removed, { recursive: true, force: true }));
+    built.set(page, done);
   }
-  return built;
+  return done;
 }
+
+export const builtPlayground = () => builtPage('playground');
 
 export interface PlaygroundSession extends TestApp {
   origin: string;
@@ -99,4 +105,49 @@ export async function openPlayground(
       await page.locator('body[data-ready=yes]').waitFor();
     },
   };
+}
+
+/**
+ * A built page served as both pages are (decisions 0020, 0037): the page, its script, styles and
+ * icon, each with the page's one CSP (it replaces helmet's), no frames, no referrer, nosniff and
+ * `Cache-Control: no-cache`; no inline script, style or handler for the CSP to refuse; hidden from
+ * the OpenAPI document. Returns the page's answer.
+ */
+export async function assertPageServed(t: Test, app: FastifyInstance, page: BuiltPage) {
+  const answer = await app.inject({ url: `/${page}` });
+  t.equal(answer.statusCode, 200);
+  t.match(answer.headers['content-type'], /^text\/html/);
+  t.match(answer.body, `<script type="module" src="/${page}/${page}.js">`);
+  t.match(answer.body, `<link rel="stylesheet" href="/${page}/${page}.css">`);
+  t.notMatch(
+    answer.body,
+    /<script>|<style|\sstyle=|\son[a-z]+=/,
+    'no inline script, style or handler for the CSP to refuse',
+  );
+  const policy = answer.headers['content-security-policy'];
+  t.type(policy, 'string', "one policy: the page's replaces helmet's");
+  t.match(policy, /^default-src 'self'; script-src 'self'; style-src 'self'; /);
+  t.match(policy, /; frame-ancestors 'none'$/);
+  for (const [path, type] of [
+    [`/${page}`, /^text\/html/],
+    [`/${page}/${page}.js`, /^text\/javascript/],
+    [`/${page}/${page}.css`, /^text\/css/],
+    [`/${page}/favicon.svg`, /^image\/svg\+xml/],
+  ] as const) {
+    const file = await app.inject({ url: path });
+    t.equal(file.statusCode, 200, path);
+    t.match(file.headers['content-type'], type, path);
+    t.equal(file.headers['content-security-policy'], policy, `${path}: the page's CSP`);
+    t.equal(file.headers['x-frame-options'], 'DENY', `${path}: never in a frame`);
+    t.equal(file.headers['x-content-type-options'], 'nosniff', path);
+    t.equal(file.headers['referrer-policy'], 'no-referrer', `${path}: signed URLs and keys never leave in a Referer`);
+    t.equal(file.headers['cache-control'], 'no-cache', `${path}: cached, revalidated before each use`);
+  }
+  const document = (await app.inject({ url: '/openapi.json' })).json();
+  t.same(
+    Object.keys(document.paths).filter((path) => path.startsWith(`/${page}`)),
+    [],
+    'not in the OpenAPI document',
+  );
+  return answer;
 }
