@@ -49,6 +49,8 @@ async function admin<T>(request: Promise<{ data?: T; error?: unknown; response: 
     );
     throw new SignedOut();
   }
+  // A 204 (a revocation) has no body for unwrap to return.
+  if (result.response.status === 204) return undefined as T;
   return unwrap(result);
 }
 
@@ -266,7 +268,7 @@ async function showAccount(accountId: string): Promise<void> {
   $('account-usage-totals').replaceChildren(
     usageTotalsTable(rows, `Totals per model, ${days[0]} to ${days[days.length - 1]}`),
   );
-  fillRows($('keys'), keys.map(keyRow));
+  fillKeys(keys);
   await showLedger(accountId, true);
 }
 
@@ -338,7 +340,12 @@ async function refreshKeys(accountId: string): Promise<void> {
   const keys = await admin(
     api().GET('/admin/v1/accounts/{account_id}/keys', { params: { path: { account_id: accountId } } }),
   );
-  fillRows($('keys'), keys.data.map(keyRow));
+  fillKeys(keys.data);
+}
+
+function fillKeys(keys: Key[]): void {
+  const none = el('tr', {}, el('td', { colSpan: 8, className: 'hint', textContent: 'No keys yet.' }));
+  fillRows($('keys'), keys.length ? keys.map(keyRow) : [none]);
 }
 
 async function revokeKey(key: Key): Promise<void> {
@@ -447,6 +454,13 @@ async function showLedger(accountId: string, restart: boolean): Promise<void> {
   $('ledger-more').hidden = page.next_cursor === null;
 }
 
+/** The request's target; an account's is a link to its page. */
+function auditTarget(entry: AuditEntry): Node | string {
+  if (!entry.target) return '';
+  const id = el('code', { textContent: entry.target });
+  return entry.action.includes('/accounts/:account_id') ? el('a', { href: `#accounts/${entry.target}` }, id) : id;
+}
+
 function auditRow(entry: AuditEntry): HTMLTableRowElement {
   const row = el(
     'tr',
@@ -454,7 +468,7 @@ function auditRow(entry: AuditEntry): HTMLTableRowElement {
     timeCell(entry.created_at),
     el('td', {}, el('code', { textContent: entry.admin_key_id ?? 'none' })),
     el('td', { textContent: entry.action }),
-    el('td', {}, entry.target ? el('code', { textContent: entry.target }) : ''),
+    el('td', {}, auditTarget(entry)),
     el('td', { className: 'number', textContent: String(entry.status) }),
     el('td', {}, el('code', { textContent: entry.request_id })),
     el('td', { textContent: entry.client_address }),
