@@ -43,7 +43,7 @@ export function showProblem(box: HTMLElement, problem: Refusal | undefined, stat
   box.hidden = false;
 }
 
-/** A table's body rows replaced (or, `append`, added to), each row a list of cells. */
+/** A table's body rows replaced by `rows` (or, with `append`, added after them). */
 export function fillRows(table: HTMLTableElement, rows: HTMLTableRowElement[], append = false): void {
   const body = table.tBodies[0] ?? table.appendChild(document.createElement('tbody'));
   if (append) body.append(...rows);
