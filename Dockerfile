@@ -16,7 +16,7 @@ RUN npm ci --omit=dev --no-audit --no-fund \
  && rm -rf node_modules/better-sqlite3/deps node_modules/better-sqlite3/src \
  && find node_modules/better-sqlite3/prebuilds -type f ! -name "linux-$(node -p process.arch).node" -delete
 
-# The TypeScript compiled and the playground bundled, with the development dependencies.
+# The TypeScript compiled and the pages (Playground, console) bundled, with the development dependencies.
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -25,8 +25,10 @@ COPY tsconfig.json ./
 COPY schemas/ schemas/
 COPY src/ src/
 COPY clients/ clients/
+COPY ui/ ui/
 COPY playground/ playground/
-COPY scripts/build-playground.ts scripts/
+COPY console/ console/
+COPY scripts/build-pages.ts scripts/
 RUN npm run build \
  && find dist -name '*.map' -delete \
  && chmod 755 dist/src/cli.js

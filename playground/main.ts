@@ -8,36 +8,25 @@ import {
   type components,
   type ImageGenClient,
   type Media,
-  type Problem,
   type paths,
   type Task,
   TERMINAL_STATUSES,
   uploadMedia,
   unwrap,
-  ImageGenApiError,
 } from '../clients/typescript/index.js';
+import { $, asProblem, el, fillRows, type Refusal, showProblem as showProblemIn, timeCell } from '../ui/dom.js';
+import { drawUsageChart, lastDays, type UsageRow, usageTotalsTable } from '../ui/usage-chart.js';
 
 type Model = components['schemas']['Model'];
 type GenerationRequest = paths['/api/v1/images/generations']['post']['requestBody']['content']['application/json'];
-/** A refusal as shown: the API's problem, or one the page makes (a network failure, too many files). */
-type Refusal = Pick<Problem, 'title' | 'detail' | 'errors'> & { code: string; status?: number };
 type LedgerEntry = components['schemas']['LedgerEntry'];
+type AccountKey = paths['/api/v1/keys']['get']['responses'][200]['content']['application/json']['data'][number];
 type TaskStatus = Task['status'];
 
 const KEY_STORAGE = 'imagegen.playground.apiKey';
 const LEDGER_ENTRIES = 10;
 const HISTORY_PAGE = 12;
-
-const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
-const el = <K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  props: Partial<HTMLElementTagNameMap[K]> = {},
-  ...children: (Node | string)[]
-) => {
-  const node = Object.assign(document.createElement(tag), props);
-  node.append(...children);
-  return node;
-};
+const USAGE_DAYS = 30;
 
 let client: ImageGenClient | undefined;
 let models: Model[] = [];
@@ -46,29 +35,9 @@ let references: (Media & { preview: string })[] = [];
 let running: { task: Task; source: EventSource } | undefined;
 let historyCursor: string | null = null;
 
-/** The problem+json of a refused request, shown with its stable code and its detail. */
+/** The problem+json of a refused request in the page's alert, with its stable code and its detail. */
 function showProblem(problem: Refusal | undefined, status?: number): void {
-  const box = $('problem');
-  box.replaceChildren();
-  if (!problem) {
-    box.hidden = true;
-    return;
-  }
-  box.append(
-    el('strong', {
-      textContent: `${(status ?? problem.status) ? `${status ?? problem.status} ` : ''}${problem.title}: `,
-    }),
-    el('code', { className: 'problem-code', textContent: problem.code }),
-    el('p', { className: 'problem-detail', textContent: problem.detail }),
-  );
-  for (const error of problem.errors ?? []) box.append(el('p', { textContent: `${error.pointer}: ${error.detail}` }));
-  box.hidden = false;
-}
-
-function asProblem(error: unknown): { problem: Refusal; status?: number } {
-  if (error instanceof ImageGenApiError) return { problem: error.problem, status: error.status };
-  const detail = error instanceof Error ? error.message : String(error);
-  return { problem: { title: 'Request failed', code: 'network_error', detail } };
+  showProblemIn($('problem'), problem, status);
 }
 
 function currentModel(): Model {
@@ -275,6 +244,7 @@ function onTaskState(task: Task): void {
     showResult(task);
     void refreshAccount();
     void refreshHistory(true);
+    void refreshUsage();
   }
 }
 
@@ -349,7 +319,7 @@ async function cancel(): Promise<void> {
     params: { path: { task_id: task.task_id } },
   });
   // The stream reports CANCELED; a refusal (it finished first: 409) is shown.
-  if (result.error) showProblem(result.error as Problem, result.response.status);
+  if (result.error) showProblem(result.error as Refusal, result.response.status);
 }
 
 async function refreshAccount(): Promise<void> {
@@ -358,20 +328,57 @@ async function refreshAccount(): Promise<void> {
     const account = unwrap(await client.GET('/api/v1/account')).data;
     $('balance').textContent = String(account.balance);
     const ledger = unwrap(await client.GET('/api/v1/account/ledger', { params: { query: { limit: LEDGER_ENTRIES } } }));
-    $('ledger')
-      .querySelector('tbody')!
-      .replaceChildren(...ledger.data.map(ledgerRow));
+    fillRows($('ledger'), ledger.data.map(ledgerRow));
   } catch (error) {
     const { problem, status } = asProblem(error);
     showProblem(problem, status);
   }
 }
 
+/** The account's last 30 days by day and model (GET /api/v1/usage): tokens charged as a chart, totals, and its keys. */
+async function refreshUsage(): Promise<void> {
+  if (!client) return;
+  const days = lastDays(USAGE_DAYS);
+  try {
+    const usage = unwrap(
+      await client.GET('/api/v1/usage', {
+        params: { query: { from: days[0], to: days[days.length - 1], group_by: 'day,model' } },
+      }),
+    );
+    const rows = (usage as { data: UsageRow[] }).data;
+    drawUsageChart($('usage-chart'), rows, days, 'tokens_charged');
+    $('usage-totals').replaceChildren(
+      usageTotalsTable(rows, `Totals per model, ${days[0]} to ${days[days.length - 1]}`),
+    );
+    const keys = unwrap(await client.GET('/api/v1/keys')).data;
+    fillRows($('keys'), keys.map(keyRow));
+  } catch (error) {
+    const { problem, status } = asProblem(error);
+    showProblem(problem, status);
+  }
+}
+
+function keyRow(key: AccountKey): HTMLTableRowElement {
+  const budget = key.token_budget
+    ? `${key.budget_spent} of ${key.token_budget.tokens} ${key.token_budget.period ? `a ${key.token_budget.period}` : 'in all'}`
+    : `${key.budget_spent} (no budget)`;
+  return el(
+    'tr',
+    {},
+    el('td', { textContent: key.name }),
+    el('td', {}, el('code', { textContent: key.prefix })),
+    el('td', { textContent: key.models?.join(', ') ?? 'every model' }),
+    el('td', { textContent: budget }),
+    timeCell(key.expires_at, 'never'),
+    timeCell(key.last_used_at, 'never'),
+  );
+}
+
 function ledgerRow(entry: LedgerEntry): HTMLTableRowElement {
   return el(
     'tr',
     {},
-    el('td', {}, el('time', { dateTime: entry.created_at, textContent: new Date(entry.created_at).toLocaleString() })),
+    timeCell(entry.created_at),
     el('td', { textContent: entry.kind }),
     el('td', { textContent: `${entry.kind === 'debit' ? '−' : '+'}${entry.amount}` }),
     el('td', { textContent: String(entry.balance_after) }),
@@ -454,7 +461,7 @@ async function start(key: string): Promise<void> {
   onModelChange();
   $('workspace').hidden = false;
   document.body.dataset.ready = 'yes';
-  await Promise.all([refreshAccount(), refreshHistory(true)]);
+  await Promise.all([refreshAccount(), refreshHistory(true), refreshUsage()]);
 }
 
 function forget(): void {

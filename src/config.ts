@@ -170,6 +170,11 @@ const SERVICE_VARIABLES = {
     default: true,
     description: 'Serve the Playground page at /playground (serve and api); false = no page.',
   }),
+  CONSOLE: Type.Boolean({
+    default: true,
+    description:
+      'Serve the operators’ console at /console (serve and api): admin-key sign-in, usage charts, accounts, keys, audit log; false = no page.',
+  }),
   MCP: Type.Boolean({
     default: true,
     description: 'Serve the remote MCP server (Streamable HTTP) at /mcp (serve and api); false = no /mcp.',

@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
 import { upstreamFailure } from '../core/upstream-failure.js';
+import { BodyTooLargeError, readBoundedBody } from '../webhooks/bounded-body.js';
 import { connectionLookup, egressAgent } from '../webhooks/send-webhook.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type LookupAll } from '../webhooks/ssrf-guard.js';
 import { GenerationError } from './port.js';
@@ -81,24 +82,9 @@ export async function downloadResult(
             );
             return;
           }
-          if (Number(response.headers['content-length']) > limits.maxBytes) {
-            request.destroy();
-            reject(tooLarge());
-            return;
-          }
-          const chunks: Buffer[] = [];
-          let received = 0;
-          response.on('data', (chunk: Buffer) => {
-            received += chunk.length;
-            if (received > limits.maxBytes) {
-              request.destroy();
-              reject(tooLarge());
-              return;
-            }
-            chunks.push(chunk);
-          });
-          response.on('end', () => resolve(Buffer.concat(chunks)));
-          response.on('error', reject);
+          readBoundedBody(request, response, limits.maxBytes).then(resolve, (error) =>
+            reject(error instanceof BodyTooLargeError ? tooLarge() : error),
+          );
         },
       );
       request.on('error', reject);

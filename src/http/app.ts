@@ -18,7 +18,7 @@ import { registerMetrics, registerTaskWaitMetrics } from './plugins/metrics.js';
 import { registerOpenApi } from './plugins/openapi.js';
 import { healthRoutes } from './routes/health.js';
 import { oauthRoutes } from './routes/oauth.js';
-import { playgroundRoutes } from './routes/playground.js';
+import { builtPageRoutes, consoleContentSecurityPolicy, playgroundContentSecurityPolicy } from './routes/pages.js';
 import { rootRoutes } from './routes/root.js';
 import { serverOptions } from './server-options.js';
 
@@ -46,6 +46,8 @@ export interface AppDependencies {
   rateLimitRedis: Redis | null;
   /** The built Playground (index.html, playground.js, playground.css); default: dist/playground. */
   playgroundDir?: string;
+  /** The built console (index.html, console.js, console.css); default: dist/console. */
+  consoleDir?: string;
   /**
    * Aborted when the process begins to shut down (SIGTERM): /readyz answers 503 from then on, while
    * the app still serves until it is closed (docs/design.md §4, drain).
@@ -56,7 +58,7 @@ export interface AppDependencies {
 /**
  * Builds the whole HTTP app; never listens (the CLI does, tests use inject). The services are built
  * once (app-services.ts); then, in order: what every answer gets, metrics, the OpenAPI document,
- * the Playground, health, and the authenticated scope (authenticated-api.ts: the native API under
+ * the Playground and the console, health, and the authenticated scope (authenticated-api.ts: the native API under
  * /api/v1, the OpenAI Images face under /v1).
  */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
@@ -71,7 +73,18 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     app.log.warn({ err: error }, 'queue metrics unavailable'),
   );
   await registerOpenApi(app, { exposeUi: true });
-  if (config.PLAYGROUND) await app.register(playgroundRoutes, { config, dir: deps.playgroundDir });
+  if (config.PLAYGROUND)
+    await app.register(builtPageRoutes, {
+      page: 'playground',
+      policy: playgroundContentSecurityPolicy(config),
+      dir: deps.playgroundDir,
+    });
+  if (config.CONSOLE)
+    await app.register(builtPageRoutes, {
+      page: 'console',
+      policy: consoleContentSecurityPolicy(),
+      dir: deps.consoleDir,
+    });
   await app.register(rootRoutes, { playground: config.PLAYGROUND, mcp: config.MCP });
 
   // Spool files of uploads that a killed process left behind go at start, not only at the next

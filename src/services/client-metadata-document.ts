@@ -1,5 +1,6 @@
 import * as http from 'node:http';
 import * as https from 'node:https';
+import { readBoundedBody } from '../webhooks/bounded-body.js';
 import { connectionLookup, egressAgent } from '../webhooks/send-webhook.js';
 import { assertWebhookUrlAllowed, WebhookUrlRejectedError, type WebhookUrlPolicy } from '../webhooks/ssrf-guard.js';
 import { type ClientDocumentReader, OAuthError } from './oauth.js';
@@ -73,24 +74,7 @@ function fetchBounded(url: URL, policy: WebhookUrlPolicy, limits: { maxBytes: nu
           reject(new Error(`status ${status}`));
           return;
         }
-        if (Number(response.headers['content-length']) > limits.maxBytes) {
-          request.destroy();
-          reject(new Error(`larger than ${limits.maxBytes} bytes`));
-          return;
-        }
-        const chunks: Buffer[] = [];
-        let received = 0;
-        response.on('data', (chunk: Buffer) => {
-          received += chunk.length;
-          if (received > limits.maxBytes) {
-            request.destroy();
-            reject(new Error(`larger than ${limits.maxBytes} bytes`));
-            return;
-          }
-          chunks.push(chunk);
-        });
-        response.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-        response.on('error', reject);
+        readBoundedBody(request, response, limits.maxBytes).then((body) => resolve(body.toString('utf8')), reject);
       },
     );
     request.on('error', (error) =>

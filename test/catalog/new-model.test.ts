@@ -72,6 +72,7 @@ t.test(
       LOG_LEVEL: 'warn',
       WORKER_CONCURRENCY: '1',
       PLAYGROUND: 'false',
+      CONSOLE: 'false',
     });
     // The one-shot children run while the server starts.
     const [banner, openApiYaml, priceTable, configHelp] = await Promise.all([

@@ -69,8 +69,10 @@ export interface TestAppOptions {
   blobAdapter?: BlobAdapterUnderTest;
   /** Check every injected answer against openapi.yaml (response-validation.ts); default true. */
   validateResponses?: boolean;
-  /** The built Playground to serve (scripts/build-playground.ts). */
+  /** The built Playground to serve (scripts/build-pages.ts). */
   playgroundDir?: string;
+  /** The built console to serve (scripts/build-pages.ts). */
+  consoleDir?: string;
   /** The app's logger options (a test that reads the log lines); default none. */
   logger?: object;
 }

@@ -24,6 +24,12 @@ export async function launchChromium(t: Test): Promise<Browser> {
   t.teardown(() => browser.close());
   // Test files run through tsx, whose esbuild keeps function names by wrapping them in a `__name`
   // helper; a function handed to page.evaluate carries that call into the page, which must have it.
+  const newContext = browser.newContext.bind(browser);
+  browser.newContext = async (options) => {
+    const context = await newContext(options);
+    await context.addInitScript(KEEP_NAMES_HELPER);
+    return context;
+  };
   const newPage = browser.newPage.bind(browser);
   browser.newPage = async (options) => {
     const page = await newPage(options);

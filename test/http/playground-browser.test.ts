@@ -1,12 +1,20 @@
 import { existsSync } from 'node:fs';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { MODEL_CATALOG } from '../../schemas/catalog.js';
 import { S3BlobStore } from '../../src/blobs/s3-blob-store.js';
 import type { GeneratedImage, GenerationInput, ImageGenerator } from '../../src/generators/port.js';
 import { LocalRenderer } from '../../src/generators/local-renderer.js';
 import { CHROMIUM } from '../helpers/chromium.js';
 import { encodedImage } from '../helpers/images.js';
-import { openPlayground, type PlaygroundSession } from '../helpers/playground.js';
+import {
+  assertCleanPage,
+  canvasPixels,
+  openPlayground,
+  tableCells,
+  type PlaygroundSession,
+  contrastFailures,
+  unlabelledControls,
+} from '../helpers/playground.js';
 import { startTestS3, testS3Client } from '../helpers/s3.js';
 import { testWorker } from '../helpers/worker.js';
 
@@ -31,25 +39,13 @@ class HeldGenerator implements ImageGenerator {
   }
 }
 
-/**
- * What every test ends with: nothing went wrong in the page and nothing left this origin. Chromium
- * logs each answer ≥ 400 to the console; those the test asked for are named in `refusals`.
- */
-function assertCleanPage(t: Test, session: PlaygroundSession, refusals: number[] = []): void {
-  const unexpected = session.consoleErrors.filter(
-    (message) => !refusals.some((status) => message.includes(`the server responded with a status of ${status}`)),
-  );
-  t.same(unexpected, [], 'no console errors, no CSP violations');
-  t.same(session.foreignRequests, [], 'no request to another origin');
-}
-
 /** The form filled in, the price awaited; Generate pressed. */
 async function generateFromForm(
   session: PlaygroundSession,
   choice: { model: string; prompt: string; aspectRatio?: string; resolution?: string },
 ) {
   const { page } = session;
-  await page.getByLabel('Model').selectOption(choice.model);
+  await page.getByLabel('Model', { exact: true }).selectOption(choice.model);
   await page.getByLabel('Prompt').fill(choice.prompt);
   if (choice.aspectRatio) await page.getByLabel('Aspect ratio').selectOption(choice.aspectRatio);
   if (choice.resolution) await page.getByLabel('Resolution').selectOption(choice.resolution);
@@ -114,7 +110,7 @@ t.test(
     const choices = { 'alpha-pro': '16:9', 'beta-v5-pro': '3:4' } as Record<string, string>;
     for (const model of MODEL_CATALOG) {
       const aspectRatio = choices[model.id];
-      await page.getByLabel('Model').selectOption(model.id);
+      await page.getByLabel('Model', { exact: true }).selectOption(model.id);
       const offered = await page
         .locator('#aspect-ratio option')
         .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
@@ -216,7 +212,7 @@ t.test('image-to-image with two uploaded references', { skip }, async (t) => {
   const { key, auth } = await session.newAccount(1000);
   await session.enterKey(key);
   testWorker(t, session, { events: session.events }).start();
-  await page.getByLabel('Model').selectOption('alpha-pro');
+  await page.getByLabel('Model', { exact: true }).selectOption('alpha-pro');
   await page.locator('#reference-files').setInputFiles([
     { name: 'one.png', mimeType: 'image/png', buffer: await encodedImage('png', 64, 48) },
     { name: 'two.webp', mimeType: 'image/webp', buffer: await encodedImage('webp', 40, 40) },
@@ -294,49 +290,8 @@ t.test('on a phone-sized screen: nothing wider than the screen, every control la
   t.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), 'no horizontal scrolling');
   const box = (await page.locator('#result img.generated').boundingBox())!;
   t.ok(box.width <= 390, `the image fits: ${Math.round(box.width)} px wide`);
-  const unlabelled = await page.evaluate(() =>
-    [...document.querySelectorAll<HTMLInputElement>('input, select, textarea, button')]
-      .filter((control) => {
-        if (control instanceof HTMLButtonElement) return !(control.textContent?.trim() || control.ariaLabel);
-        return (control.labels?.length ?? 0) === 0;
-      })
-      .map((control) => control.id || control.outerHTML),
-  );
-  t.same(unlabelled, [], 'every control has a label or a name');
-  // WCAG AA contrast of every piece of text against the background it is drawn on.
-  const contrast = await page.evaluate(() => {
-    const rgb = (color: string) => (color.match(/[\d.]+/g) ?? []).map(Number);
-    const luminance = ([r, g, b]: number[]) => {
-      const [R, G, B] = [r, g, b].map((v) => {
-        const c = v / 255;
-        return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
-      });
-      return 0.2126 * R + 0.7152 * G + 0.0722 * B;
-    };
-    const background = (node: Element | null): number[] => {
-      for (let at = node; at; at = at.parentElement) {
-        const [r, g, b, a = 1] = rgb(getComputedStyle(at).backgroundColor);
-        if (a > 0) return [r, g, b];
-      }
-      return [255, 255, 255];
-    };
-    const failures: string[] = [];
-    let checked = 0;
-    for (const node of document.querySelectorAll('body *')) {
-      const element = node as HTMLElement;
-      const ownText = [...element.childNodes].some((c) => c.nodeType === Node.TEXT_NODE && c.textContent?.trim());
-      if (!ownText || element.offsetParent === null) continue;
-      checked++;
-      const style = getComputedStyle(element);
-      const [fg, bg] = [luminance(rgb(style.color)), luminance(background(element))];
-      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
-      const large =
-        Number.parseFloat(style.fontSize) >= 24 ||
-        (Number.parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
-      if (ratio < (large ? 3 : 4.5)) failures.push(`${element.tagName}#${element.id}: ${ratio.toFixed(2)}`);
-    }
-    return { failures, checked };
-  });
+  t.same(await unlabelledControls(page), [], 'every control has a label or a name');
+  const contrast = await contrastFailures(page);
   t.ok(contrast.checked > 30, `${contrast.checked} pieces of text checked`);
   t.same(contrast.failures, [], 'text contrast at least 4.5:1 (3:1 for large text)');
   // The keyboard reaches the form: the key field, its buttons, then the model select.
@@ -416,5 +371,48 @@ t.test('the output format: offered from the catalog, the result shown and stored
   t.same(shown, [1264, 848], 'the WebP decodes in the page at the catalog size');
   t.match(await page.locator('#result figcaption').textContent(), 'image/webp');
   await session.screenshot('playground-11-webp');
+  assertCleanPage(t, session);
+});
+
+t.test("the usage view: the account's 30 days as a chart and totals, and its keys", { skip }, async (t) => {
+  const session = await openPlayground(t);
+  const { page } = session;
+  const { key, auth } = await session.newAccount(1000);
+  // No worker: each task stays CREATED (charged at creation) until the one canceled is refunded.
+  const ids: string[] = [];
+  for (const model of ['alpha-pro', 'alpha-pro', 'beta-v5-pro']) {
+    const created = await session.app.inject({
+      method: 'POST',
+      url: '/api/v1/images/generations',
+      headers: auth,
+      payload: { model, prompt: `usage of ${model}` },
+    });
+    ids.push(created.json().data.task_id);
+  }
+  await session.app.inject({ method: 'POST', url: `/api/v1/images/generations/${ids[0]}/cancel`, headers: auth });
+  await session.enterKey(key);
+  await page.locator('#usage-totals tfoot tr').waitFor();
+  // Model, tasks, images, tokens charged, tokens refunded, failed, canceled.
+  t.same(await tableCells(page, '#usage-totals tbody tr'), [
+    ['alpha-pro', '2', '0', '50', '25', '0', '1'],
+    ['beta-v5-pro', '1', '0', '25', '0', '0', '0'],
+  ]);
+  t.same(await tableCells(page, '#usage-totals tfoot tr'), [['All models', '3', '0', '75', '25', '0', '1']]);
+  const perDay = await tableCells(page, '#usage-chart table.chart-data tbody tr');
+  t.equal(perDay.length, 30, 'a row a day for 30 days');
+  t.same(perDay.at(-1)!.slice(1), ['50', '25'], "today's tokens charged, per model");
+  t.ok(
+    perDay.slice(0, -1).every((row) => row.slice(1).every((cell) => cell === '0')),
+    'days without tasks are zero',
+  );
+  t.match(await page.locator('#usage-chart figcaption').textContent(), 'Tokens charged per day and model · 75');
+  const pixels = await canvasPixels(page, '#usage-chart canvas', [0x00, 0x72, 0xb2]);
+  t.ok(pixels.ofColour > 20, `alpha-pro's bar is drawn (${pixels.ofColour} pixels of its colour)`);
+  const keys = await tableCells(page, '#keys tbody tr');
+  t.equal(keys.length, 1, 'the key in use');
+  t.equal(keys[0][1], key.slice(0, 12), 'its prefix, never the key');
+  t.equal(keys[0][2], 'every model');
+  await page.locator('#usage-section').scrollIntoViewIfNeeded();
+  await session.screenshot('playground-12-usage');
   assertCleanPage(t, session);
 });

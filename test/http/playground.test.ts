@@ -1,8 +1,8 @@
 import t from 'tap';
 import { loadConfig } from '../../src/config.js';
-import { playgroundContentSecurityPolicy } from '../../src/http/routes/playground.js';
+import { playgroundContentSecurityPolicy } from '../../src/http/routes/pages.js';
 import { fileTestApp } from '../helpers/app.js';
-import { builtPlayground } from '../helpers/playground.js';
+import { assertPageServed, builtPlayground } from '../helpers/playground.js';
 
 // One app serving the built Playground for the file's tests of it; PLAYGROUND=false is read when
 // an app is built, so the test of it has an app of that configuration.
@@ -10,36 +10,10 @@ const playgroundDir = await builtPlayground();
 const ctx = fileTestApp({}, { playgroundDir });
 const withoutPlayground = fileTestApp({ PLAYGROUND: 'false' }, { playgroundDir });
 
-t.test('GET /playground: the page, its script and styles, with the security headers', async (t) => {
+t.test('GET /playground: the page, its script, styles and icon, with the security headers', async (t) => {
   const { app } = ctx();
-  const page = await app.inject({ url: '/playground' });
-  t.equal(page.statusCode, 200);
-  t.match(page.headers['content-type'], /^text\/html/);
-  t.match(page.body, '<script type="module" src="/playground/playground.js">');
-  t.equal(page.headers['x-frame-options'], 'DENY');
-  t.type(page.headers['content-security-policy'], 'string', "one policy: the page's replaces helmet's");
-  t.equal(page.headers['x-content-type-options'], 'nosniff');
-  t.equal(page.headers['referrer-policy'], 'no-referrer', 'signed URLs never leave in a Referer');
-  t.match(page.headers['content-security-policy'], /^default-src 'self'; script-src 'self'; style-src 'self'; /);
-  t.notMatch(
-    page.body,
-    /<script>|<style|\sstyle=|\son[a-z]+=/,
-    'no inline script, style or handler for the CSP to refuse',
-  );
-  for (const [path, type] of [
-    ['/playground/playground.js', /^text\/javascript/],
-    ['/playground/playground.css', /^text\/css/],
-  ] as const) {
-    const asset = await app.inject({ url: path });
-    t.equal(asset.statusCode, 200, path);
-    t.match(asset.headers['content-type'], type);
-  }
-  const document = (await app.inject({ url: '/openapi.json' })).json();
-  t.same(
-    Object.keys(document.paths).filter((path) => path.startsWith('/playground')),
-    [],
-    'not in the OpenAPI document',
-  );
+  const page = await assertPageServed(t, app, 'playground');
+  t.equal(page.headers['content-security-policy'], playgroundContentSecurityPolicy(ctx().config));
 });
 
 t.test('PLAYGROUND=false: no page', async (t) => {

@@ -149,20 +149,24 @@ async function registeredClient(redirectUri = CALLBACK) {
 
 const token = (fields: Record<string, string>) => postForm('/oauth/token', fields);
 
+/** The token endpoint's answer to a code's exchange, with the fields a test changes to see it refused. */
+const exchangeCode = (code: string, verifier: string, clientId: string, changed: Record<string, string> = {}) =>
+  token({
+    grant_type: 'authorization_code',
+    code,
+    code_verifier: verifier,
+    client_id: clientId,
+    redirect_uri: CALLBACK,
+    ...changed,
+  });
+
 /** A code approved by a new account's key, and its tokens. */
 async function grant() {
   const account = await ctx().newAccount(1234);
   const client = await registeredClient();
   const { redirect } = await approve(client.query, account.key);
   const code = redirect?.searchParams.get('code') ?? '';
-  const answer = await token({
-    grant_type: 'authorization_code',
-    code,
-    code_verifier: client.verifier,
-    client_id: client.clientId,
-    redirect_uri: CALLBACK,
-    resource: `${base}/mcp`,
-  });
+  const answer = await exchangeCode(code, client.verifier, client.clientId, { resource: `${base}/mcp` });
   return { account, client, code, tokens: answer.json() as OAuthTokens & { refresh_token: string } };
 }
 
@@ -302,13 +306,7 @@ t.test(
     const { query, clientId } = await registeredClient();
     const { redirect } = await approve(query, account.key);
     const code = redirect?.searchParams.get('code') ?? '';
-    const wrong = await token({
-      grant_type: 'authorization_code',
-      code,
-      code_verifier: pkce().verifier,
-      client_id: clientId,
-      redirect_uri: CALLBACK,
-    });
+    const wrong = await exchangeCode(code, pkce().verifier, clientId);
     t.equal(wrong.statusCode, 400);
     t.equal(wrong.json().error, 'invalid_grant');
 
@@ -335,12 +333,7 @@ t.test('resource indicators: only /mcp; a code is exchanged for the resource it 
   });
   t.equal(new URL(String(other.headers.location)).searchParams.get('error'), 'invalid_target');
   const { redirect } = await approve(query, account.key);
-  const answer = await token({
-    grant_type: 'authorization_code',
-    code: redirect?.searchParams.get('code') ?? '',
-    code_verifier: verifier,
-    client_id: clientId,
-    redirect_uri: CALLBACK,
+  const answer = await exchangeCode(redirect?.searchParams.get('code') ?? '', verifier, clientId, {
     resource: 'https://elsewhere.example/mcp',
   });
   t.equal(answer.json().error, 'invalid_target');
@@ -349,13 +342,7 @@ t.test('resource indicators: only /mcp; a code is exchanged for the resource it 
 t.test('a code is single-use: a replay is refused and revokes the tokens it gave', async (t) => {
   const { client, code, tokens } = await grant();
   t.equal((await mcpStatus(tokens.access_token)).statusCode, 200);
-  const again = await token({
-    grant_type: 'authorization_code',
-    code,
-    code_verifier: client.verifier,
-    client_id: client.clientId,
-    redirect_uri: CALLBACK,
-  });
+  const again = await exchangeCode(code, client.verifier, client.clientId);
   t.equal(again.json().error, 'invalid_grant');
   t.equal((await mcpStatus(tokens.access_token)).statusCode, 401, 'the first exchange’s token is revoked');
 });
@@ -366,13 +353,7 @@ t.test('a code expires after a minute', async (t) => {
   const { redirect } = await approve(query, account.key);
   clockAheadMs = 61_000;
   try {
-    const late = await token({
-      grant_type: 'authorization_code',
-      code: redirect?.searchParams.get('code') ?? '',
-      code_verifier: verifier,
-      client_id: clientId,
-      redirect_uri: CALLBACK,
-    });
+    const late = await exchangeCode(redirect?.searchParams.get('code') ?? '', verifier, clientId);
     t.equal(late.json().error, 'invalid_grant');
   } finally {
     clockAheadMs = 0;
@@ -384,13 +365,7 @@ t.test("another client's code is refused", async (t) => {
   const mine = await registeredClient();
   const other = await registeredClient();
   const { redirect } = await approve(mine.query, account.key);
-  const answer = await token({
-    grant_type: 'authorization_code',
-    code: redirect?.searchParams.get('code') ?? '',
-    code_verifier: mine.verifier,
-    client_id: other.clientId,
-    redirect_uri: CALLBACK,
-  });
+  const answer = await exchangeCode(redirect?.searchParams.get('code') ?? '', mine.verifier, other.clientId);
   t.equal(answer.json().error, 'invalid_grant');
 });
 
@@ -546,13 +521,7 @@ t.test(
     t.equal(page.statusCode, 200);
     t.match(page.body, /Documented agent/);
     const { redirect } = await approve(query, account.key);
-    const answer = await token({
-      grant_type: 'authorization_code',
-      code: redirect?.searchParams.get('code') ?? '',
-      code_verifier: verifier,
-      client_id: clientId,
-      redirect_uri: CALLBACK,
-    });
+    const answer = await exchangeCode(redirect?.searchParams.get('code') ?? '', verifier, clientId);
     t.equal(answer.statusCode, 200);
     t.equal((await mcpStatus(answer.json().access_token)).statusCode, 200);
 
