@@ -1,8 +1,9 @@
 /**
  * `npm run bench:ab`: the guard a developer runs before merging a change to src/http or src/store.
- * The working tree's create and read against the merge base with main, in the same alternating
- * rounds as the bare fastify reference (bench/run.ts --compare-root), about two minutes: if the
- * ratios or the CPU per request moved, it shows here, side by side, before it reaches main.
+ * The working tree's create (with a plain key and with a scoped one) and read against the merge
+ * base with main, in the same alternating rounds as the bare fastify reference (bench/run.ts
+ * --compare-root), about three minutes: if the ratios or the CPU per request moved, it shows here,
+ * side by side, before it reaches main.
  *
  *   npm run bench:ab                  against `git merge-base HEAD main`
  *   npm run bench:ab -- --base <rev>  against another commit
@@ -55,7 +56,7 @@ run(
     'tsx',
     join(REPO_ROOT, 'bench/run.ts'),
     '--only',
-    flags['with-list'] ? 'create,read,list' : 'create,read',
+    flags['with-list'] ? 'create,create-scoped,read,list' : 'create,create-scoped,read',
     // The list's large store is not compared (only 10 k is): kept small so that seeding it is quick.
     ...(flags['with-list'] ? ['--list-size', '20000'] : []),
     '--rounds',
@@ -71,13 +72,13 @@ run(
 const report = JSON.parse(readFileSync(join(REPO_ROOT, 'bench/results/latest.json'), 'utf8')) as BenchReport;
 const baseName = `imagegen-ab-${base.slice(0, 12)}`;
 const pct = (ratio: number | null) => (ratio === null ? '–' : `${Math.round(ratio * 100)} %`);
-const lines = [`\nworking tree against ${base.slice(0, 12)} (merge base), same rounds:`];
-for (const scenario of ['create', 'read', 'list-first-10k', 'list-deep-10k']) {
+const lines = [`\nworking tree against ${base.slice(0, 12)}${flags.base ? '' : ' (merge base)'}, same rounds:`];
+for (const scenario of ['create', 'create-scoped', 'read', 'list-first-10k', 'list-deep-10k']) {
   const mine = report.http.find((row) => row.id === scenario);
   const theirs = report.http.find((row) => row.id === `${scenario}@${baseName}`);
   if (!mine || !theirs) continue;
   lines.push(
-    `  ${scenario.padEnd(14)} ratio ${pct(theirs.service.ratio)} → ${pct(mine.service.ratio)} of the reference` +
+    `  ${scenario.padEnd(15)} ratio ${pct(theirs.service.ratio)} → ${pct(mine.service.ratio)} of the reference` +
       ` (rounds: ${theirs.service.ratios.map(pct).join(', ')} → ${mine.service.ratios.map(pct).join(', ')});` +
       ` CPU ${theirs.service.cpuUsPerRequest} → ${mine.service.cpuUsPerRequest} µs/req;` +
       ` p99 ${theirs.service.p99} → ${mine.service.p99} ms`,

@@ -20,7 +20,7 @@
  *   npm run bench -- --runtime tsx         run the service from the sources instead of dist
  *   npm run bench -- --only create,read --compare-root /tmp/a,/tmp/b
  *                                          also runs other built checkouts (named by their directory)
- *                                          in the same rounds (create, create-idem, create-i2i, read,
+ *                                          in the same rounds (create, create-scoped, create-idem, create-i2i, read,
  *                                          list at 10 k): A/B figures with the drift cancelled
  *   npm run bench -- --only event-streams --service-root /tmp/a
  *                                          the scenarios of their own service (dispatch, long-poll,
@@ -33,8 +33,8 @@
  * upload-photos (bench/upload-memory-photos.ts), scale-out (bench/scale-out.ts, PostgreSQL),
  * capacity (bench/scenarios/capacity.ts: a loopback provider of fixed capacity, embedded and 2
  * workers on PostgreSQL);
- * on request only: create-idem, create-i2i (the create's guard rail with an Idempotency-Key, and
- * with 8 image references).
+ * on request only: create-scoped, create-idem, create-i2i (the create's guard rail with a scoped
+ * key (models and a token budget), with an Idempotency-Key, and with 8 image references).
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -43,7 +43,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { cpus, loadavg, totalmem, release, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { createAccountWithKey } from '../src/services/api-keys.js';
+import type { KeyScope } from '../src/core/key-scope.js';
+import { createAccountWithKey, issueApiKey } from '../src/services/api-keys.js';
 import { encodeCursor } from '../src/store/cursor.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite-store.js';
 import { incompressiblePng, multipartBody, smallPng } from './lib/images.js';
@@ -96,6 +97,7 @@ import { longPollScenario } from './scenarios/long-poll.js';
 
 const ALL_SCENARIOS = [
   'create',
+  'create-scoped',
   'create-idem',
   'create-i2i',
   'read',
@@ -129,8 +131,16 @@ const { values: flags } = parseArgs({
   },
 });
 
+/** The scope of the create-scoped scenario's keys: the body's model, and a monthly budget it never reaches. */
+const BENCH_KEY_SCOPE: KeyScope = {
+  models: [(JSON.parse(TEXT_TO_IMAGE) as { model: string }).model],
+  tokenBudget: { tokens: 1e15, period: 'month' },
+  rateLimits: { createsPerMin: null, requestsPerMin: null },
+  expiresAt: null,
+};
+
 /** Run by default; the others only on request (--only), to keep a full run within 8 minutes. */
-const ON_REQUEST_ONLY: readonly Scenario[] = ['create-idem', 'create-i2i'];
+const ON_REQUEST_ONLY: readonly Scenario[] = ['create-scoped', 'create-idem', 'create-i2i'];
 const DEFAULT_SCENARIOS = ALL_SCENARIOS.filter((s) => !ON_REQUEST_ONLY.includes(s));
 const selected = new Set<Scenario>(flags.only ? (flags.only.split(',') as Scenario[]) : DEFAULT_SCENARIOS);
 for (const s of selected)
@@ -220,13 +230,13 @@ const scenarioContext: ScenarioContext = {
 
 try {
   if (runtime === 'dist' && !flags['no-build']) await build();
-  const needsReference = (['create', 'create-idem', 'create-i2i', 'read', 'list'] as const).some((s) =>
+  const needsReference = (['create', 'create-scoped', 'create-idem', 'create-i2i', 'read', 'list'] as const).some((s) =>
     selected.has(s),
   );
   const reference = needsReference ? await startReference(join(work, 'reference.log')) : null;
   if (reference) children.push(reference);
 
-  if ((['create', 'create-i2i', 'create-idem', 'read'] as const).some((s) => selected.has(s)))
+  if ((['create', 'create-scoped', 'create-i2i', 'create-idem', 'read'] as const).some((s) => selected.has(s)))
     await apiScenarios(reference!);
   if (selected.has('dispatch')) report.dispatch = await dispatchScenario(scenarioContext);
   if (selected.has('long-poll')) report.longPoll = await longPollScenario(scenarioContext);
@@ -332,6 +342,26 @@ async function apiScenarios(reference: ChildServer): Promise<void> {
       });
       report.sections.push(createCeilingSection(store, create));
     }
+  }
+  if (selected.has('create-scoped')) {
+    // The create with a scoped key (docs/design.md §3.9): each connection's key allows the body's
+    // model and has a monthly token budget it never reaches, so that admission checks both (and
+    // reads the key's spend). A compared checkout from before scoped keys gets plain keys.
+    const targets = [];
+    for (const instance of instances) {
+      const names = Array.from({ length: CONNECTIONS }, (_, i) => `bench-scoped-${i + 1}`);
+      const perConnection = (await newAccountsWithKeys(instance, names, 100_000_000, BENCH_KEY_SCOPE)).map(
+        (headers) => ({ headers }),
+      );
+      targets.push({ ...instance, perConnection, beforeRun: drain(instance.dataDir) });
+    }
+    await measure(
+      'create-scoped',
+      'Create text-to-image, scoped key (models, token budget)',
+      reference,
+      { method: 'POST', path: CREATE_PATH, body: TEXT_TO_IMAGE },
+      targets,
+    );
   }
   if (selected.has('create-i2i')) {
     const targets = [];
@@ -774,11 +804,15 @@ async function clientKeys(instance: Instance): Promise<Record<string, string>[]>
   return [instance.auth, ...(await newAccountsWithKeys(instance, names, 100_000_000))];
 }
 
-/** New accounts (one per name) with `tokens` each and a key each, written through the store beside the service. */
+/**
+ * New accounts (one per name) with `tokens` each and a key each (of `scope`, when given and the
+ * checkout has scoped keys), written through the store beside the service.
+ */
 async function newAccountsWithKeys(
   instance: Instance,
   names: string[],
   tokens: number,
+  scope?: KeyScope,
 ): Promise<Record<string, string>[]> {
   // A compared checkout's database has its own schema: its rows are written by its own store.
   const own = await storeModulesOf(instance.root);
@@ -786,7 +820,17 @@ async function newAccountsWithKeys(
   try {
     const headers = [];
     for (const name of names) {
-      const { key } = await own.createAccountWithKey(store, { name, tokens, now: new Date() });
+      const now = new Date();
+      const { key } =
+        scope && own.issueApiKey.length >= 5
+          ? await own.issueApiKey(
+              store,
+              (await own.createAccountWithKey(store, { name, tokens, now })).account.id,
+              name,
+              now,
+              scope,
+            )
+          : await own.createAccountWithKey(store, { name, tokens, now });
       headers.push({ authorization: `Bearer ${key}` });
     }
     return headers;
@@ -796,15 +840,21 @@ async function newAccountsWithKeys(
 }
 
 /** The store and key issuing of a built checkout (root), or of the working tree. */
-async function storeModulesOf(
-  root: string | undefined,
-): Promise<{ SqliteStore: typeof SqliteStore; createAccountWithKey: typeof createAccountWithKey }> {
-  if (root === undefined) return { SqliteStore, createAccountWithKey };
+async function storeModulesOf(root: string | undefined): Promise<{
+  SqliteStore: typeof SqliteStore;
+  createAccountWithKey: typeof createAccountWithKey;
+  issueApiKey: typeof issueApiKey;
+}> {
+  if (root === undefined) return { SqliteStore, createAccountWithKey, issueApiKey };
   const [store, keys] = await Promise.all([
     import(join(root, 'dist/src/store/sqlite/sqlite-store.js')),
     import(join(root, 'dist/src/services/api-keys.js')),
   ]);
-  return { SqliteStore: store.SqliteStore, createAccountWithKey: keys.createAccountWithKey };
+  return {
+    SqliteStore: store.SqliteStore,
+    createAccountWithKey: keys.createAccountWithKey,
+    issueApiKey: keys.issueApiKey,
+  };
 }
 
 /** Between runs, completes the CREATED tasks of the service in dataDir (see drainCreatedTasks). */

@@ -39,6 +39,18 @@ export function budgetPeriodStart(period: BudgetPeriod | null, at: Date): Date {
   return new Date(0);
 }
 
+/**
+ * The period whose spend a create with `key` at `at` is checked against and adds to (the store's
+ * key_spend row): null for a key without a budget, whose spend no create reads.
+ */
+export function budgetPeriodOf(
+  key: { id: string; scope: Pick<KeyScope, 'tokenBudget'> } | undefined,
+  at: Date,
+): { keyId: string; start: Date } | null {
+  const budget = key?.scope.tokenBudget;
+  return key && budget ? { keyId: key.id, start: budgetPeriodStart(budget.period, at) } : null;
+}
+
 export function isExpired(scope: Pick<KeyScope, 'expiresAt'>, at: Date): boolean {
   return scope.expiresAt !== null && scope.expiresAt.getTime() <= at.getTime();
 }

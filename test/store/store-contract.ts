@@ -8,6 +8,7 @@ import { encodeCursor } from '../../src/store/cursor.js';
 import type { UpstreamOutcome } from '../../src/core/backend-capacity.js';
 import type { ClaimPolicy, GeneratedMediaInput, Store, StoredResponse, TaskListQuery } from '../../src/store/port.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
+import { businessContract } from './business-contract.js';
 import type { StoreAdapterUnderTest } from '../helpers/store.js';
 import { claimNextTask } from '../helpers/store.js';
 import { storeUpload } from '../helpers/uploads.js';
@@ -2145,6 +2146,12 @@ export function storeContract(t: Test, adapter: StoreAdapterUnderTest): void {
       t.equal(await store.oauth.rotateRefreshToken(refresh.hash, now, []), false, 'a revoked token does not rotate');
     });
   });
+
+  t.test(
+    'operating the business: key budgets and spend, grants, usage, the audit log',
+    { jobs: CONTRACT_JOBS },
+    async (t) => businessContract(t, adapter),
+  );
 
   t.test('ping answers and migrate is safe to call again', { jobs: CONTRACT_JOBS }, async (t) => {
     const store = await open(t);

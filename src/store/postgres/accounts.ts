@@ -30,7 +30,15 @@ import {
   type ApiKeyRow,
   type LedgerRow,
 } from './rows.js';
-import { budgetPeriodStart, UNSCOPED, type AccountStatus, type KeyScope } from '../../core/key-scope.js';
+import {
+  budgetPeriodOf,
+  budgetPeriodStart,
+  UNSCOPED,
+  type AccountStatus,
+  type BudgetPeriod,
+  type KeyScope,
+} from '../../core/key-scope.js';
+import type { TaskRecord } from '../../core/task.js';
 import { adjustmentBelowZero, adjustmentOf, replayedAdjustment } from '../../core/ledger.js';
 import { decodeCursor } from '../cursor.js';
 import { uuidv7Floor } from '../../ids.js';
@@ -151,9 +159,12 @@ export class PostgresAccounts implements AccountStore, ApiKeyStore {
   }
 
   async keySpentSince(keyId: string, since: Date): Promise<number> {
+    // The key's tasks in its account's range of tasks_account_usage, which includes the key, status
+    // and cost (the key list's figure; a create reads its key's key_spend row instead).
     const { rows } = await this.db.query<{ spent: number }>(
-      `SELECT coalesce(sum(cost), 0)::bigint AS spent FROM tasks
-       WHERE key_id = $1 AND id >= $2 AND status NOT IN ('FAILED', 'CANCELED')`,
+      `SELECT coalesce(sum(t.cost), 0)::bigint AS spent FROM api_keys AS k JOIN tasks AS t
+         ON t.account_id = k.account_id AND t.id >= $2 AND t.key_id = k.id AND t.status NOT IN ('FAILED', 'CANCELED')
+       WHERE k.id = $1`,
       [keyId, uuidv7Floor(since)],
     );
     return rows[0].spent;
@@ -301,8 +312,16 @@ export function ledgerRowsValues(entries: readonly NewLedgerEntry[]): unknown[] 
 export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<boolean> {
   // The task's row lock makes concurrent refunds of one task take turns; the second sees the first's
   // entry, read after the lock in a statement of its own (a statement sees what committed before it began).
-  const { rows } = await tx.query<{ account_id: string; cost: number }>(
-    'SELECT account_id, cost FROM tasks WHERE id = $1 FOR UPDATE',
+  const { rows } = await tx.query<{
+    account_id: string;
+    cost: number;
+    key_id: string | null;
+    created_at: Date;
+    budget_tokens: number | null;
+    budget_period: BudgetPeriod | null;
+  }>(
+    `SELECT t.account_id, t.cost, t.key_id, t.created_at, k.budget_tokens, k.budget_period
+     FROM tasks AS t LEFT JOIN api_keys AS k ON k.id = t.key_id WHERE t.id = $1 FOR UPDATE OF t`,
     [taskId],
   );
   const task = rows[0];
@@ -310,7 +329,16 @@ export async function refundTaskIn(tx: Tx, taskId: string, now: Date): Promise<b
     ? ((await tx.query("SELECT 1 FROM ledger WHERE task_id = $1 AND kind = 'refund'", [taskId])).rowCount ?? 0) > 0
     : false;
   const refund = refundOf(task ? { accountId: task.account_id, cost: task.cost } : null, refunded);
-  return refund !== null && addLedgerEntry(tx, refund.accountId, 'refund', refund.amount, taskId, null, now);
+  if (refund === null || !(await addLedgerEntry(tx, refund.accountId, 'refund', refund.amount, taskId, null, now)))
+    return false;
+  // A refund gives the key's budget back: the spend of the period the task was created in.
+  if (task.key_id !== null && task.budget_tokens !== null)
+    await tx.query('UPDATE key_spend SET spent = spent - $3 WHERE key_id = $1 AND period_start = $2', [
+      task.key_id,
+      budgetPeriodStart(task.budget_period, task.created_at),
+      refund.amount,
+    ]);
+  return true;
 }
 
 /**
@@ -329,18 +357,18 @@ export async function lockAdmittingAccountIn(
 ): Promise<{ account: AdmittingAccount; keySpent: number } | null> {
   // Named, so that PostgreSQL parses and plans it once per connection (decision 0030, "Later").
   // The count reads one index range per active status (tasks_account_status), only up to the limit.
-  // The key's spend is read only for a key with a budget (p_key null: no sum).
-  const budget = limits.key?.scope.tokenBudget ?? null;
+  // The key's spend in the period (its key_spend row) is read only for a key with a budget (p_key null: none).
+  const period = budgetPeriodOf(limits.key, at);
   const { rows } = await tx.query<{ balance: number; active: number; status: AccountStatus; spent: number }>(
     prepared(
-      'admitting-account-2',
+      'admitting-account-3',
       'SELECT balance, active, status, spent FROM admitting_account($1, $2, $3, $4, $5)',
       [
         accountId,
         ACTIVE_STATUSES,
         activeTasksCountLimit(limits.maxActiveTasks),
-        budget ? limits.key!.id : null,
-        uuidv7Floor(budgetPeriodStart(budget?.period ?? null, at)),
+        period?.keyId ?? null,
+        period?.start ?? null,
       ],
     ),
   );
@@ -349,6 +377,15 @@ export async function lockAdmittingAccountIn(
     account: { balance: rows[0].balance, activeTasks: rows[0].active, status: rows[0].status },
     keySpent: rows[0].spent,
   };
+}
+
+/**
+ * The key's spend an admission adds (admissionWrite's last three values): the key's id (null for a
+ * key without a budget: nothing is added), the period's start, the tasks' cost.
+ */
+export function keySpendValues(limits: TaskCreationLimits, tasks: readonly TaskRecord[]): unknown[] {
+  const period = budgetPeriodOf(limits.key, tasks[0].createdAt);
+  return [period?.keyId ?? null, period?.start ?? null, tasks.reduce((sum, task) => sum + task.cost, 0)];
 }
 
 /** An admission's debit rows (core admitTasks), as the ledger writes them. */

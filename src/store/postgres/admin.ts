@@ -126,6 +126,8 @@ export class PostgresUsage implements UsageStore {
       day: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
       placeholder: (index) => `$${index}`,
       integer: (sum) => `(${sum})::bigint`,
+      // One range of tasks_account_usage (account_id, id), which includes what the report reads.
+      account: (placeholder) => `account_id = ${placeholder}`,
     });
     const params: unknown[] = [uuidv7Floor(query.from), uuidv7Floor(query.to)];
     if (query.accountId !== undefined) params.push(query.accountId);

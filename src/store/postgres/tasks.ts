@@ -43,6 +43,7 @@ import {
   ledgerRowsValues,
   lockAdmittingAccountIn,
   refundTaskIn,
+  keySpendValues,
 } from './accounts.js';
 import { completeIdempotencyKeyIn, lockIdempotencyKeyHeldIn } from './idempotency-keys.js';
 import { referencedMediaIn } from './media.js';
@@ -363,6 +364,8 @@ async function admitTasksIn(
       ...ledgerRowsValues(admissionDebits(admission)),
       admission.joinsQueue ? TaskSignals.payload(createdSignal(tasks)) : null,
       ...tasks.flatMap(taskValues),
+      // A key with a budget: its spend in the period grows by the tasks' cost (key_spend).
+      ...keySpendValues(limits, tasks),
     ]),
   );
   if (completesKey && admission.completesKey) await completeIdempotencyKeyIn(tx, completesKey);
@@ -370,8 +373,9 @@ async function admitTasksIn(
 
 /**
  * An admission's writes in one statement: the balance it decided ($1 of account $2), its debit
- * rows ($3–$9), the NOTIFY that wakes the workers ($10, null when no task joins the queue) and the
- * tasks' rows (from $11, TASK_COLUMNS then run_after, their created_at).
+ * rows ($3–$9), the NOTIFY that wakes the workers ($10, null when no task joins the queue), the
+ * tasks' rows (from $11, TASK_COLUMNS then run_after, their created_at) and, last, the key's spend
+ * to add (its id, null for a key without a budget; the period's start; the tasks' cost).
  */
 function admissionWrite(taskCount: number): string {
   const known = admissionWrites.get(taskCount);
@@ -390,9 +394,13 @@ function admissionWriteText(taskCount: number): string {
     const values = Array.from({ length: width }, (_, column) => `$${first + column}`);
     return `(${values.join(', ')}, $${first + createdAt})`;
   });
+  const spend = 11 + taskCount * width;
   return `WITH charged AS (UPDATE accounts SET balance = $1 WHERE id = $2),
     debits AS (${ledgerRowsInsert('$2', 3)}),
-    admitted AS (INSERT INTO tasks (${TASK_COLUMNS}, run_after) VALUES ${rows.join(', ')})
+    admitted AS (INSERT INTO tasks (${TASK_COLUMNS}, run_after) VALUES ${rows.join(', ')}),
+    spent AS (INSERT INTO key_spend (key_id, period_start, spent)
+      SELECT $${spend}::text, $${spend + 1}::timestamptz, $${spend + 2}::bigint WHERE $${spend}::text IS NOT NULL
+      ON CONFLICT (key_id, period_start) DO UPDATE SET spent = key_spend.spent + excluded.spent)
   SELECT pg_notify(${CHANNEL_SQL}, $10) WHERE $10::text IS NOT NULL`;
 }
 

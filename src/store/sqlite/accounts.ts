@@ -5,7 +5,7 @@ import {
   ledgerTotals,
   replayedAdjustment,
 } from '../../core/ledger.js';
-import { UNSCOPED, type AccountStatus } from '../../core/key-scope.js';
+import { budgetPeriodStart, UNSCOPED, type AccountStatus, type BudgetPeriod } from '../../core/key-scope.js';
 import { decodeCursor } from '../cursor.js';
 import { uuidv7Floor } from '../../ids.js';
 import { notFound } from '../../core/errors.js';
@@ -28,6 +28,7 @@ import type {
 } from '../port.js';
 import { toAccount, toApiKey, toLedgerEntry, type AccountRow, type ApiKeyRow, type LedgerRow } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
+import { accountRanges, SPENDING_STATUSES } from './account-ranges.js';
 import { textParameter } from './unplanned-parameters.js';
 
 /** Accounts, their ledger and their API keys on the embedded store. */
@@ -137,7 +138,16 @@ export class SqliteAccounts implements AccountStore, ApiKeyStore {
   }
 
   async keySpentSince(keyId: string, since: Date): Promise<number> {
-    return keySpentSinceIn(this.db, keyId, since);
+    // The key's tasks in its account's ranges of tasks_account_model_status, which includes the key,
+    // status and cost (the key list's figure; a create reads its key's key_spend row instead).
+    const row = this.db
+      .statement(
+        `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
+         WHERE ${accountRanges('(SELECT account_id FROM api_keys WHERE id = @keyId)', SPENDING_STATUSES)}
+           AND id >= @since AND key_id = @keyId`,
+      )
+      .get({ since: uuidv7Floor(since), keyId }) as { spent: number };
+    return row.spent;
   }
 
   async insertApiKey(input: ApiKeyInsert): Promise<ApiKeyRecord> {
@@ -272,18 +282,20 @@ export function admittingAccountIn(db: SqliteDatabase, accountId: string): Admit
   return row ? { balance: row.balance, activeTasks: row.active_tasks, status: row.status } : null;
 }
 
-/**
- * What the key's tasks created at or after `since` cost, refunded ones (FAILED, CANCELED) not
- * counted: one range of tasks_key_spend. In a write transaction, the one writer holds it still.
- */
-export function keySpentSinceIn(db: SqliteDatabase, keyId: string, since: Date): number {
+/** A budgeted key's spend in a period (its key_spend row; 0 before its first create of the period). */
+export function keySpentInPeriodIn(db: SqliteDatabase, period: { keyId: string; start: Date }): number {
   const row = db
-    .statement(
-      `SELECT coalesce(sum(cost), 0) AS spent FROM tasks
-       WHERE key_id = ${textParameter('?')} AND id >= ${textParameter('?')} AND status NOT IN ('FAILED', 'CANCELED')`,
-    )
-    .get(keyId, uuidv7Floor(since)) as { spent: number };
-  return row.spent;
+    .statement('SELECT spent FROM key_spend WHERE key_id = ? AND period_start = ?')
+    .get(period.keyId, period.start.getTime()) as { spent: number } | undefined;
+  return row?.spent ?? 0;
+}
+
+/** Adds `amount` to a budgeted key's spend in a period: a create's charge, or (negative) a refund. */
+export function addKeySpendIn(db: SqliteDatabase, period: { keyId: string; start: Date }, amount: number): void {
+  db.statement(
+    `INSERT INTO key_spend (key_id, period_start, spent) VALUES (?, ?, ?)
+     ON CONFLICT (key_id, period_start) DO UPDATE SET spent = spent + excluded.spent`,
+  ).run(period.keyId, period.start.getTime(), amount);
 }
 
 /** Writes an admission's charge (core admitTasks): the balance and active count it decided, a debit row per task. */
@@ -303,10 +315,31 @@ export function countActiveTask(db: SqliteDatabase, accountId: string, delta: nu
 
 /** Gives a task's cost back in the caller's transaction, unless it was already refunded (core refundOf). */
 export function refundTaskIn(db: SqliteDatabase, taskId: string, now: Date): boolean {
-  const task = db.statement('SELECT account_id, cost FROM tasks WHERE id = ?').get(taskId) as
-    | { account_id: string; cost: number }
+  const task = db
+    .statement(
+      `SELECT t.account_id, t.cost, t.key_id, t.created_at, k.budget_tokens, k.budget_period
+       FROM tasks AS t LEFT JOIN api_keys AS k ON k.id = t.key_id WHERE t.id = ${textParameter('?')}`,
+    )
+    .get(taskId) as
+    | {
+        account_id: string;
+        cost: number;
+        key_id: string | null;
+        created_at: number;
+        budget_tokens: number | null;
+        budget_period: BudgetPeriod | null;
+      }
     | undefined;
   const refunded = db.statement("SELECT 1 FROM ledger WHERE task_id = ? AND kind = 'refund'").get(taskId) !== undefined;
   const refund = refundOf(task ? { accountId: task.account_id, cost: task.cost } : null, refunded);
-  return refund !== null && addLedgerEntry(db, refund.accountId, 'refund', refund.amount, taskId, null, now);
+  if (refund === null || !addLedgerEntry(db, refund.accountId, 'refund', refund.amount, taskId, null, now))
+    return false;
+  // A refund gives the key's budget back: the spend of the period the task was created in.
+  if (task?.key_id && task.budget_tokens !== null)
+    addKeySpendIn(
+      db,
+      { keyId: task.key_id, start: budgetPeriodStart(task.budget_period, new Date(task.created_at)) },
+      -refund.amount,
+    );
+  return true;
 }

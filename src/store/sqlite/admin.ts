@@ -6,6 +6,7 @@ import { uuidv7Floor } from '../../ids.js';
 import { dateOrNull } from './rows.js';
 import type { SqliteDatabase } from './sqlite-database.js';
 import { usageSql } from '../usage-sql.js';
+import { accountRanges } from './account-ranges.js';
 
 interface AdminKeyRow {
   id: string;
@@ -119,11 +120,14 @@ export class SqliteUsage implements UsageStore {
   async usage(query: UsageQuery): Promise<UsageRow[]> {
     const sql = usageSql(query, {
       day: "strftime('%Y-%m-%d', created_at / 1000, 'unixepoch')",
-      placeholder: () => '?',
+      // Named: the account's id is read more than once in its ranges.
+      placeholder: (index) => `@p${index}`,
       integer: (sum) => sum,
+      // One range of tasks_account_model_status per (model, status) pair of the account (decision 0038).
+      account: (placeholder) => accountRanges(placeholder),
     });
-    const params: unknown[] = [uuidv7Floor(query.from), uuidv7Floor(query.to)];
-    if (query.accountId !== undefined) params.push(query.accountId);
-    return this.db.statement(sql).all(...params) as UsageRow[];
+    const params: Record<string, string> = { p1: uuidv7Floor(query.from), p2: uuidv7Floor(query.to) };
+    if (query.accountId !== undefined) params.p3 = query.accountId;
+    return this.db.statement(sql).all(params) as UsageRow[];
   }
 }

@@ -370,4 +370,32 @@ export const SQLITE_MIGRATIONS: string[] = [
   CREATE TRIGGER admin_audit_log_no_delete BEFORE DELETE ON admin_audit_log
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
   `,
+  `
+  -- The create's cost (decision 0038). Every create wrote two per-account index entries
+  -- more than before the business API (tasks_account_usage, tasks_key_spend), each on a page of its
+  -- own account's (decision 0008). Usage now reads the list's index, widened with what the report
+  -- sums (cost, key_id, created_at): one range per (model, status) pair of the account, as a page
+  -- of the list is; the list reads the same ranges as before.
+  DROP INDEX tasks_account_usage;
+  DROP INDEX tasks_account_model_status;
+  CREATE INDEX tasks_account_model_status ON tasks(account_id, model, status, id, cost, key_id, created_at);
+  -- A key with a budget has its spend per period kept in a row (added to by its creates, taken from
+  -- by refunds; period_start in epoch ms, 0 for a lifetime budget), read by its creates: one row
+  -- instead of a sum over the key's tasks of the period, and no index entry per task of every key.
+  CREATE TABLE key_spend (
+    key_id TEXT NOT NULL REFERENCES api_keys(id),
+    period_start INTEGER NOT NULL,
+    spent INTEGER NOT NULL,
+    PRIMARY KEY (key_id, period_start)
+  ) WITHOUT ROWID;
+  INSERT INTO key_spend (key_id, period_start, spent)
+    SELECT t.key_id, CASE k.budget_period
+        WHEN 'day' THEN t.created_at - t.created_at % 86400000
+        WHEN 'month' THEN CAST(strftime('%s', t.created_at / 1000, 'unixepoch', 'start of month') AS INTEGER) * 1000
+        ELSE 0 END AS period, sum(t.cost)
+    FROM tasks AS t JOIN api_keys AS k ON k.id = t.key_id
+    WHERE k.budget_tokens IS NOT NULL AND t.status NOT IN ('FAILED', 'CANCELED')
+    GROUP BY t.key_id, period;
+  DROP INDEX tasks_key_spend;
+  `,
 ];

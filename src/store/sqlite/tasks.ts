@@ -35,8 +35,16 @@ import type {
   TaskStore,
 } from '../port.js';
 import { backendAdmitsCallIn, modelsCondition } from './backend-limits.js';
-import { admittingAccountIn, chargeAdmissionIn, countActiveTask, keySpentSinceIn, refundTaskIn } from './accounts.js';
-import { budgetPeriodStart } from '../../core/key-scope.js';
+import { modelsOfAccount } from './account-ranges.js';
+import {
+  addKeySpendIn,
+  admittingAccountIn,
+  chargeAdmissionIn,
+  countActiveTask,
+  keySpentInPeriodIn,
+  refundTaskIn,
+} from './accounts.js';
+import { budgetPeriodOf } from '../../core/key-scope.js';
 import { completeIdempotencyKeyIn, idempotencyKeyHeldIn } from './idempotency-keys.js';
 import { insertMediaIn, referencedMediaIn } from './media.js';
 import { TASK_COLUMNS, taskValues, toTask, type TaskRecordRow } from './rows.js';
@@ -47,18 +55,8 @@ import { enqueueWebhookEvent } from './webhooks.js';
 
 /** The columns of a task record, by name: every read of a task goes through them and toTask. */
 const TASK_SELECT = `SELECT ${TASK_COLUMNS.join(', ')} FROM tasks`;
-/**
- * The models an account has tasks of, one index seek each (a skip scan of the
- * (account_id, model, status, id) index).
- */
-const MODELS_OF_ACCOUNT = `
-  WITH RECURSIVE listed(model) AS (
-    SELECT (SELECT model FROM tasks WHERE account_id = ${namedTextParameter('accountId')} ORDER BY model LIMIT 1)
-    UNION ALL
-    SELECT (SELECT model FROM tasks WHERE account_id = ${namedTextParameter('accountId')} AND model > listed.model ORDER BY model LIMIT 1)
-    FROM listed WHERE listed.model IS NOT NULL
-  )
-  SELECT model FROM listed WHERE model IS NOT NULL`;
+/** The models an account has tasks of (a skip scan of tasks_account_model_status). */
+const MODELS_OF_ACCOUNT = modelsOfAccount(namedTextParameter('accountId'));
 
 /**
  * Tasks on the embedded store: their creation with its debit, their listing, and the tasks table as
@@ -96,23 +94,25 @@ export class SqliteTasks implements TaskStore, TaskExecutionStore {
     completesKey: IdempotencyCompletion | undefined,
   ): void {
     const { accountId } = tasks[0];
-    const budget = limits.key?.scope.tokenBudget ?? null;
+    // A key with a budget: its spend in the period is its key_spend row (read and added to here).
+    const period = budgetPeriodOf(limits.key, tasks[0].createdAt);
     const admission = admitTasks({
       tasks,
       referencedMedia: referencedMediaIn(this.db, accountId, [...new Set(tasks.flatMap((t) => t.imageReference))]),
       account: admittingAccountIn(this.db, accountId),
       limits,
       ...(limits.key && {
-        key: {
-          scope: limits.key.scope,
-          spentInPeriod: budget
-            ? keySpentSinceIn(this.db, limits.key.id, budgetPeriodStart(budget.period, tasks[0].createdAt))
-            : 0,
-        },
+        key: { scope: limits.key.scope, spentInPeriod: period ? keySpentInPeriodIn(this.db, period) : 0 },
       }),
       keyStillHeld: completesKey && idempotencyKeyHeldIn(this.db, completesKey),
     });
     chargeAdmissionIn(this.db, accountId, admission);
+    if (period)
+      addKeySpendIn(
+        this.db,
+        period,
+        tasks.reduce((sum, task) => sum + task.cost, 0),
+      );
     const insert = this.db.statement(
       `INSERT INTO tasks (id, account_id, status, model, prompt, image_reference, aspect_ratio, resolution, output_format,
          output_compression, seed, width, height, cost, webhook_url, end_user_id, key_id, generated, error_code,
