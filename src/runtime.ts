@@ -65,8 +65,7 @@ export async function openBlobStore(config: Config): Promise<BlobStore> {
  */
 async function mediaSigningSecret(config: Config, store: Store): Promise<string> {
   if (config.MEDIA_SIGNING_SECRET) return config.MEDIA_SIGNING_SECRET;
-  if (isPostgres(store))
-    return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
+  if (isPostgres(store)) return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
   return loadOrCreateSecret(config.DATA_DIR, 'media-signing-secret');
 }
 
