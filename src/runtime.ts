@@ -2,16 +2,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { BlobStore } from './blobs/port.js';
-import { FsBlobStore } from './blobs/fs-blob-store.js';
-import { createS3Client, S3BlobStore } from './blobs/s3-blob-store.js';
 import { s3KeyPrefix, sqlitePath, type Config } from './config.js';
 import type { Redis } from 'ioredis';
-import { connectRateLimitRedis } from './http/plugins/rate-limit.js';
 import { loadOrCreateSecret } from './secrets.js';
 import { TaskEvents } from './services/task-events.js';
 import type { Store } from './store/port.js';
-import { PostgresStore } from './store/postgres/postgres-store.js';
-import { SqliteStore } from './store/sqlite/sqlite-store.js';
+import type { PostgresStore } from './store/postgres/postgres-store.js';
+
+/*
+ * Each adapter's module is imported when configuration selects it: a process on SQLite and the
+ * file system loads neither the PostgreSQL client nor the AWS SDK (nor, without REDIS_URL, ioredis).
+ */
 
 /** The adapters a process runs on, chosen from configuration. */
 export interface Runtime {
@@ -27,9 +28,12 @@ export interface Runtime {
  * @param longRunning serve and worker: checkpoints move to a thread of their own. A one-shot CLI
  * command makes a handful of commits and needs no thread.
  */
-export function openStore(config: Config, options: { longRunning?: boolean } = {}): Store {
-  if (config.DATABASE_URL)
+export async function openStore(config: Config, options: { longRunning?: boolean } = {}): Promise<Store> {
+  if (config.DATABASE_URL) {
+    const { PostgresStore } = await import('./store/postgres/postgres-store.js');
     return new PostgresStore({ connectionString: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE });
+  }
+  const { SqliteStore } = await import('./store/sqlite/sqlite-store.js');
   fs.mkdirSync(config.DATA_DIR, { recursive: true });
   return new SqliteStore(sqlitePath(config), {
     checkpointInBackground: options.longRunning
@@ -39,8 +43,9 @@ export function openStore(config: Config, options: { longRunning?: boolean } = {
 }
 
 /** The bucket is not created here: it is provisioned with its region, access policy and lifecycle. */
-export function openBlobStore(config: Config): BlobStore {
+export async function openBlobStore(config: Config): Promise<BlobStore> {
   if (config.BLOB_STORE === 's3') {
+    const { createS3Client, S3BlobStore } = await import('./blobs/s3-blob-store.js');
     const client = createS3Client({
       // loadConfig has refused BLOB_STORE=s3 without them.
       region: config.S3_REGION!,
@@ -49,6 +54,7 @@ export function openBlobStore(config: Config): BlobStore {
     });
     return new S3BlobStore({ client, bucket: config.S3_BUCKET!, prefix: s3KeyPrefix(config) });
   }
+  const { FsBlobStore } = await import('./blobs/fs-blob-store.js');
   return new FsBlobStore(path.join(config.DATA_DIR, 'blobs'));
 }
 
@@ -59,25 +65,28 @@ export function openBlobStore(config: Config): BlobStore {
  */
 async function mediaSigningSecret(config: Config, store: Store): Promise<string> {
   if (config.MEDIA_SIGNING_SECRET) return config.MEDIA_SIGNING_SECRET;
-  if (store instanceof PostgresStore)
-    return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
+  if (isPostgres(store)) return store.sharedSecret('media-signing-secret', () => randomBytes(32).toString('base64url'));
   return loadOrCreateSecret(config.DATA_DIR, 'media-signing-secret');
 }
 
+function isPostgres(store: Store): store is PostgresStore {
+  return store.kind === 'postgres';
+}
+
 export async function openRuntime(config: Config, options: { longRunning?: boolean } = {}): Promise<Runtime> {
-  const store = openStore(config, options);
+  const store = await openStore(config, options);
   try {
     await store.migrate();
     const events = new TaskEvents();
     // Long-running processes on PostgreSQL hear the other processes' tasks at once (LISTEN/NOTIFY):
     // idle workers wake on a create, long-polls and cancel-aborts on a change made anywhere.
-    if (options.longRunning && store instanceof PostgresStore) {
+    if (options.longRunning && isPostgres(store)) {
       await store.listen((signal) =>
         signal.kind === 'created' ? events.taskCreated(signal.model) : events.taskChanged(signal.taskId),
       );
     }
     const signingSecret = await mediaSigningSecret(config, store);
-    const blobs = openBlobStore(config);
+    const blobs = await openBlobStore(config);
     return {
       store,
       blobs,
@@ -100,7 +109,9 @@ export async function openRuntime(config: Config, options: { longRunning?: boole
  * in process memory). A worker counts nothing and opens none. The opener closes it.
  */
 export async function openRateLimitCounters(config: Config, onError: (err: Error) => void): Promise<Redis | null> {
-  return config.REDIS_URL ? connectRateLimitRedis(config.REDIS_URL, onError) : null;
+  if (!config.REDIS_URL) return null;
+  const { connectRateLimitRedis } = await import('./http/plugins/rate-limit.js');
+  return connectRateLimitRedis(config.REDIS_URL, onError);
 }
 
 export async function closeRateLimitCounters(redis: Redis | null): Promise<void> {

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { buildTestApp } from './helpers/app.js';
+import { nodeCommand } from './helpers/processes.js';
 
 const cli = fileURLToPath(new URL('../src/cli.ts', import.meta.url));
 const run = promisify(execFile);
@@ -15,7 +16,7 @@ const run = promisify(execFile);
 t.test('admin-keys create prints a key /admin takes; list never shows it; revoke ends it', async (t) => {
   const h = await buildTestApp(t);
   const cliRun = (args: string[]) =>
-    run(process.execPath, ['--import', 'tsx', cli, ...args], {
+    run(...nodeCommand(['--import', 'tsx', cli, ...args]), {
       env: { ...process.env, ...h.storeEnv, DATA_DIR: h.dataDir, LOG_LEVEL: 'silent' },
     });
   const created = await cliRun(['admin-keys', 'create', '--name', 'ops']);

@@ -21,8 +21,8 @@ t.test('BLOB_STORE=s3 with its settings opens the S3 adapter; fs stays the defau
   t.equal(config.S3_PRESIGNED_DOWNLOADS, false);
   t.equal(config.S3_PRESIGNED_URL_TTL_SECONDS, 300);
   t.equal(s3KeyPrefix(config), 'imagegen/');
-  t.type(openBlobStore(config), S3BlobStore);
-  t.notOk(openBlobStore(loadConfig({})) instanceof S3BlobStore);
+  t.type(await openBlobStore(config), S3BlobStore);
+  t.notOk((await openBlobStore(loadConfig({}))) instanceof S3BlobStore);
 });
 
 t.test('BLOB_STORE=s3 without a bucket or region stops the start naming the variable', async (t) => {

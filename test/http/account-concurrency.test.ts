@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: each of its tests runs on every store in the first pass (testOnEveryStore).
 import t from 'tap';
 import { fileTestApp } from '../helpers/app.js';
 import { everyStoreFileTestApp } from '../helpers/file-apps.js';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the Range header parser alone, no store.
 import t from 'tap';
 import { requestedByteRange } from '../../src/http/byte-range.js';
 

@@ -2,6 +2,7 @@ import sharp from 'sharp';
 import t from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { fileTestApp } from '../helpers/app.js';
+import { testBlobAdapter } from '../helpers/blobs.js';
 import { everyStoreFileTestApp } from '../helpers/file-apps.js';
 import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
@@ -49,10 +50,22 @@ async function download(h: Awaited<ReturnType<typeof setup>>, url: string) {
   return h.app.inject({ url: pathname + search });
 }
 
+/**
+ * The ratios of a model that its matrix renders: every one, but with blobs in S3 (lifecycle-s3.test.ts)
+ * only the first, at every resolution. What the blob store is given is a result's bytes, whose size
+ * the resolution decides; the ratio changes nothing there, and every ratio is rendered, stored and
+ * downloaded by this file's run on the file system, in each pass of npm test.
+ */
+const matrixRatios = (ratios: string[]) => (testBlobAdapter().kind === 's3' ? ratios.slice(0, 1) : ratios);
+
 for (const model of SEED) {
-  const offer = { ratios: model.aspectRatios, resolutions: Object.keys(model.costs) };
+  const offer = { ratios: matrixRatios(model.aspectRatios), resolutions: Object.keys(model.costs) };
+  const matrix =
+    offer.ratios.length === model.aspectRatios.length
+      ? 'every ratio and resolution'
+      : `every resolution at ${offer.ratios[0]}`;
   for (const mode of ['text-to-image', 'image-to-image'] as const) {
-    t.test(`${model.id} ${mode}: every ratio and resolution completes with the exact pixel size`, async (t) => {
+    t.test(`${model.id} ${mode}: ${matrix} completes with the exact pixel size`, async (t) => {
       const h = await setup();
       const references = mode === 'image-to-image' ? [await upload(h), await upload(h)] : undefined;
       for (const ratio of offer.ratios) {

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the OpenAPI document the routes make; no request reaches the store.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { Validator } from '@seriousme/openapi-schema-validator';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the static page and its assets; no request reaches the store.
 import t from 'tap';
 import { loadConfig } from '../../src/config.js';
 import { playgroundContentSecurityPolicy } from '../../src/http/routes/pages.js';

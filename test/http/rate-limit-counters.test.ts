@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the rate-limit plugin's counters (in memory and in Redis), no store.
 import t from 'tap';
 import type { Test } from 'tap';
 import Fastify, { type FastifyRequest } from 'fastify';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the links of GET / and the static answers they lead to; no request reaches the store.
 import t from 'tap';
 import { prefersHtml } from '../../src/http/routes/root.js';
 import { fileTestApp } from '../helpers/app.js';

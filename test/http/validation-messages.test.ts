@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: Ajv's errors as field errors, without an app or a store.
 import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import t from 'tap';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: reads the source files, runs no store.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the MCP tools' error mapping alone, no store.
 import t from 'tap';
 import { DomainError } from '../../src/core/errors.js';
 import { toolErrorOf } from '../../src/mcp/tool-errors.js';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: fetching a client metadata document, no store.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import t, { type Test } from 'tap';

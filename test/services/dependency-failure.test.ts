@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: connects to PostgreSQL, SQLite, S3 and Redis itself, whatever TEST_STORE says.
 import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createServer as createTcpServer } from 'node:net';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the create use case over a fake store.
 import t from 'tap';
 import { DomainError } from '../../src/core/errors.js';
 import { GenerationSubmission, type GenerationOrder } from '../../src/services/generation-submission.js';

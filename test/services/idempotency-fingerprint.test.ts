@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the request fingerprint alone, no store.
 import fc from 'fast-check';
 import t from 'tap';
 import { canonicalJson, jsonRequestFingerprint } from '../../src/services/idempotency.js';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: signing and checking media URLs, no store.
 import t from 'tap';
 import { HmacMediaUrlSigner } from '../../src/services/media-url-signer.js';
 

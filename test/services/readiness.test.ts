@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the readiness checks over fake dependencies.
 import t from 'tap';
 import { checkReadiness, DiskSpace } from '../../src/services/readiness.js';
 

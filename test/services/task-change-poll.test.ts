@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the change poll over a fake task reader.
 import t, { type Test } from 'tap';
 import type { TaskRecord } from '../../src/core/task.js';
 import { TaskChangePoll, type PolledWait } from '../../src/services/task-change-poll.js';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the in-process task signals, no store.
 import t from 'tap';
 import { TaskEvents } from '../../src/services/task-events.js';
 

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the long-poll timers alone, no store.
 import t from 'tap';
 import { WaitTimers } from '../../src/services/wait-timers.js';
 

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: signing and sending one webhook, no store.
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

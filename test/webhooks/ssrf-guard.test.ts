@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the webhook URL guard's address rules, no store.
 import t from 'tap';
 import {
   assertWebhookUrlAllowed,

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the dispatch loop over fake tasks, no store.
 import { setImmediate as turn } from 'node:timers/promises';
 import t, { type Test } from 'tap';
 import type { TaskRecord } from '../../src/core/task.js';

@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: loading a task's references from a fake media store.
 import t from 'tap';
 import { GenerationError } from '../../src/generators/port.js';
 import { loadTaskReferences } from '../../src/worker/task-references.js';
