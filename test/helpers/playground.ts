@@ -30,6 +30,17 @@ export function builtPage(page: BuiltPage): Promise<string> {
 
 export const builtPlayground = () => builtPage('playground');
 
+let fileBrowser: Promise<Browser> | undefined;
+
+/**
+ * One headless Chromium for the whole test file, launched by the first tab asked for and closed
+ * when the file ends: a launch costs about 1.6 s, and each tab has a context (storage) of its own.
+ */
+function browserOfFile(): Promise<Browser> {
+  fileBrowser ??= launchChromium(tap);
+  return fileBrowser;
+}
+
 /** A browser tab on a page of the app, watched for what must never happen there. */
 export interface WatchedPage {
   page: Page;
@@ -132,8 +143,8 @@ export async function openPlayground(
     { events, playgroundDir: await builtPlayground(), ...options.testApp },
   );
   await harness.app.listen({ host: '127.0.0.1', port });
-  const browser = await launchChromium(t);
-  const watched = await openWatchedPage(browser, origin, '/playground', options);
+  const watched = await openWatchedPage(await browserOfFile(), origin, '/playground', options);
+  t.teardown(() => watched.page.context().close());
   const { page } = watched;
   return {
     ...harness,
@@ -164,14 +175,12 @@ export async function pagesFileTestApp(env: Record<string, string> = {}) {
   tap.before(async () => {
     await fileApp().app.listen({ host: '127.0.0.1', port });
   });
-  let browser: Promise<Browser> | undefined;
   return {
     fileApp,
     origin,
     events,
     async open(path: string, options: { viewport?: { width: number; height: number } } = {}) {
-      browser ??= launchChromium(tap);
-      return openWatchedPage(await browser, origin, path, options);
+      return openWatchedPage(await browserOfFile(), origin, path, options);
     },
   };
 }
