@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the static page, its assets and headers; no request reaches the store.
 import t from 'tap';
 import { consoleContentSecurityPolicy } from '../../src/http/routes/pages.js';
 import { fileTestApp } from '../helpers/app.js';

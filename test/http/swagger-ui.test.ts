@@ -1,3 +1,4 @@
+// Not in the PostgreSQL pass: the page in a browser; the API calls it makes are the HTTP suites' own, run on PostgreSQL in this pass.
 import { existsSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
