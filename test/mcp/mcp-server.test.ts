@@ -11,6 +11,7 @@ import { encodedImage } from '../helpers/images.js';
 import { assertLedgerInvariant } from '../helpers/ledger.js';
 import { callTool, mcpClient, problemOf, type ToolResult } from '../helpers/mcp.js';
 import { listenOnLoopback } from '../helpers/raw-http.js';
+import { servingFileTestApp } from '../helpers/serving-file-app.js';
 import { GatedGenerator, ScriptedGenerator, testWorker } from '../helpers/worker.js';
 import { GenerationError } from '../../src/generators/port.js';
 import { workerBackends } from '../../src/worker/build-worker.js';
@@ -22,7 +23,16 @@ const IMAGE_HOST = 'references.example.test';
 const resolvingToLoopback: LookupAll = async (hostname) =>
   hostname === IMAGE_HOST ? [{ address: '127.0.0.1', family: 4 }] : [];
 
-/** An app listening on loopback with an in-process worker (unless startWorker is false), and one account. */
+/**
+ * The app the file's tests share, listening on loopback with an in-process worker on the local
+ * renderer; each test has an account and an MCP client of its own.
+ */
+const serving = await servingFileTestApp({ WEBHOOK_ALLOW_PRIVATE: 'true' }, { webhookLookup: resolvingToLoopback });
+
+/**
+ * An account (with `tokens`) and an MCP client of it, on the file's app; or, for a test that
+ * needs another generator, configuration or no worker (as it says), on an app of its own.
+ */
 async function setup(
   t: Test,
   options: {
@@ -33,6 +43,27 @@ async function setup(
     configuredBackends?: boolean;
     startWorker?: boolean;
   } = {},
+) {
+  const ownApp = options.env || options.generator || options.configuredBackends || options.startWorker === false;
+  const { harness, base } = ownApp
+    ? await ownServingApp(t, options)
+    : { harness: serving.fileApp(), base: serving.base };
+  const account = await harness.newAccount(options.tokens ?? 1000);
+  const client = await mcpClient(t, base, account.key);
+  /** Money: grants − debits + refunds = balance (called at the end of every test that moves it). */
+  const ledgerHolds = () => assertLedgerInvariant(t, harness.store, account.accountId);
+  return { ...harness, ...account, base, client, ledgerHolds };
+}
+
+/** An app of the test's own, listening on loopback, with a worker of the generator asked for unless told not to. */
+async function ownServingApp(
+  t: Test,
+  options: {
+    env?: Record<string, string>;
+    generator?: ImageGenerator;
+    configuredBackends?: boolean;
+    startWorker?: boolean;
+  },
 ) {
   const events = new TaskEvents();
   const harness = await buildTestApp(
@@ -46,13 +77,8 @@ async function setup(
     ...(options.configuredBackends && { backends: workerBackends(harness.config, 1) }),
   });
   if (options.startWorker !== false) worker.start();
-  const account = await harness.newAccount(options.tokens ?? 1000);
   const port = await listenOnLoopback(harness.app);
-  const base = `http://127.0.0.1:${port}`;
-  const client = await mcpClient(t, base, account.key);
-  /** Money: grants − debits + refunds = balance (called at the end of every test that moves it). */
-  const ledgerHolds = () => assertLedgerInvariant(t, harness.store, account.accountId);
-  return { ...harness, ...account, base, client, worker, ledgerHolds };
+  return { harness, base: `http://127.0.0.1:${port}` };
 }
 
 const textOf = (result: ToolResult) =>
