@@ -11,7 +11,7 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  */
 export function browserTestsSkippedNotice(): string | null {
   if (existsSync(CHROMIUM)) return null;
-  return `# Browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH); the Playground, Swagger UI and EventSource tests did not run.\n`;
+  return `# Browser tests skipped: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH); the Playground, console, Swagger UI and EventSource tests did not run.\n`;
 }
 
 /** A headless Chromium, closed when the test ends. */
