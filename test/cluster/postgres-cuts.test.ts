@@ -39,7 +39,15 @@ t.test(
       }),
     );
 
-    const env = { DATABASE_URL: proxied.toString(), DATA_DIR: t.testdir({}), LONG_POLL_FALLBACK_MS: '200' };
+    const env = {
+      DATABASE_URL: proxied.toString(),
+      DATA_DIR: t.testdir({}),
+      LONG_POLL_FALLBACK_MS: '200',
+      // A claim whose answer a cut lost leaves its task leased to a worker that never heard of it,
+      // until the lease runs out: 5 s here rather than the default 30 s, or one such cut alone
+      // made this test take 36 s instead of 9.
+      TASK_LEASE_MS: '5000',
+    };
     const [port, workerPort] = [await freePort(), await freePort()];
     const api = startCli(t, ['serve'], { ...env, WORKER_CONCURRENCY: '0', PORT: String(port), HOST: '127.0.0.1' });
     const worker = startCli(t, ['worker'], {

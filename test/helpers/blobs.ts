@@ -1,11 +1,8 @@
 import { readdir } from 'node:fs/promises';
 import { join, relative } from 'node:path';
-import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import type { Test } from 'tap';
 import { FsBlobStore } from '../../src/blobs/fs-blob-store.js';
 import type { BlobStore } from '../../src/blobs/port.js';
-import { S3BlobStore } from '../../src/blobs/s3-blob-store.js';
-import { startTestS3, testS3Client } from './s3.js';
 
 /**
  * Where tests get their blob store, as test/helpers/store.ts gives stores: the contract suite runs
@@ -50,6 +47,13 @@ const fs: BlobAdapterUnderTest = {
 const s3: BlobAdapterUnderTest = {
   kind: 's3',
   async open(t) {
+    // Loaded here, not at the top: the S3 SDK and s3rver take a fifth of a second to load, and
+    // most test files never open S3.
+    const [{ ListObjectsV2Command }, { S3BlobStore }, { startTestS3, testS3Client }] = await Promise.all([
+      import('@aws-sdk/client-s3'),
+      import('../../src/blobs/s3-blob-store.js'),
+      import('./s3.js'),
+    ]);
     const server = await startTestS3(t);
     const client = testS3Client(t, server);
     return {
