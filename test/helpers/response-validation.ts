@@ -79,9 +79,7 @@ let shared: OpenApiResponseValidator | null = null;
 
 /** The validator of the committed openapi.yaml, read once per test process. */
 export function contractValidator(): OpenApiResponseValidator {
-  shared ??= new OpenApiResponseValidator(
-    parsedOpenApi() as ConstructorParameters<typeof OpenApiResponseValidator>[0],
-  );
+  shared ??= new OpenApiResponseValidator(parsedOpenApi() as ConstructorParameters<typeof OpenApiResponseValidator>[0]);
   return shared;
 }
 
