@@ -28,6 +28,9 @@ async function startProvider(t: Test, options: CapacityProviderOptions): Promise
   return provider;
 }
 
+// Two tests at a time: each starts a provider of its own, and most of their time is its latency.
+t.jobs = 2;
+
 const adapters: Record<string, (url: string) => ImageGenerator> = {
   gemini: (url) =>
     new GeminiGenerator({ apiKey: 'test', baseUrl: url, model: 'gemini-3-pro-image-preview', maxConcurrency: 64 }),

@@ -1,9 +1,14 @@
 import { existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import type { Test } from 'tap';
+import tap, { type Test } from 'tap';
 
 /** Debian's chromium (`apt-get install -y chromium`; .ci/run installs it when it is missing). */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+/** Screenshots are kept after the run (SCREENSHOT_DIR, else a fixed directory under the temp dir). */
+export const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR ?? join(tmpdir(), 'imagegen-playground-screenshots');
 
 /**
  * The line `npm test` ends with when the browser tests were skipped for want of Chromium (tap
@@ -42,3 +47,15 @@ export async function launchChromium(t: Test): Promise<Browser> {
 /** esbuild's own `__name` helper, as its output defines it. */
 const KEEP_NAMES_HELPER =
   'globalThis.__name = (target, value) => Object.defineProperty(target, "name", { value, configurable: true });';
+
+let fileBrowser: Promise<Browser> | undefined;
+
+/**
+ * One headless Chromium for the whole test file, launched by the first test that asks and closed
+ * when the file ends: a launch costs about 1.6 s. Each test opens a context (its own storage) or a
+ * page of its own in it.
+ */
+export function browserOfFile(): Promise<Browser> {
+  fileBrowser ??= launchChromium(tap);
+  return fileBrowser;
+}

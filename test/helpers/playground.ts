@@ -9,11 +9,8 @@ import { buildPage } from '../../scripts/build-pages.js';
 import type { BuiltPage } from '../../src/http/routes/pages.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { buildTestApp, fileTestApp, type TestApp, type TestAppOptions } from './app.js';
-import { launchChromium } from './chromium.js';
+import { browserOfFile, SCREENSHOT_DIR } from './chromium.js';
 import { freePort } from './processes.js';
-
-/** Screenshots are kept after the run (SCREENSHOT_DIR, else a fixed directory under the temp dir). */
-export const SCREENSHOT_DIR = process.env.SCREENSHOT_DIR ?? join(tmpdir(), 'imagegen-playground-screenshots');
 
 /** Each page built once per test file, into a directory of its own, removed when the file ends. */
 const built = new Map<BuiltPage, Promise<string>>();
@@ -29,17 +26,6 @@ export function builtPage(page: BuiltPage): Promise<string> {
 }
 
 export const builtPlayground = () => builtPage('playground');
-
-let fileBrowser: Promise<Browser> | undefined;
-
-/**
- * One headless Chromium for the whole test file, launched by the first tab asked for and closed
- * when the file ends: a launch costs about 1.6 s, and each tab has a context (storage) of its own.
- */
-function browserOfFile(): Promise<Browser> {
-  fileBrowser ??= launchChromium(tap);
-  return fileBrowser;
-}
 
 /** A browser tab on a page of the app, watched for what must never happen there. */
 export interface WatchedPage {

@@ -31,6 +31,9 @@ import { testWorker } from '../helpers/worker.js';
 // Each test builds an app of its own: each has a configuration of its own (READY_MIN_FREE_MB, a
 // Redis behind a proxy that the test cuts, a spool or a database on a filesystem the test fills, a
 // clock it moves), and the load tests run a worker that claims every account's tasks.
+// Apart as they are, they run at once: most of their time is the load's pace and the leases
+// they wait out, not work.
+t.jobs = 5;
 const noTmpfs = canMountTmpfs() ? false : 'this process may not mount a tmpfs (needs root or CAP_SYS_ADMIN)';
 
 type App = Awaited<ReturnType<typeof buildTestApp>>['app'];

@@ -1,27 +1,36 @@
 // Not in the PostgreSQL pass: the page in a browser; the API calls it makes are the HTTP suites' own, run on PostgreSQL in this pass.
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import t, { type Test } from 'tap';
-import { buildTestApp } from '../helpers/app.js';
-import { CHROMIUM, launchChromium } from '../helpers/chromium.js';
+import { fileTestApp } from '../helpers/app.js';
+import { browserOfFile, CHROMIUM, SCREENSHOT_DIR } from '../helpers/chromium.js';
 import { encodedImage } from '../helpers/images.js';
+
+// Both tests at once, in tabs of one Chromium: most of their time is the page loading and answering.
+t.jobs = 2;
+
+/** The file's app, listening on a loopback port; each test has an account and a tab of its own. */
+const fileApp = fileTestApp();
+t.before(() => fileApp().app.listen({ host: '127.0.0.1', port: 0 }));
 
 /** Swagger UI as a person uses it: loaded from the running server in a headless Chromium. */
 async function swaggerUi(t: Test) {
-  const harness = await buildTestApp(t);
-  await harness.app.listen({ host: '127.0.0.1', port: 0 });
+  const harness = fileApp();
   const { port } = harness.app.server.address() as AddressInfo;
   const { key } = await harness.newAccount(1000);
-  const browser = await launchChromium(t);
-  const page = await browser.newPage({ viewport: { width: 1280, height: 2000 } });
+  const context = await (await browserOfFile()).newContext({ viewport: { width: 1280, height: 2000 } });
+  t.teardown(() => context.close());
+  const page = await context.newPage();
   // Only this server is ever contacted (the test network rule; Swagger UI's validator badge is off).
   const origin = `http://127.0.0.1:${port}`;
   await page.route('**/*', (route) => (route.request().url().startsWith(origin) ? route.continue() : route.abort()));
   await page.goto(`${origin}/docs`);
   await page.locator('.swagger-ui .info .title').waitFor();
-  return { ...harness, page, key, screenshotDir: harness.dataDir };
+  // Kept after the run, beside the Playground's, to be looked at.
+  mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  return { page, key, screenshotDir: SCREENSHOT_DIR };
 }
 
 async function authorize(page: Page, key: string): Promise<void> {

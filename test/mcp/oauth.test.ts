@@ -12,10 +12,9 @@ import type {
   OAuthTokens,
 } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { buildTestApp, fileTestApp } from '../helpers/app.js';
-import { CHROMIUM, launchChromium } from '../helpers/chromium.js';
+import { CHROMIUM, launchChromium, SCREENSHOT_DIR } from '../helpers/chromium.js';
 import { callTool } from '../helpers/mcp.js';
 import { freePort } from '../helpers/processes.js';
-import { SCREENSHOT_DIR } from '../helpers/playground.js';
 
 /**
  * OAuth for /mcp (docs/design.md §3.10, decision 0034), proven with the MCP SDK's own client and its
