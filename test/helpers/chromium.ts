@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
-import tap, { type Test } from 'tap';
+import type { Test } from 'tap';
 
 /** Debian's chromium (`apt-get install -y chromium`; .ci/run installs it when it is missing). */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -47,15 +47,3 @@ export async function launchChromium(t: Test): Promise<Browser> {
 /** esbuild's own `__name` helper, as its output defines it. */
 const KEEP_NAMES_HELPER =
   'globalThis.__name = (target, value) => Object.defineProperty(target, "name", { value, configurable: true });';
-
-let fileBrowser: Promise<Browser> | undefined;
-
-/**
- * One headless Chromium for the whole test file, launched by the first test that asks and closed
- * when the file ends: a launch costs about 1.6 s. Each test opens a context (its own storage) or a
- * page of its own in it.
- */
-export function browserOfFile(): Promise<Browser> {
-  fileBrowser ??= launchChromium(tap);
-  return fileBrowser;
-}

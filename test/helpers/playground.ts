@@ -9,7 +9,8 @@ import { buildPage } from '../../scripts/build-pages.js';
 import type { BuiltPage } from '../../src/http/routes/pages.js';
 import { TaskEvents } from '../../src/services/task-events.js';
 import { buildTestApp, fileTestApp, type TestApp, type TestAppOptions } from './app.js';
-import { browserOfFile, SCREENSHOT_DIR } from './chromium.js';
+import { SCREENSHOT_DIR } from './chromium.js';
+import { browserOfFile } from './file-browser.js';
 import { freePort } from './processes.js';
 
 /** Each page built once per test file, into a directory of its own, removed when the file ends. */

@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import t, { type Test } from 'tap';
 import { fileTestApp } from '../helpers/app.js';
-import { browserOfFile, CHROMIUM, SCREENSHOT_DIR } from '../helpers/chromium.js';
+import { CHROMIUM, SCREENSHOT_DIR } from '../helpers/chromium.js';
+import { browserOfFile } from '../helpers/file-browser.js';
 import { encodedImage } from '../helpers/images.js';
 
 // Both tests at once, in tabs of one Chromium: most of their time is the page loading and answering.

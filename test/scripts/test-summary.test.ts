@@ -41,3 +41,25 @@ t.test('with Chromium there is no such line', async (t) => {
     lines.join('\n'),
   );
 });
+
+t.test(
+  'the runner is no test: importing it starts no root test of tap that would time out in its output',
+  async (t) => {
+    // A module of the runner that imported tap (a test helper, say) started tap's root test in the
+    // runner's process, which printed "not ok 1 - timeout!" into npm test's output minutes later.
+    // Here tap is given a second to time out, as it would in the runner.
+    const environment = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TAP')));
+    const run = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '-e',
+        "await import('./scripts/tap-passes.ts'); await new Promise((resolve) => setTimeout(resolve, 1500));",
+      ],
+      { cwd: ROOT, env: { ...environment, TAP_TIMEOUT: '1' }, encoding: 'utf8' },
+    );
+    t.equal(run.status, 0);
+    t.equal(run.stdout, '', 'nothing printed');
+  },
+);
