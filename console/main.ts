@@ -454,10 +454,18 @@ async function showLedger(accountId: string, restart: boolean): Promise<void> {
   $('ledger-more').hidden = page.next_cursor === null;
 }
 
+/**
+ * An id in the audit log, on one line: its start is shown (CSS cuts the rest), the whole id stays
+ * the text (found by the browser's search, copied, read to a screen reader) and shows on hover.
+ */
+function auditId(id: string): HTMLElement {
+  return el('code', { className: 'id', textContent: id, title: id });
+}
+
 /** The request's target; an account's is a link to its page. */
 function auditTarget(entry: AuditEntry): Node | string {
   if (!entry.target) return '';
-  const id = el('code', { textContent: entry.target });
+  const id = auditId(entry.target);
   return entry.action.includes('/accounts/:account_id') ? el('a', { href: `#accounts/${entry.target}` }, id) : id;
 }
 
@@ -466,11 +474,11 @@ function auditRow(entry: AuditEntry): HTMLTableRowElement {
     'tr',
     {},
     timeCell(entry.created_at),
-    el('td', {}, el('code', { textContent: entry.admin_key_id ?? 'none' })),
+    el('td', {}, entry.admin_key_id ? auditId(entry.admin_key_id) : 'none'),
     el('td', { textContent: entry.action }),
     el('td', {}, auditTarget(entry)),
     el('td', { className: 'number', textContent: String(entry.status) }),
-    el('td', {}, el('code', { textContent: entry.request_id })),
+    el('td', {}, auditId(entry.request_id)),
     el('td', { textContent: entry.client_address }),
   );
   row.dataset.status = String(entry.status);

@@ -448,10 +448,24 @@ t.test('the audit log: every admin request, newest first, paged', { skip }, asyn
     .locator('#audit tbody time')
     .evaluateAll((all) => all.map((e) => e.getAttribute('datetime')!));
   t.same(times, [...times].sort().reverse(), 'newest first');
+  const ids = await page.locator('#audit tbody code.id').evaluateAll((codes) =>
+    codes.map((code) => ({
+      text: code.textContent,
+      title: code.getAttribute('title'),
+      cut: code.scrollWidth > code.clientWidth,
+      lines: code.getBoundingClientRect().height / Number.parseFloat(getComputedStyle(code).fontSize),
+    })),
+  );
+  t.ok(ids.length >= 40, `the key, target and request ids are ids (${ids.length})`);
+  t.ok(
+    ids.every((id) => id.lines < 1.8),
+    'each id on one line (a uuid wrapped over three made each row three lines high)',
+  );
+  t.ok(ids.some((id) => id.cut) && ids.every((id) => id.title === id.text), 'a cut id shows whole on hover');
   await page.getByRole('button', { name: 'Older entries' }).click();
   await page.locator('#audit tbody tr').nth(20).waitFor();
-  const ids = await page.locator('#audit tbody tr td:nth-child(6)').allTextContents();
-  t.equal(new Set(ids).size, ids.length, 'the next page follows, no entry twice');
+  const requestIds = await page.locator('#audit tbody tr td:nth-child(6)').allTextContents();
+  t.equal(new Set(requestIds).size, requestIds.length, 'the next page follows, no entry twice');
   await session.screenshot('console-4-audit');
   assertCleanPage(t, session);
 });
